@@ -1,0 +1,59 @@
+/*
+ * image.h - decode TIFF, PNG, JPEG and IDX images and fit them to a tile.
+ *
+ * Decoders are safe on malicious input (libtiff, libpng, libturbojpeg do the
+ * parsing; this code checks every dimension against caps before allocating)
+ * and return -SPRITE_ECORRUPT / -ENOTSUP with a message naming the file and
+ * the problem in err (SPRITE_ERR_MAX bytes).
+ *
+ * Fit rule (documented in docs/FORMAT.md): channels first (gray->RGB by
+ * replication, RGB->gray by BT.601 luma 0.299/0.587/0.114, alpha dropped
+ * after compositing on black, palette expanded, 16-bit scaled >> 8), then
+ * size: an image whose size differs from the tile is resized with an
+ * area-average filter when shrinking and bilinear when enlarging, aspect
+ * ratio not kept (the whole image fills the tile).
+ */
+#ifndef SPRITE_IMAGE_H
+#define SPRITE_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sprite_image {
+	uint32_t h, w, c; /* c in 1, 3 after decode (alpha/palette resolved) */
+	uint8_t *px;      /* h*w*c bytes, HWC, malloc'd */
+};
+
+#define SPRITE_IMAGE_MAX_SIDE 65536u
+#define SPRITE_IMAGE_MAX_PIXELS (1ull << 28)
+
+void sprite_image_free(struct sprite_image *im); /* frees px; NULL is fine */
+
+/* Decode an encoded file held in memory; the kind is found from magic bytes. */
+int sprite_image_decode(const void *data, size_t len, const char *name,
+			struct sprite_image *out, char *err);
+/* Read a file and decode it. */
+int sprite_image_load(const char *path, struct sprite_image *out, char *err);
+
+/* Fit im into a tile of h*w*c bytes (HWC) by the rule above. */
+int sprite_image_fit(const struct sprite_image *im, uint32_t h, uint32_t w, uint32_t c,
+		     uint8_t *tile);
+
+/*
+ * IDX files (MNIST, Fashion-MNIST), plain or gzip: images (magic 0x00000803,
+ * dims n,h,w) or labels (0x00000801, dim n). Returns n, with *px (n*h*w) or
+ * *labels (n) malloc'd.
+ */
+int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px,
+			       char *err);
+int64_t sprite_idx_load_labels(const char *path, uint8_t **labels, char *err);
+
+/* Writers used to serve/view tiles and to build test trees. */
+int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
+		      int compression /* COMPRESSION_* from tiffio.h */, char *err);
+int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
+		     char *err);
+/* Netpbm (P5/P6) header for an h*w*c image; returns its length (< 32). */
+int sprite_pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * store.h - read and write sprite stores (layout in format.h, prose in
+ * docs/FORMAT.md).
+ *
+ * The reader is safe on malicious input: sprite_store_open() validates the
+ * header (magic, version, sizes, checksum), the index (checksum, every
+ * offset/size/count in range, sheets of a split contiguous and in sample
+ * order, no overlap) and the class names before returning, so that callers
+ * may then trust the metadata. Sheet contents are verified when decoded.
+ *
+ * All functions return >= 0 on success or a negative errno. Errors that a
+ * user must see are given a precise message through sprite_store_strerror()
+ * style out-parameters: a char buffer of SPRITE_ERR_MAX bytes that names
+ * what is wrong ("bad magic", "version 7 is newer than 1", "index entry 12:
+ * offset past end of file", "sheet 3: checksum mismatch").
+ *
+ * Library code never prints and never exits.
+ */
+#ifndef SPRITE_STORE_H
+#define SPRITE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/format.h"
+
+#define SPRITE_ERR_MAX 256
+
+/* Error codes beyond errno for format problems. */
+#define SPRITE_EBADMAGIC 1000  /* not a store / not a batch file */
+#define SPRITE_EVERSION 1001   /* version newer than this reader */
+#define SPRITE_ECORRUPT 1002   /* a field is out of range / inconsistent */
+#define SPRITE_ECHECKSUM 1003  /* a checksum does not match */
+#define SPRITE_ETRUNC 1004     /* file shorter than it claims */
+
+typedef struct sprite_store sprite_store;
+
+/* Metadata of an open store; every field has been validated. */
+struct sprite_store_info {
+	char name[SPRITE_NAME_MAX];
+	uint32_t tile_h, tile_w, tile_c;
+	uint32_t sheet_tiles;
+	uint32_t nclasses;
+	uint32_t nsplits;
+	uint32_t nsheets;
+	uint64_t file_size;
+	const struct sprite_split_entry *splits; /* nsplits entries */
+	const struct sprite_sheet_entry *sheets; /* nsheets entries */
+	const char *const *class_names;          /* nclasses strings */
+};
+
+/*
+ * Open and validate a store. On failure returns -errno or -SPRITE_E* and
+ * writes a message naming what is wrong into err (may be NULL).
+ * The file descriptor is opened O_RDONLY|O_CLOEXEC.
+ */
+int sprite_store_open(const char *path, sprite_store **out, char *err);
+void sprite_store_close(sprite_store *s); /* NULL is fine */
+
+const struct sprite_store_info *sprite_store_info(const sprite_store *s);
+int sprite_store_fd(const sprite_store *s);
+
+/* Split index by name ("train", "test"), or -ENOENT. */
+int sprite_store_find_split(const sprite_store *s, const char *name);
+
+/* Size of the decoded sheet i (a whole batch file), or -ERANGE. */
+int64_t sprite_store_sheet_raw_size(const sprite_store *s, uint32_t i);
+
+/*
+ * Decode one sheet already read from disk: check the stored checksum,
+ * decompress into raw (raw_cap >= entry->raw_size), check the raw checksum and
+ * that the batch header matches the entry and the store. Safe on any input.
+ * Returns raw_size or a negative error (-SPRITE_ECHECKSUM, -SPRITE_ECORRUPT).
+ */
+int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *stored,
+			    size_t stored_len, void *raw, size_t raw_cap, char *err);
+
+/* pread() sheet i and decode it (convenience for non-io_uring readers). */
+int64_t sprite_store_read_sheet(const sprite_store *s, uint32_t i, void *raw, size_t raw_cap,
+				char *err);
+
+/* Map (split, sample index within split) to (sheet, slot in sheet). */
+int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample,
+			uint32_t *sheet, uint32_t *slot);
+
+/* Check every checksum and structural field of every sheet (spritefs-pack --verify). */
+int sprite_store_verify(const sprite_store *s, char *err);
+
+/* ---- writer ---------------------------------------------------------- */
+
+typedef struct sprite_writer sprite_writer;
+
+struct sprite_writer_params {
+	const char *name;        /* data set name */
+	uint32_t tile_h, tile_w, tile_c;
+	uint32_t sheet_tiles;    /* default 1024 when 0 */
+	enum sprite_codec codec;
+	uint32_t nclasses;
+	const char *const *class_names;
+};
+
+/*
+ * Create a writer. The store is written to "<path>.tmp.<pid>" and renamed to
+ * path only by sprite_writer_finish(); abort or a crash never leaves a
+ * half-written store under the final name.
+ */
+int sprite_writer_open(const char *path, const struct sprite_writer_params *p,
+		       sprite_writer **out, char *err);
+
+/*
+ * Start a split; splits are written one after another (all of "train", then
+ * all of "test"). Samples are added in order with sprite_writer_add().
+ */
+int sprite_writer_begin_split(sprite_writer *w, const char *split_name);
+int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label);
+
+/* Flush the last sheet, write index, names and header, fsync, rename. */
+int sprite_writer_finish(sprite_writer *w, char *err);
+void sprite_writer_abort(sprite_writer *w); /* removes the temp file; NULL is fine */
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * util.h - small shared helpers: checksums, clocks, sizes, progress.
+ */
+#ifndef SPRITE_UTIL_H
+#define SPRITE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* XXH3-64 (libxxhash), seed 0: the checksum of every store structure. */
+uint64_t sprite_checksum(const void *p, size_t len);
+
+/* Monotonic seconds. */
+double sprite_now(void);
+
+/* Parse "512M", "2G", "4096", "1.5G" (binary units) into bytes; -EINVAL if bad. */
+int sprite_parse_size(const char *s, uint64_t *out);
+/* Format bytes as "1.5 GiB" into buf. */
+const char *sprite_fmt_size(uint64_t bytes, char *buf, size_t cap);
+
+/*
+ * A one-line progress bar on stderr, drawn only when stderr is a terminal,
+ * at most ~10 times a second. Thread-safe updates with atomic counters.
+ */
+struct sprite_progress {
+	const char *label;
+	uint64_t total;
+	uint64_t done; /* updated with __atomic ops by workers */
+	double start, last_draw;
+	int tty;
+};
+void sprite_progress_start(struct sprite_progress *p, const char *label, uint64_t total);
+void sprite_progress_add(struct sprite_progress *p, uint64_t n); /* thread-safe */
+void sprite_progress_draw(struct sprite_progress *p);           /* call from one thread */
+void sprite_progress_end(struct sprite_progress *p);
+
+#endif

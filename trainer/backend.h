@@ -1,0 +1,147 @@
+/*
+ * backend.h - the small interface between hntrain and a compute backend.
+ *
+ * hntrain owns the data (loader threads, queue, timing), the model
+ * description, the learning-rate schedule, checkpoints and logs. A backend
+ * owns the maths: given a model description it keeps the parameters (all in
+ * one allocation, laid out as hn_model says), the gradients and the optimizer
+ * state where it computes (host for cpu, device for gpu), and runs
+ * forward/backward/update on batches of uint8 HWC tiles.
+ *
+ * Two backends: "cpu" (backend_cpu.c: im2col + OpenBLAS sgemm) and "gpu"
+ * (cuda/: cuDNN + cuBLAS + kernels, built as the plugin hntrain-cuda.so and
+ * loaded with dlopen, so one hntrain binary runs where CUDA is absent).
+ *
+ * Input normalisation is part of the contract: x_float = tile_byte / 255.
+ * Labels are uint16 class indices < nclasses.
+ * All functions return >= 0 or a negative errno; err (HN_ERR_MAX bytes, may
+ * be NULL) gets a message for the user.
+ */
+#ifndef HN_BACKEND_H
+#define HN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HN_ERR_MAX 256
+#define HN_MAX_LAYERS 64
+
+enum hn_layer_kind {
+	HN_LAYER_CONV2D,  /* k x k, stride, pad; weights [out_c][in_c][k][k], bias [out_c] */
+	HN_LAYER_MAXPOOL, /* k x k window, stride */
+	HN_LAYER_RELU,
+	HN_LAYER_DENSE,   /* weights [out][in] (row-major), bias [out]; flattens CHW input */
+	HN_LAYER_DROPOUT, /* inverted dropout with rate p; identity at eval */
+};
+
+/*
+ * Activations are NCHW float32. The input tile (HWC uint8) is converted to
+ * CHW float by the backend. A dense layer sees its input flattened in CHW
+ * order, so weights are portable between backends.
+ */
+struct hn_layer {
+	enum hn_layer_kind kind;
+	int in_c, in_h, in_w;    /* input shape (per sample) */
+	int out_c, out_h, out_w; /* output shape (per sample) */
+	int k, stride, pad;      /* conv, maxpool */
+	float p;                 /* dropout rate */
+	size_t w_off, w_len;     /* weights: offset/length in floats within params (0 if none) */
+	size_t b_off, b_len;     /* bias */
+};
+
+struct hn_model {
+	char name[32];
+	int in_c, in_h, in_w; /* input = tile shape (C from the tile) */
+	int nclasses;         /* last layer's output size */
+	int nlayers;
+	struct hn_layer layers[HN_MAX_LAYERS];
+	size_t nparams; /* total floats in the one parameter allocation */
+};
+
+enum hn_optim_kind { HN_OPT_SGD, HN_OPT_MOMENTUM, HN_OPT_ADAM };
+
+struct hn_optim {
+	enum hn_optim_kind kind;
+	float momentum;     /* momentum (0.9) */
+	float beta1, beta2; /* adam (0.9, 0.999) */
+	float eps;          /* adam (1e-8) */
+	float weight_decay; /* decoupled (AdamW-style) for adam, L2 added to grad for sgd/momentum */
+};
+
+/* Floats of optimizer state per parameter: 0 sgd, 1 momentum, 2 adam. */
+static inline int hn_optim_state_per_param(enum hn_optim_kind k)
+{
+	return k == HN_OPT_ADAM ? 2 : k == HN_OPT_MOMENTUM ? 1 : 0;
+}
+
+struct hn_backend_config {
+	int threads;           /* maths threads (cpu); 0 = default */
+	int max_batch;         /* largest batch passed to train/eval */
+	int amp;               /* gpu: mixed precision with dynamic loss scaling */
+	int device_index;      /* gpu ordinal */
+	uint64_t seed;         /* dropout randomness: seeded per (seed, step) */
+};
+
+struct hn_step_result {
+	double loss_sum;   /* sum over the batch of per-sample cross-entropy */
+	int correct;       /* argmax == label count */
+	double compute_s;  /* device-side time of this call where the backend can tell
+			      (CUDA events); 0 means "use host wall time" */
+	int skipped;       /* amp: update skipped because of overflow */
+};
+
+typedef struct hn_backend hn_backend;
+
+struct hn_backend_ops {
+	const char *name;
+	/* Create state for model m with optimizer o; params initialised from init (host, nparams). */
+	int (*create)(const struct hn_model *m, const struct hn_optim *o,
+		      const struct hn_backend_config *cfg, const float *init, void **state,
+		      char *err);
+	void (*destroy)(void *state);
+	/*
+	 * Forward + backward on n samples (tiles: n*in_h*in_w*in_c uint8 HWC;
+	 * labels: n). Gradients are averaged over the samples of the
+	 * accumulation group: grad += dL/dw * (1 / group_size). When apply is
+	 * set, take an optimizer step with learning rate lr and zero the grads.
+	 * step is the optimizer step count after this update (adam bias
+	 * correction) and the dropout stream index.
+	 */
+	int (*train_step)(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
+			  int group_size, int apply, float lr, uint64_t step,
+			  struct hn_step_result *res);
+	/* Forward only (dropout off): loss_sum and correct. */
+	int (*evaluate)(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
+			struct hn_step_result *res);
+	/* Copy parameters / optimizer state to or from host buffers. */
+	int (*get_params)(void *state, float *params);
+	int (*set_params)(void *state, const float *params);
+	int (*get_opt_state)(void *state, float *opt); /* nparams * per_param floats */
+	int (*set_opt_state)(void *state, const float *opt);
+	/* Human-readable device description ("OpenBLAS 0.3.21, 2 threads", "NVIDIA H100, cuDNN 9.x"). */
+	const char *(*describe)(void *state);
+	/* Bytes of backend memory for weights, grads, opt state and activations at max_batch. */
+	uint64_t (*memory_bytes)(void *state);
+};
+
+/* The cpu backend, always built. */
+extern const struct hn_backend_ops hn_backend_cpu;
+
+/*
+ * The gpu backend: the plugin "hntrain-cuda.so" exports
+ *   const struct hn_backend_ops *hn_cuda_backend(char *err);
+ * which returns NULL (with err set: "no CUDA device found", "CUDA driver
+ * too old") when no GPU can be used, and
+ *   int hn_cuda_probe(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);
+ * for --plan. hn_backend_load() finds the plugin next to the hntrain binary,
+ * in the install libdir, or in $HNTRAIN_CUDA_PLUGIN.
+ */
+#define HN_CUDA_PLUGIN_NAME "hntrain-cuda.so"
+typedef const struct hn_backend_ops *(*hn_cuda_backend_fn)(char *err);
+typedef int (*hn_cuda_probe_fn)(char *info, size_t cap, uint64_t *free_bytes,
+				uint64_t *total_bytes);
+
+/* "cpu" or "gpu" -> ops, or NULL with err set (unknown name, plugin absent, no GPU). */
+const struct hn_backend_ops *hn_backend_load(const char *device, char *err);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * model.h - build a model description (backend.h's struct hn_model) from a
+ * name or a spec string, and initialise its parameters.
+ *
+ * Built-in names: "mlp" (flatten-256-128-classes), "cnn" (conv3x3 32 valid, relu,
+ * maxpool 2, conv3x3 64 valid, relu, maxpool 2, dense 128, relu, dense classes:
+ * 28x28x1 -> 26 -> 13 -> 11 -> 5, 225k parameters),
+ * "lenet5". A spec string builds others, layers separated by '-':
+ *   c<out>k<k>[s<stride>][p<pad>]  conv2d       e.g. c32k3p1
+ *   m<k>[s<stride>]                maxpool      e.g. m2
+ *   r                              relu
+ *   d<out>                         dense        e.g. d128
+ *   x<p>                           dropout      e.g. x0.25
+ * and the final dense layer to nclasses is appended when the spec does not
+ * end with one of that size. docs/HNTRAIN.md documents it.
+ */
+#ifndef HN_MODEL_H
+#define HN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/backend.h"
+
+/* Build from a built-in name or a spec; -EINVAL with err naming the bad token or shape. */
+int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int nclasses,
+		   struct hn_model *m, char *err);
+
+/* He/Kaiming-uniform weights, zero biases, from a seeded generator (perm.h's). */
+void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params);
+
+/* Activation floats per sample summed over layers (for --plan). */
+uint64_t hn_model_activation_floats(const struct hn_model *m);
+
+/* One line per layer into buf ("conv2d 1x28x28 -> 32x28x28, 320 params"). */
+void hn_model_describe(const struct hn_model *m, char *buf, size_t cap);
+
+#endif
