@@ -1,0 +1,59 @@
+/*
+ * pack.h - turn an image source into a sprite store (used by spritefs-pack,
+ * and by spritefs when it is given an image folder or no source at all).
+ *
+ * SOURCE is one of:
+ *   - an ImageFolder tree: SOURCE/train/<class>/<file>, SOURCE/test/<class>/<file>
+ *     (other split folder names are kept as splits too), or class folders
+ *     directly under SOURCE (they become the split "train");
+ *     files are TIFF, PNG or JPEG, found by magic bytes, listed in byte order
+ *     of their names (classes sorted the same way) so the store is
+ *     deterministic whatever the number of jobs;
+ *   - a folder of IDX files (train-images-idx3-ubyte[.gz],
+ *     train-labels-idx1-ubyte[.gz], t10k-* for "test"), as Fashion-MNIST ships.
+ * Corrupt, truncated or unsupported images are passed to on_skip with the
+ * reason and left out (or make the pack fail when strict).
+ */
+#ifndef SPRITE_PACK_H
+#define SPRITE_PACK_H
+
+#include <stdint.h>
+
+#include "common/format.h"
+#include "common/util.h"
+
+#define SPRITE_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+struct sprite_pack_options {
+	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
+	uint32_t sheet_tiles;            /* 0: 1024 */
+	enum sprite_codec codec;
+	int jobs;                        /* decode threads; 0: all cores */
+	int strict;                      /* any bad image fails the pack */
+	const char *name;                /* data set name; NULL: source folder's base name */
+	struct sprite_progress *progress; /* drawn from the calling thread when not NULL */
+	/* Called (from the calling thread) once per skipped image. */
+	void (*on_skip)(void *ctx, const char *path, const char *why);
+	void *ctx;
+};
+
+struct sprite_pack_report {
+	uint64_t found;   /* image files seen */
+	uint64_t packed;  /* samples written */
+	uint64_t skipped; /* bad images left out */
+	uint64_t split_count[SPRITE_MAX_SPLITS];
+	double seconds;   /* wall time of decode + write */
+	uint64_t bytes_in, bytes_out; /* source bytes read, store bytes written */
+};
+
+/* Pack source into store (written atomically). -errno / -SPRITE_E* with err set. */
+int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
+		struct sprite_pack_report *rep, char *err);
+
+/*
+ * A cheap fingerprint of a source (paths, sizes, mtimes of every file) so a
+ * cache store can be reused while the source is unchanged.
+ */
+int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err);
+
+#endif
