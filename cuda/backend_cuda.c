@@ -1,0 +1,1258 @@
+/*
+ * backend_cuda.c - the "gpu" backend of hntrain: cuDNN convolutions, cuBLAS
+ * dense layers and the small kernels of kernels.cu, behind the ops table of
+ * trainer/backend.h.
+ *
+ * Shape of the thing:
+ *  - Parameters, gradients and optimizer state are each ONE device
+ *    allocation laid out exactly as hn_model says, so get/set_params are one
+ *    copy and the CPU and GPU backends exchange weights and checkpoints.
+ *  - Activations live in one allocation: slot 0 holds the float input, slot
+ *    i+1 the output of layer i, each sized for max_batch; their gradients
+ *    mirror that layout in a second allocation. Backward keeps every
+ *    forward output, so nothing is recomputed except dropout masks (a hash
+ *    of seed, step, layer, element) and pool argmaxes.
+ *  - Gradients are accumulated in place (cuDNN/cuBLAS beta = 1, bias kernels
+ *    add), already scaled by 1/group_size through the softmax gradient, so
+ *    --accum costs nothing extra.
+ *  - Tiles go host -> pinned staging buffer -> device on a copy stream, two
+ *    buffers used in turn, and compute waits on an event of that copy. The
+ *    backend.h contract makes each call synchronous (results are returned),
+ *    so within one call the copy cannot overlap earlier compute; the pinned
+ *    path still makes the transfer a single fast DMA. compute_s is measured
+ *    with CUDA events on the compute stream, so it excludes the copy.
+ *  - Without --amp every operation is true fp32 (cuDNN FMA math, cuBLAS
+ *    default math without TF32), so results match the CPU backend to
+ *    rounding. With --amp convolutions and dense products run in fp16 on
+ *    tensor cores (inputs cast per layer from the fp32 activations, weights
+ *    from an fp16 copy of the fp32 master weights), everything else stays
+ *    fp32, and a dynamic loss scale guards the fp16 gradients: an overflow
+ *    anywhere in the accumulated gradients skips the update and halves the
+ *    scale; HN_AMP_GROWTH good updates in a row double it.
+ *  - Convolution algorithms are benchmarked once at create
+ *    (cudnnFind*Algorithm) for max_batch; a smaller batch (the last one of
+ *    an epoch) gets heuristically chosen algorithms, and the one workspace
+ *    grows when an algorithm needs more.
+ *
+ * Every CUDA, cuDNN and cuBLAS status is checked; failures return -EIO
+ * (-ENOMEM for allocation failures) and leave a message in st->err.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "cuda/kernels.h"
+#include "cuda/plugin.h"
+#include "trainer/backend.h"
+
+#define HN_WS_LIMIT ((size_t)1 << 30) /* largest workspace an algorithm may ask for */
+#define HN_AMP_INIT_SCALE 65536.0f
+#define HN_AMP_MAX_SCALE 16777216.0f
+#define HN_AMP_MIN_SCALE (1.0f / 16777216.0f)
+#define HN_AMP_GROWTH 2000
+
+struct hn_conv {
+	cudnnTensorDescriptor_t x, y;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t cf, cd, cw; /* forward, backward data, backward filter */
+	/* benchmarked for max_batch at create */
+	cudnnConvolutionFwdAlgo_t fa_max;
+	cudnnConvolutionBwdDataAlgo_t da_max;
+	cudnnConvolutionBwdFilterAlgo_t wa_max;
+	cudnnMathType_t fm_max, dm_max, wm_max;
+	/* in use for the current batch size */
+	cudnnConvolutionFwdAlgo_t fa;
+	cudnnConvolutionBwdDataAlgo_t da;
+	cudnnConvolutionBwdFilterAlgo_t wa;
+};
+
+/* Small per-step results, one device block mirrored in pinned host memory. */
+struct hn_small {
+	struct hn_k_result res;
+	int overflow;
+};
+
+struct hn_cuda {
+	struct hn_model m;
+	struct hn_optim o;
+	struct hn_backend_config cfg;
+	int dev;
+	int amp;
+	cudnnDataType_t dt; /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF for conv tensors */
+
+	cudaStream_t stream, copy_stream;
+	cudaEvent_t ev_start, ev_stop, ev_copied[2];
+	int events_made;
+	cudnnHandle_t dnn;
+	cublasHandle_t blas;
+
+	float *params, *grads, *opt; /* one allocation each */
+	void *params16;              /* amp: fp16 copy of params */
+	float *acts, *dacts;
+	size_t act_off[HN_MAX_LAYERS + 1]; /* float offset of slot i (max_batch samples) */
+	size_t act_per[HN_MAX_LAYERS + 1]; /* floats per sample of slot i */
+	void *scratch16;                   /* amp: x16 | dx16 | y16 | w16 */
+	size_t x16_off, dx16_off, y16_off, w16_off; /* in halves */
+
+	uint8_t *d_tiles[2], *h_tiles[2];
+	uint16_t *d_labels[2], *h_labels[2];
+	size_t tile_bytes; /* per sample */
+	int buf;
+
+	float *loss_tmp;
+	int *correct_tmp;
+	struct hn_small *d_small, *h_small;
+
+	void *ws;
+	size_t ws_bytes;
+	struct hn_conv conv[HN_MAX_LAYERS];
+	int cur_n;
+
+	float loss_scale;
+	int good_steps;
+
+	uint64_t bytes;
+	char desc[256];
+	char err[HN_ERR_MAX];
+};
+
+/* ---- error helpers ---- */
+
+static int cu_fail(cudaError_t e, const char *what, char *err)
+{
+	if (err)
+		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cudaGetErrorString(e));
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+static int dnn_fail(cudnnStatus_t st, const char *what, char *err)
+{
+	if (err)
+		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cudnnGetErrorString(st));
+	return -EIO;
+}
+
+static int blas_fail(cublasStatus_t st, const char *what, char *err)
+{
+	if (err)
+		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cublasGetStatusString(st));
+	return st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;
+}
+
+/* Each macro evaluates the call once and returns from the enclosing function on failure. */
+#define CU(call, err)                                                                       \
+	do {                                                                                \
+		cudaError_t e_ = (call);                                                    \
+		if (e_ != cudaSuccess)                                                      \
+			return cu_fail(e_, #call, err);                                     \
+	} while (0)
+#define DNN(call, err)                                                                      \
+	do {                                                                                \
+		cudnnStatus_t s_ = (call);                                                  \
+		if (s_ != CUDNN_STATUS_SUCCESS)                                             \
+			return dnn_fail(s_, #call, err);                                    \
+	} while (0)
+#define BLAS(call, err)                                                                     \
+	do {                                                                                \
+		cublasStatus_t b_ = (call);                                                 \
+		if (b_ != CUBLAS_STATUS_SUCCESS)                                            \
+			return blas_fail(b_, #call, err);                                   \
+	} while (0)
+#define TRY(call)                                                                           \
+	do {                                                                                \
+		int r_ = (call);                                                            \
+		if (r_ < 0)                                                                 \
+			return r_;                                                          \
+	} while (0)
+
+static int dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
+{
+	*p = NULL;
+	if (bytes == 0)
+		return 0;
+	cudaError_t e = cudaMalloc(p, bytes);
+	if (e != cudaSuccess) {
+		*p = NULL;
+		snprintf(st->err, sizeof(st->err), "gpu: cannot allocate %zu bytes for %s: %s",
+			 bytes, what, cudaGetErrorString(e));
+		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+	}
+	st->bytes += bytes;
+	return 0;
+}
+
+static int host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
+{
+	*p = NULL;
+	cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocDefault);
+	if (e != cudaSuccess) {
+		*p = NULL;
+		snprintf(st->err, sizeof(st->err),
+			 "gpu: cannot allocate %zu bytes of pinned memory for %s: %s", bytes, what,
+			 cudaGetErrorString(e));
+		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+	}
+	return 0;
+}
+
+/* ---- model checks ---- */
+
+static size_t layer_in(const struct hn_layer *l)
+{
+	return (size_t)l->in_c * l->in_h * l->in_w;
+}
+
+static size_t layer_out(const struct hn_layer *l)
+{
+	return (size_t)l->out_c * l->out_h * l->out_w;
+}
+
+/* The backend trusts nothing in m: shapes chain, parameter ranges fit, pooling is as computed. */
+static int check_model(const struct hn_model *m, char *err)
+{
+	if (m->nlayers < 1 || m->nlayers > HN_MAX_LAYERS || m->in_c <= 0 || m->in_h <= 0 ||
+	    m->in_w <= 0 || m->nclasses < 1 || m->nclasses > 65536) {
+		snprintf(err, HN_ERR_MAX, "gpu: model '%s' has a bad shape", m->name);
+		return -EINVAL;
+	}
+	int c = m->in_c, h = m->in_h, w = m->in_w;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->in_c != c || l->in_h != h || l->in_w != w || l->out_c <= 0 || l->out_h <= 0 ||
+		    l->out_w <= 0 || l->out_c > (1 << 20) || l->out_h > (1 << 16) ||
+		    l->out_w > (1 << 16)) {
+			snprintf(err, HN_ERR_MAX, "gpu: layer %d: shapes do not chain", i);
+			return -EINVAL;
+		}
+		if (l->w_off > m->nparams || l->w_len > m->nparams - l->w_off ||
+		    l->b_off > m->nparams || l->b_len > m->nparams - l->b_off) {
+			snprintf(err, HN_ERR_MAX, "gpu: layer %d: parameters outside the allocation",
+				 i);
+			return -EINVAL;
+		}
+		switch (l->kind) {
+		case HN_LAYER_CONV2D:
+			if (l->k <= 0 || l->stride <= 0 || l->pad < 0 ||
+			    l->w_len != (size_t)l->out_c * l->in_c * l->k * l->k ||
+			    (l->b_len != 0 && l->b_len != (size_t)l->out_c) ||
+			    l->out_h != (l->in_h + 2 * l->pad - l->k) / l->stride + 1 ||
+			    l->out_w != (l->in_w + 2 * l->pad - l->k) / l->stride + 1) {
+				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad conv2d geometry", i);
+				return -EINVAL;
+			}
+			break;
+		case HN_LAYER_MAXPOOL:
+			if (l->k <= 0 || l->stride <= 0 || l->pad != 0 || l->out_c != l->in_c ||
+			    l->in_h < l->k || l->in_w < l->k ||
+			    l->out_h != (l->in_h - l->k) / l->stride + 1 ||
+			    l->out_w != (l->in_w - l->k) / l->stride + 1) {
+				snprintf(err, HN_ERR_MAX,
+					 "gpu: layer %d: maxpool geometry not supported (padding or "
+					 "shape)",
+					 i);
+				return -EINVAL;
+			}
+			break;
+		case HN_LAYER_RELU:
+		case HN_LAYER_DROPOUT:
+			if (layer_out(l) != layer_in(l)) {
+				snprintf(err, HN_ERR_MAX, "gpu: layer %d: shape changes", i);
+				return -EINVAL;
+			}
+			if (l->kind == HN_LAYER_DROPOUT && !(l->p >= 0.0f && l->p < 1.0f)) {
+				snprintf(err, HN_ERR_MAX, "gpu: layer %d: dropout rate %g not in [0,1)",
+					 i, (double)l->p);
+				return -EINVAL;
+			}
+			break;
+		case HN_LAYER_DENSE:
+			if (l->w_len != layer_out(l) * layer_in(l) ||
+			    (l->b_len != 0 && l->b_len != layer_out(l)) || layer_in(l) > INT32_MAX ||
+			    layer_out(l) > INT32_MAX) {
+				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad dense geometry", i);
+				return -EINVAL;
+			}
+			break;
+		default:
+			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i, (int)l->kind);
+			return -EINVAL;
+		}
+		c = l->out_c;
+		h = l->out_h;
+		w = l->out_w;
+	}
+	if ((size_t)c * h * w != (size_t)m->nclasses) {
+		snprintf(err, HN_ERR_MAX, "gpu: last layer gives %d x %d x %d, not %d classes", c, h,
+			 w, m->nclasses);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- convolution descriptors and algorithms ---- */
+
+static int ws_reserve(struct hn_cuda *st, size_t need)
+{
+	if (need <= st->ws_bytes)
+		return 0;
+	CU(cudaStreamSynchronize(st->stream), st->err); /* the old workspace may be in use */
+	if (st->ws) {
+		CU(cudaFree(st->ws), st->err);
+		st->ws = NULL;
+		st->bytes -= st->ws_bytes;
+		st->ws_bytes = 0;
+	}
+	TRY(dev_alloc(st, &st->ws, need, "the convolution workspace"));
+	st->ws_bytes = need;
+	return 0;
+}
+
+/* Pick algorithms for the descriptors as they are now (find = benchmark, else heuristics). */
+static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
+{
+	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	int cnt = 0, i;
+	size_t need = 0, sz;
+
+	/* forward */
+	cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	DNN(cudnnSetConvolutionMathType(c->cf, want), st->err);
+	cnt = 0;
+	if (!find || cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
+							  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+							  pf) != CUDNN_STATUS_SUCCESS)
+		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
+							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+							   pf),
+		    st->err);
+	for (i = 0; i < cnt; i++)
+		if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= HN_WS_LIMIT)
+			break;
+	if (i == cnt) {
+		snprintf(st->err, sizeof(st->err), "gpu: cuDNN has no forward algorithm for a conv");
+		return -EIO;
+	}
+	c->fa = pf[i].algo;
+	if (st->amp)
+		DNN(cudnnSetConvolutionMathType(c->cf, pf[i].mathType), st->err);
+	DNN(cudnnGetConvolutionForwardWorkspaceSize(st->dnn, c->x, c->w, c->cf, c->y, c->fa, &sz),
+	    st->err);
+	need = sz > need ? sz : need;
+
+	/* backward filter */
+	cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
+	cnt = 0;
+	if (!find || cudnnFindConvolutionBackwardFilterAlgorithm(
+			     st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+			     &cnt, pw) != CUDNN_STATUS_SUCCESS)
+		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+			    st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+			    &cnt, pw),
+		    st->err);
+	for (i = 0; i < cnt; i++)
+		if (pw[i].status == CUDNN_STATUS_SUCCESS && pw[i].memory <= HN_WS_LIMIT)
+			break;
+	if (i == cnt) {
+		snprintf(st->err, sizeof(st->err),
+			 "gpu: cuDNN has no backward-filter algorithm for a conv");
+		return -EIO;
+	}
+	c->wa = pw[i].algo;
+	if (st->amp)
+		DNN(cudnnSetConvolutionMathType(c->cw, pw[i].mathType), st->err);
+	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(st->dnn, c->x, c->y, c->cw, c->w, c->wa,
+							   &sz),
+	    st->err);
+	need = sz > need ? sz : need;
+
+	/* backward data: the first layer's input gradient is never needed */
+	if (!first_layer) {
+		cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
+		cnt = 0;
+		if (!find || cudnnFindConvolutionBackwardDataAlgorithm(
+				     st->dnn, c->w, c->y, c->cd, c->x,
+				     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt,
+				     pd) != CUDNN_STATUS_SUCCESS)
+			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+				    st->dnn, c->w, c->y, c->cd, c->x,
+				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
+			    st->err);
+		for (i = 0; i < cnt; i++)
+			if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].memory <= HN_WS_LIMIT)
+				break;
+		if (i == cnt) {
+			snprintf(st->err, sizeof(st->err),
+				 "gpu: cuDNN has no backward-data algorithm for a conv");
+			return -EIO;
+		}
+		c->da = pd[i].algo;
+		if (st->amp)
+			DNN(cudnnSetConvolutionMathType(c->cd, pd[i].mathType), st->err);
+		DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(st->dnn, c->w, c->y, c->cd, c->x,
+								 c->da, &sz),
+		    st->err);
+		need = sz > need ? sz : need;
+	}
+	return ws_reserve(st, need);
+}
+
+/* Point every conv descriptor at batch size n and make sure the algorithms suit it. */
+static int conv_set_n(struct hn_cuda *st, int n, int find)
+{
+	if (n == st->cur_n)
+		return 0;
+	st->cur_n = 0; /* invalid until done */
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		struct hn_conv *c = &st->conv[i];
+		if (l->kind != HN_LAYER_CONV2D)
+			continue;
+		DNN(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, st->dt, n, l->in_c, l->in_h,
+					       l->in_w),
+		    st->err);
+		DNN(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, st->dt, n, l->out_c,
+					       l->out_h, l->out_w),
+		    st->err);
+		int on, oc, oh, ow;
+		DNN(cudnnGetConvolution2dForwardOutputDim(c->cf, c->x, c->w, &on, &oc, &oh, &ow),
+		    st->err);
+		if (on != n || oc != l->out_c || oh != l->out_h || ow != l->out_w) {
+			snprintf(st->err, sizeof(st->err),
+				 "gpu: layer %d: cuDNN computes output %dx%dx%d, model says %dx%dx%d",
+				 i, oc, oh, ow, l->out_c, l->out_h, l->out_w);
+			return -EINVAL;
+		}
+		if (find) {
+			TRY(conv_pick(st, c, 1, i == 0));
+			c->fa_max = c->fa;
+			c->da_max = c->da;
+			c->wa_max = c->wa;
+			DNN(cudnnGetConvolutionMathType(c->cf, &c->fm_max), st->err);
+			DNN(cudnnGetConvolutionMathType(c->cd, &c->dm_max), st->err);
+			DNN(cudnnGetConvolutionMathType(c->cw, &c->wm_max), st->err);
+		} else if (n == st->cfg.max_batch) {
+			/* back to the benchmarked choice; its workspace is already reserved */
+			c->fa = c->fa_max;
+			c->da = c->da_max;
+			c->wa = c->wa_max;
+			DNN(cudnnSetConvolutionMathType(c->cf, c->fm_max), st->err);
+			DNN(cudnnSetConvolutionMathType(c->cd, c->dm_max), st->err);
+			DNN(cudnnSetConvolutionMathType(c->cw, c->wm_max), st->err);
+		} else {
+			TRY(conv_pick(st, c, 0, i == 0));
+		}
+	}
+	st->cur_n = n;
+	return 0;
+}
+
+static int conv_create(struct hn_cuda *st, int i)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	DNN(cudnnCreateTensorDescriptor(&c->x), st->err);
+	DNN(cudnnCreateTensorDescriptor(&c->y), st->err);
+	DNN(cudnnCreateFilterDescriptor(&c->w), st->err);
+	DNN(cudnnSetFilter4dDescriptor(c->w, st->dt, CUDNN_TENSOR_NCHW, l->out_c, l->in_c, l->k,
+				       l->k),
+	    st->err);
+	cudnnConvolutionDescriptor_t *cds[3] = {&c->cf, &c->cd, &c->cw};
+	for (int j = 0; j < 3; j++) {
+		DNN(cudnnCreateConvolutionDescriptor(cds[j]), st->err);
+		/* fp32 accumulation in both modes (fp16 data, fp32 compute under amp) */
+		DNN(cudnnSetConvolution2dDescriptor(*cds[j], l->pad, l->pad, l->stride, l->stride, 1,
+						    1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+		    st->err);
+	}
+	return 0;
+}
+
+static void conv_destroy(struct hn_conv *c)
+{
+	if (c->x)
+		cudnnDestroyTensorDescriptor(c->x);
+	if (c->y)
+		cudnnDestroyTensorDescriptor(c->y);
+	if (c->w)
+		cudnnDestroyFilterDescriptor(c->w);
+	if (c->cf)
+		cudnnDestroyConvolutionDescriptor(c->cf);
+	if (c->cd)
+		cudnnDestroyConvolutionDescriptor(c->cd);
+	if (c->cw)
+		cudnnDestroyConvolutionDescriptor(c->cw);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---- layers ---- */
+
+static float *act(struct hn_cuda *st, int slot)
+{
+	return st->acts + st->act_off[slot];
+}
+
+static float *dact(struct hn_cuda *st, int slot)
+{
+	return st->dacts + st->act_off[slot];
+}
+
+static void *half_at(struct hn_cuda *st, size_t off)
+{
+	return (uint16_t *)st->scratch16 + off;
+}
+
+static void *w16(struct hn_cuda *st, size_t off)
+{
+	return (uint16_t *)st->params16 + off;
+}
+
+static int conv_forward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	const float one = 1.0f, zero = 0.0f;
+	float *x = act(st, i), *y = act(st, i + 1);
+	if (!st->amp) {
+		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x, c->w, st->params + l->w_off,
+					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y),
+		    st->err);
+	} else {
+		void *x16 = half_at(st, st->x16_off), *y16 = half_at(st, st->y16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * layer_in(l), st->stream), st->err);
+		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, w16(st, l->w_off), c->cf,
+					    c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
+		    st->err);
+		CU(hn_k_f16_to_f32(y16, y, (size_t)n * layer_out(l), st->stream), st->err);
+	}
+	if (l->b_len)
+		CU(hn_k_bias_add(y, st->params + l->b_off, n, l->out_c, l->out_h * l->out_w,
+				 st->stream),
+		   st->err);
+	return 0;
+}
+
+static int conv_backward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	const float one = 1.0f, zero = 0.0f;
+	float *x = act(st, i), *dy = dact(st, i + 1), *dx = dact(st, i);
+	if (l->b_len)
+		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, l->out_c, l->out_h * l->out_w,
+				  st->stream),
+		   st->err);
+	if (!st->amp) {
+		DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x, c->y, dy, c->cw, c->wa,
+						   st->ws, st->ws_bytes, &one, c->w,
+						   st->grads + l->w_off),
+		    st->err);
+		if (i > 0)
+			DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, st->params + l->w_off,
+							 c->y, dy, c->cd, c->da, st->ws,
+							 st->ws_bytes, &zero, c->x, dx),
+			    st->err);
+		return 0;
+	}
+	void *x16 = half_at(st, st->x16_off), *dy16 = half_at(st, st->y16_off);
+	void *dx16 = half_at(st, st->dx16_off), *dw16 = half_at(st, st->w16_off);
+	/* x16 was overwritten by later layers' forward: cast again */
+	CU(hn_k_f32_to_f16(x, x16, (size_t)n * layer_in(l), st->stream), st->err);
+	CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * layer_out(l), st->stream), st->err);
+	DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x16, c->y, dy16, c->cw, c->wa,
+					   st->ws, st->ws_bytes, &zero, c->w, dw16),
+	    st->err);
+	CU(hn_k_f16_accumulate(dw16, st->grads + l->w_off, l->w_len, st->stream), st->err);
+	if (i > 0) {
+		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, w16(st, l->w_off), c->y, dy16,
+						 c->cd, c->da, st->ws, st->ws_bytes, &zero, c->x,
+						 dx16),
+		    st->err);
+		CU(hn_k_f16_to_f32(dx16, dx, (size_t)n * layer_in(l), st->stream), st->err);
+	}
+	return 0;
+}
+
+/*
+ * cuBLAS is column-major. Row-major X[n][in] is the column-major in x n
+ * matrix X^T (ld in); W[out][in] is W^T (in x out, ld in); Y[n][out] is
+ * Y^T (out x n, ld out). So:
+ *   forward  Y^T  = W X^T       : gemm(T, N, out, n, in,  W, in, X, in,  Y, out)
+ *   dX       dX^T = W^T dY^T    : gemm(N, N, in, n, out,  W, in, dY, out, dX, in)
+ *   dW       dW^T = X^T dY      : gemm(N, T, in, out, n,  X, in, dY, out, dW, in), beta 1
+ */
+static int dense_gemm(struct hn_cuda *st, cublasOperation_t ta, cublasOperation_t tb, int mm,
+		      int nn, int kk, const void *a, int lda, const void *b, int ldb, float beta,
+		      float *cmat, int ldc)
+{
+	const float one = 1.0f;
+	if (!st->amp)
+		BLAS(cublasSgemm(st->blas, ta, tb, mm, nn, kk, &one, a, lda, b, ldb, &beta, cmat,
+				 ldc),
+		     st->err);
+	else
+		BLAS(cublasGemmEx(st->blas, ta, tb, mm, nn, kk, &one, a, CUDA_R_16F, lda, b,
+				  CUDA_R_16F, ldb, &beta, cmat, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+				  CUBLAS_GEMM_DEFAULT),
+		     st->err);
+	return 0;
+}
+
+static int dense_forward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	int in = (int)layer_in(l), out = (int)layer_out(l);
+	float *x = act(st, i), *y = act(st, i + 1);
+	if (!st->amp) {
+		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, st->params + l->w_off, in,
+			       x, in, 0.0f, y, out));
+	} else {
+		void *x16 = half_at(st, st->x16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
+		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w16(st, l->w_off), in, x16,
+			       in, 0.0f, y, out));
+	}
+	if (l->b_len)
+		CU(hn_k_bias_add(y, st->params + l->b_off, n, out, 1, st->stream), st->err);
+	return 0;
+}
+
+static int dense_backward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	int in = (int)layer_in(l), out = (int)layer_out(l);
+	float *x = act(st, i), *dy = dact(st, i + 1), *dx = dact(st, i);
+	if (l->b_len)
+		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, out, 1, st->stream), st->err);
+	const void *xa = x, *dya = dy, *wa = st->params + l->w_off;
+	if (st->amp) {
+		void *x16 = half_at(st, st->x16_off), *dy16 = half_at(st, st->y16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
+		CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * out, st->stream), st->err);
+		xa = x16;
+		dya = dy16;
+		wa = w16(st, l->w_off);
+	}
+	TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, 1.0f,
+		       st->grads + l->w_off, in));
+	if (i > 0)
+		TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, 0.0f, dx,
+			       in));
+	return 0;
+}
+
+static int forward(struct hn_cuda *st, int n, int train, uint64_t step)
+{
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		float *x = act(st, i), *y = act(st, i + 1);
+		size_t cnt = (size_t)n * layer_out(l);
+		switch (l->kind) {
+		case HN_LAYER_CONV2D:
+			TRY(conv_forward(st, i, n));
+			break;
+		case HN_LAYER_DENSE:
+			TRY(dense_forward(st, i, n));
+			break;
+		case HN_LAYER_MAXPOOL:
+			CU(hn_k_maxpool_fwd(x, y, n, l->in_c, l->in_h, l->in_w, l->out_h, l->out_w,
+					    l->k, l->stride, st->stream),
+			   st->err);
+			break;
+		case HN_LAYER_RELU:
+			CU(hn_k_relu_fwd(x, y, cnt, st->stream), st->err);
+			break;
+		case HN_LAYER_DROPOUT:
+			if (train && l->p > 0.0f)
+				CU(hn_k_dropout_fwd(x, y, cnt, l->p, st->cfg.seed, step, i,
+						    st->stream),
+				   st->err);
+			else
+				CU(cudaMemcpyAsync(y, x, cnt * sizeof(float),
+						   cudaMemcpyDeviceToDevice, st->stream),
+				   st->err);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int backward(struct hn_cuda *st, int n, uint64_t step)
+{
+	for (int i = st->m.nlayers - 1; i >= 0; i--) {
+		const struct hn_layer *l = &st->m.layers[i];
+		float *x = act(st, i), *y = act(st, i + 1);
+		float *dy = dact(st, i + 1), *dx = dact(st, i);
+		size_t cnt = (size_t)n * layer_out(l);
+		switch (l->kind) {
+		case HN_LAYER_CONV2D:
+			TRY(conv_backward(st, i, n));
+			break;
+		case HN_LAYER_DENSE:
+			TRY(dense_backward(st, i, n));
+			break;
+		case HN_LAYER_MAXPOOL:
+			if (i > 0)
+				CU(hn_k_maxpool_bwd(x, dy, dx, n, l->in_c, l->in_h, l->in_w,
+						    l->out_h, l->out_w, l->k, l->stride,
+						    st->stream),
+				   st->err);
+			break;
+		case HN_LAYER_RELU:
+			if (i > 0)
+				CU(hn_k_relu_bwd(y, dy, dx, cnt, st->stream), st->err);
+			break;
+		case HN_LAYER_DROPOUT:
+			if (i == 0)
+				break;
+			if (l->p > 0.0f)
+				CU(hn_k_dropout_bwd(dy, dx, cnt, l->p, st->cfg.seed, step, i,
+						    st->stream),
+				   st->err);
+			else
+				CU(cudaMemcpyAsync(dx, dy, cnt * sizeof(float),
+						   cudaMemcpyDeviceToDevice, st->stream),
+				   st->err);
+			break;
+		}
+	}
+	return 0;
+}
+
+/* ---- ops ---- */
+
+static void hn_cuda_destroy(void *state);
+
+static int refresh_params16(struct hn_cuda *st)
+{
+	if (st->amp)
+		CU(hn_k_f32_to_f16(st->params, st->params16, st->m.nparams, st->stream), st->err);
+	return 0;
+}
+
+static int setup(struct hn_cuda *st, const float *init)
+{
+	const struct hn_model *m = &st->m;
+	int mb = st->cfg.max_batch;
+
+	CU(cudaSetDevice(st->dev), st->err);
+	CU(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), st->err);
+	CU(cudaStreamCreateWithFlags(&st->copy_stream, cudaStreamNonBlocking), st->err);
+	CU(cudaEventCreate(&st->ev_start), st->err);
+	st->events_made = 1;
+	CU(cudaEventCreate(&st->ev_stop), st->err);
+	st->events_made = 2;
+	CU(cudaEventCreateWithFlags(&st->ev_copied[0], cudaEventDisableTiming), st->err);
+	st->events_made = 3;
+	CU(cudaEventCreateWithFlags(&st->ev_copied[1], cudaEventDisableTiming), st->err);
+	st->events_made = 4;
+	DNN(cudnnCreate(&st->dnn), st->err);
+	DNN(cudnnSetStream(st->dnn, st->stream), st->err);
+	BLAS(cublasCreate(&st->blas), st->err);
+	BLAS(cublasSetStream(st->blas, st->stream), st->err);
+	BLAS(cublasSetPointerMode(st->blas, CUBLAS_POINTER_MODE_HOST), st->err);
+	/* fp32 stays fp32 (no TF32); fp16 GemmEx uses tensor cores regardless */
+	BLAS(cublasSetMathMode(st->blas, CUBLAS_DEFAULT_MATH), st->err);
+
+	/* parameters, gradients, optimizer state */
+	size_t np = m->nparams;
+	size_t nopt = np * (size_t)hn_optim_state_per_param(st->o.kind);
+	TRY(dev_alloc(st, (void **)&st->params, np * sizeof(float), "parameters"));
+	TRY(dev_alloc(st, (void **)&st->grads, np * sizeof(float), "gradients"));
+	TRY(dev_alloc(st, (void **)&st->opt, nopt * sizeof(float), "optimizer state"));
+	if (np) {
+		CU(cudaMemcpyAsync(st->params, init, np * sizeof(float), cudaMemcpyHostToDevice,
+				   st->stream),
+		   st->err);
+		CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
+	}
+	if (nopt)
+		CU(cudaMemsetAsync(st->opt, 0, nopt * sizeof(float), st->stream), st->err);
+
+	/* activations and their gradients */
+	size_t off = 0;
+	st->act_per[0] = (size_t)m->in_c * m->in_h * m->in_w;
+	for (int i = 0; i < m->nlayers; i++)
+		st->act_per[i + 1] = layer_out(&m->layers[i]);
+	size_t max_in = 0, max_out = 0, max_w = 0;
+	for (int i = 0; i <= m->nlayers; i++) {
+		if (st->act_per[i] > (SIZE_MAX / 4 - off) / (size_t)mb) {
+			snprintf(st->err, sizeof(st->err), "gpu: activations too large");
+			return -ENOMEM;
+		}
+		st->act_off[i] = off;
+		off += st->act_per[i] * (size_t)mb;
+	}
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->kind != HN_LAYER_CONV2D && l->kind != HN_LAYER_DENSE)
+			continue;
+		max_in = layer_in(l) > max_in ? layer_in(l) : max_in;
+		max_out = layer_out(l) > max_out ? layer_out(l) : max_out;
+		max_w = l->w_len > max_w ? l->w_len : max_w;
+	}
+	TRY(dev_alloc(st, (void **)&st->acts, off * sizeof(float), "activations"));
+	TRY(dev_alloc(st, (void **)&st->dacts, off * sizeof(float), "activation gradients"));
+	if (st->amp) {
+		TRY(dev_alloc(st, &st->params16, np * 2, "fp16 parameters"));
+		st->x16_off = 0;
+		st->dx16_off = max_in * mb;
+		st->y16_off = 2 * max_in * mb;
+		st->w16_off = 2 * max_in * mb + max_out * mb;
+		size_t halves = st->w16_off + max_w;
+		TRY(dev_alloc(st, &st->scratch16, halves * 2, "fp16 scratch"));
+		TRY(refresh_params16(st));
+	}
+
+	/* input staging: pinned host + device, two of each */
+	st->tile_bytes = (size_t)m->in_c * m->in_h * m->in_w;
+	for (int b = 0; b < 2; b++) {
+		TRY(host_alloc(st, (void **)&st->h_tiles[b], st->tile_bytes * mb, "tiles"));
+		TRY(host_alloc(st, (void **)&st->h_labels[b], sizeof(uint16_t) * mb, "labels"));
+		TRY(dev_alloc(st, (void **)&st->d_tiles[b], st->tile_bytes * mb, "tiles"));
+		TRY(dev_alloc(st, (void **)&st->d_labels[b], sizeof(uint16_t) * mb, "labels"));
+	}
+	TRY(dev_alloc(st, (void **)&st->loss_tmp, sizeof(float) * mb, "losses"));
+	TRY(dev_alloc(st, (void **)&st->correct_tmp, sizeof(int) * mb, "accuracy"));
+	TRY(dev_alloc(st, (void **)&st->d_small, sizeof(struct hn_small), "results"));
+	TRY(host_alloc(st, (void **)&st->h_small, sizeof(struct hn_small), "results"));
+
+	/* convolutions: descriptors, then benchmark algorithms at max_batch */
+	for (int i = 0; i < m->nlayers; i++)
+		if (m->layers[i].kind == HN_LAYER_CONV2D)
+			TRY(conv_create(st, i));
+	TRY(conv_set_n(st, mb, 1));
+	CU(cudaStreamSynchronize(st->stream), st->err);
+	return 0;
+}
+
+static void describe_device(struct hn_cuda *st)
+{
+	struct cudaDeviceProp prop;
+	int bv = 0;
+	size_t dv = cudnnGetVersion();
+	memset(&prop, 0, sizeof(prop));
+	if (cudaGetDeviceProperties(&prop, st->dev) != cudaSuccess)
+		snprintf(prop.name, sizeof(prop.name), "CUDA device %d", st->dev);
+	if (cublasGetVersion(st->blas, &bv) != CUBLAS_STATUS_SUCCESS)
+		bv = 0;
+	/* a device name too long for desc is merely cut short */
+	int w = snprintf(st->desc, sizeof(st->desc),
+			 "%s (sm_%d%d, %.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s", prop.name,
+			 prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
+			 dv / 10000, (dv % 10000) / 100, dv % 100, bv / 10000, (bv / 100) % 100,
+			 bv % 100, st->amp ? "amp fp16 + fp32 master weights" : "fp32");
+	if (w < 0)
+		snprintf(st->desc, sizeof(st->desc), "CUDA device %d", st->dev);
+}
+
+static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
+			  const struct hn_backend_config *cfg, const float *init, void **state,
+			  char *err)
+{
+	char local[HN_ERR_MAX];
+	if (!err)
+		err = local;
+	*state = NULL;
+	if (cfg->max_batch <= 0 || cfg->max_batch > (1 << 24)) {
+		snprintf(err, HN_ERR_MAX, "gpu: max_batch %d out of range", cfg->max_batch);
+		return -EINVAL;
+	}
+	int r = check_model(m, err);
+	if (r < 0)
+		return r;
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count == 0) {
+		snprintf(err, HN_ERR_MAX, "no CUDA device found (cudaGetDeviceCount: %s)",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		return -ENODEV;
+	}
+	if (cfg->device_index < 0 || cfg->device_index >= count) {
+		snprintf(err, HN_ERR_MAX, "gpu: device %d does not exist (%d found)",
+			 cfg->device_index, count);
+		return -ENODEV;
+	}
+	struct hn_cuda *st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, HN_ERR_MAX, "gpu: out of memory");
+		return -ENOMEM;
+	}
+	st->m = *m;
+	st->o = *o;
+	st->cfg = *cfg;
+	st->dev = cfg->device_index;
+	st->amp = cfg->amp != 0;
+	st->dt = st->amp ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+	st->loss_scale = st->amp ? HN_AMP_INIT_SCALE : 1.0f;
+	r = setup(st, init);
+	if (r < 0) {
+		snprintf(err, HN_ERR_MAX, "%s", st->err[0] ? st->err : "gpu: setup failed");
+		hn_cuda_destroy(st);
+		return r;
+	}
+	describe_device(st);
+	*state = st;
+	return 0;
+}
+
+static void hn_cuda_destroy(void *state)
+{
+	struct hn_cuda *st = state;
+	if (!st)
+		return;
+	cudaSetDevice(st->dev);
+	if (st->stream)
+		cudaStreamSynchronize(st->stream);
+	if (st->copy_stream)
+		cudaStreamSynchronize(st->copy_stream);
+	for (int i = 0; i < HN_MAX_LAYERS; i++)
+		conv_destroy(&st->conv[i]);
+	if (st->blas)
+		cublasDestroy(st->blas);
+	if (st->dnn)
+		cudnnDestroy(st->dnn);
+	void *dev_ptrs[] = {st->params,      st->grads,       st->opt,         st->params16,
+			    st->acts,        st->dacts,       st->scratch16,   st->d_tiles[0],
+			    st->d_tiles[1],  st->d_labels[0], st->d_labels[1], st->loss_tmp,
+			    st->correct_tmp, st->d_small,     st->ws};
+	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
+		if (dev_ptrs[i])
+			cudaFree(dev_ptrs[i]);
+	void *host_ptrs[] = {st->h_tiles[0], st->h_tiles[1], st->h_labels[0], st->h_labels[1],
+			     st->h_small};
+	for (size_t i = 0; i < sizeof(host_ptrs) / sizeof(host_ptrs[0]); i++)
+		if (host_ptrs[i])
+			cudaFreeHost(host_ptrs[i]);
+	if (st->events_made > 0)
+		cudaEventDestroy(st->ev_start);
+	if (st->events_made > 1)
+		cudaEventDestroy(st->ev_stop);
+	if (st->events_made > 2)
+		cudaEventDestroy(st->ev_copied[0]);
+	if (st->events_made > 3)
+		cudaEventDestroy(st->ev_copied[1]);
+	if (st->copy_stream)
+		cudaStreamDestroy(st->copy_stream);
+	if (st->stream)
+		cudaStreamDestroy(st->stream);
+	free(st);
+}
+
+/*
+ * Stage tiles and labels through pinned buffer b and queue their copy on the
+ * copy stream; the compute stream waits for it. The staging buffer was last
+ * used two calls ago and its copy is known complete (ev_copied), so the
+ * memcpy into it is safe.
+ */
+static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labels, int n)
+{
+	int b = st->buf;
+	st->buf ^= 1;
+	for (int i = 0; i < n; i++)
+		if (labels[i] >= st->m.nclasses) {
+			snprintf(st->err, sizeof(st->err), "gpu: label %u of sample %d >= %d classes",
+				 labels[i], i, st->m.nclasses);
+			return -EINVAL;
+		}
+	CU(cudaEventSynchronize(st->ev_copied[b]), st->err);
+	memcpy(st->h_tiles[b], tiles, st->tile_bytes * n);
+	memcpy(st->h_labels[b], labels, sizeof(uint16_t) * n);
+	CU(cudaMemcpyAsync(st->d_tiles[b], st->h_tiles[b], st->tile_bytes * n,
+			   cudaMemcpyHostToDevice, st->copy_stream),
+	   st->err);
+	CU(cudaMemcpyAsync(st->d_labels[b], st->h_labels[b], sizeof(uint16_t) * n,
+			   cudaMemcpyHostToDevice, st->copy_stream),
+	   st->err);
+	CU(cudaEventRecord(st->ev_copied[b], st->copy_stream), st->err);
+	CU(cudaStreamWaitEvent(st->stream, st->ev_copied[b], 0), st->err);
+	CU(cudaEventRecord(st->ev_start, st->stream), st->err);
+	CU(hn_k_tiles_to_chw(st->d_tiles[b], act(st, 0), n, st->m.in_h, st->m.in_w, st->m.in_c,
+			     st->stream),
+	   st->err);
+	return b;
+}
+
+/* Queue the loss/accuracy reduction (and the logits' gradient) and its copy back. */
+static int finish(struct hn_cuda *st, int b, int n, float grad_scale, int with_grad)
+{
+	const struct hn_model *m = &st->m;
+	CU(hn_k_softmax_xent(act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
+			     with_grad ? dact(st, m->nlayers) : NULL, st->loss_tmp,
+			     st->correct_tmp, &st->d_small->res, st->stream),
+	   st->err);
+	CU(cudaMemcpyAsync(&st->h_small->res, &st->d_small->res, sizeof(struct hn_k_result),
+			   cudaMemcpyDeviceToHost, st->stream),
+	   st->err);
+	return 0;
+}
+
+/* Mark the end of this call's compute, wait for it, and fill res from the copied block. */
+static int read_result(struct hn_cuda *st, struct hn_step_result *res)
+{
+	float ms = 0.0f;
+	CU(cudaEventRecord(st->ev_stop, st->stream), st->err);
+	CU(cudaEventSynchronize(st->ev_stop), st->err);
+	CU(cudaEventElapsedTime(&ms, st->ev_start, st->ev_stop), st->err);
+	if (st->h_small->res.bad_label) {
+		snprintf(st->err, sizeof(st->err), "gpu: a label was out of range");
+		return -EINVAL;
+	}
+	res->loss_sum = st->h_small->res.loss_sum;
+	res->correct = st->h_small->res.correct;
+	res->compute_s = ms > 0.0f ? ms / 1000.0 : 1e-9; /* 0 would mean "use host time" */
+	return 0;
+}
+
+static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skipped)
+{
+	size_t np = st->m.nparams;
+	float inv_scale = 1.0f / st->loss_scale;
+	*skipped = 0;
+	if (np == 0)
+		return 0;
+	if (st->amp) {
+		CU(cudaMemsetAsync(&st->d_small->overflow, 0, sizeof(int), st->stream), st->err);
+		CU(hn_k_check_finite(st->grads, np, &st->d_small->overflow, st->stream), st->err);
+		CU(cudaMemcpyAsync(&st->h_small->overflow, &st->d_small->overflow, sizeof(int),
+				   cudaMemcpyDeviceToHost, st->stream),
+		   st->err);
+		CU(cudaStreamSynchronize(st->stream), st->err);
+		if (st->h_small->overflow) {
+			*skipped = 1;
+			st->good_steps = 0;
+			if (st->loss_scale > HN_AMP_MIN_SCALE)
+				st->loss_scale *= 0.5f;
+			CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
+			return 0;
+		}
+	}
+	const struct hn_optim *o = &st->o;
+	switch (o->kind) {
+	case HN_OPT_SGD:
+		CU(hn_k_sgd(st->params, st->grads, np, lr, o->weight_decay, inv_scale, st->stream),
+		   st->err);
+		break;
+	case HN_OPT_MOMENTUM:
+		CU(hn_k_momentum(st->params, st->grads, st->opt, np, lr, o->momentum,
+				 o->weight_decay, inv_scale, st->stream),
+		   st->err);
+		break;
+	case HN_OPT_ADAM: {
+		double t = step ? (double)step : 1.0;
+		float bc1 = (float)(1.0 - pow((double)o->beta1, t));
+		float bc2 = (float)(1.0 - pow((double)o->beta2, t));
+		CU(hn_k_adam(st->params, st->grads, st->opt, st->opt + np, np, lr, o->beta1,
+			     o->beta2, o->eps, o->weight_decay, bc1, bc2, inv_scale, st->stream),
+		   st->err);
+		break;
+	}
+	default:
+		snprintf(st->err, sizeof(st->err), "gpu: unknown optimizer %d", (int)o->kind);
+		return -EINVAL;
+	}
+	CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
+	TRY(refresh_params16(st));
+	if (st->amp && ++st->good_steps >= HN_AMP_GROWTH) {
+		st->good_steps = 0;
+		if (st->loss_scale < HN_AMP_MAX_SCALE)
+			st->loss_scale *= 2.0f;
+	}
+	return 0;
+}
+
+static int check_batch(struct hn_cuda *st, int n)
+{
+	if (n <= 0 || n > st->cfg.max_batch) {
+		snprintf(st->err, sizeof(st->err), "gpu: batch of %d outside 1..%d", n,
+			 st->cfg.max_batch);
+		return -EINVAL;
+	}
+	CU(cudaSetDevice(st->dev), st->err);
+	return conv_set_n(st, n, 0);
+}
+
+static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
+			      int group_size, int apply, float lr, uint64_t step,
+			      struct hn_step_result *res)
+{
+	struct hn_cuda *st = state;
+	memset(res, 0, sizeof(*res));
+	if (group_size <= 0) {
+		snprintf(st->err, sizeof(st->err), "gpu: group size %d", group_size);
+		return -EINVAL;
+	}
+	TRY(check_batch(st, n));
+	int b = upload(st, tiles, labels, n);
+	if (b < 0)
+		return b;
+	TRY(forward(st, n, 1, step));
+	TRY(finish(st, b, n, st->loss_scale / (float)group_size, 1));
+	TRY(backward(st, n, step));
+	if (apply)
+		TRY(apply_update(st, lr, step, &res->skipped));
+	return read_result(st, res);
+}
+
+static int hn_cuda_evaluate(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
+			    struct hn_step_result *res)
+{
+	struct hn_cuda *st = state;
+	memset(res, 0, sizeof(*res));
+	TRY(check_batch(st, n));
+	int b = upload(st, tiles, labels, n);
+	if (b < 0)
+		return b;
+	TRY(forward(st, n, 0, 0));
+	TRY(finish(st, b, n, 0.0f, 0));
+	return read_result(st, res);
+}
+
+static int copy_sync(struct hn_cuda *st, void *dst, const void *src, size_t bytes,
+		     enum cudaMemcpyKind kind)
+{
+	CU(cudaSetDevice(st->dev), st->err);
+	if (bytes)
+		CU(cudaMemcpyAsync(dst, src, bytes, kind, st->stream), st->err);
+	CU(cudaStreamSynchronize(st->stream), st->err);
+	return 0;
+}
+
+static int hn_cuda_get_params(void *state, float *params)
+{
+	struct hn_cuda *st = state;
+	return copy_sync(st, params, st->params, st->m.nparams * sizeof(float),
+			 cudaMemcpyDeviceToHost);
+}
+
+static int hn_cuda_set_params(void *state, const float *params)
+{
+	struct hn_cuda *st = state;
+	TRY(copy_sync(st, st->params, params, st->m.nparams * sizeof(float),
+		      cudaMemcpyHostToDevice));
+	TRY(refresh_params16(st));
+	CU(cudaStreamSynchronize(st->stream), st->err);
+	return 0;
+}
+
+static size_t opt_bytes(struct hn_cuda *st)
+{
+	return st->m.nparams * (size_t)hn_optim_state_per_param(st->o.kind) * sizeof(float);
+}
+
+static int hn_cuda_get_opt_state(void *state, float *opt)
+{
+	struct hn_cuda *st = state;
+	return copy_sync(st, opt, st->opt, opt_bytes(st), cudaMemcpyDeviceToHost);
+}
+
+static int hn_cuda_set_opt_state(void *state, const float *opt)
+{
+	struct hn_cuda *st = state;
+	return copy_sync(st, st->opt, opt, opt_bytes(st), cudaMemcpyHostToDevice);
+}
+
+static const char *hn_cuda_describe(void *state)
+{
+	struct hn_cuda *st = state;
+	return st->desc;
+}
+
+static uint64_t hn_cuda_memory_bytes(void *state)
+{
+	struct hn_cuda *st = state;
+	return st->bytes;
+}
+
+static const struct hn_backend_ops hn_cuda_ops = {
+	.name = "gpu",
+	.create = hn_cuda_create,
+	.destroy = hn_cuda_destroy,
+	.train_step = hn_cuda_train_step,
+	.evaluate = hn_cuda_evaluate,
+	.get_params = hn_cuda_get_params,
+	.set_params = hn_cuda_set_params,
+	.get_opt_state = hn_cuda_get_opt_state,
+	.set_opt_state = hn_cuda_set_opt_state,
+	.describe = hn_cuda_describe,
+	.memory_bytes = hn_cuda_memory_bytes,
+};
+
+/* ---- exported ---- */
+
+static int device_count(char *msg, size_t cap)
+{
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	int drv = 0, rt = 0;
+	if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv) == cudaSuccess &&
+	    drv > 0) {
+		/* a driver is there but older than this runtime; drv == 0 means no driver */
+		cudaRuntimeGetVersion(&rt);
+		snprintf(msg, cap,
+			 "CUDA driver too old (driver supports CUDA %d.%d, runtime is %d.%d; "
+			 "cudaGetDeviceCount: %s)",
+			 drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10,
+			 cudaGetErrorString(e));
+		return -ENODEV;
+	}
+	if (e != cudaSuccess || count <= 0) {
+		snprintf(msg, cap, "no CUDA device found (cudaGetDeviceCount: %s)",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		return -ENODEV;
+	}
+	return count;
+}
+
+const struct hn_backend_ops *hn_cuda_backend(char *err)
+{
+	char local[HN_ERR_MAX];
+	if (device_count(err ? err : local, HN_ERR_MAX) < 0)
+		return NULL;
+	return &hn_cuda_ops;
+}
+
+int hn_cuda_probe(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	char local[HN_ERR_MAX];
+	if (!info || cap == 0) {
+		info = local;
+		cap = sizeof(local);
+	}
+	if (free_bytes)
+		*free_bytes = 0;
+	if (total_bytes)
+		*total_bytes = 0;
+	int r = device_count(info, cap);
+	if (r < 0)
+		return r;
+	struct cudaDeviceProp prop;
+	size_t fr = 0, tot = 0;
+	int drv = 0;
+	cudaError_t e = cudaGetDeviceProperties(&prop, 0);
+	if (e == cudaSuccess)
+		e = cudaSetDevice(0);
+	if (e == cudaSuccess)
+		e = cudaMemGetInfo(&fr, &tot);
+	if (e != cudaSuccess) {
+		snprintf(info, cap, "CUDA device 0 unusable: %s", cudaGetErrorString(e));
+		return -ENODEV;
+	}
+	cudaDriverGetVersion(&drv);
+	size_t dv = cudnnGetVersion();
+	snprintf(info, cap, "%s, sm_%d%d, %d SMs, driver %d.%d, cuDNN %zu.%zu.%zu%s", prop.name,
+		 prop.major, prop.minor, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+		 dv / 10000, (dv % 10000) / 100, dv % 100, r > 1 ? " (more devices present)" : "");
+	if (free_bytes)
+		*free_bytes = fr;
+	if (total_bytes)
+		*total_bytes = tot;
+	return 0;
+}

@@ -1,0 +1,528 @@
+/*
+ * kernels.cu - the element-wise and small reduction kernels of the GPU
+ * backend (see kernels.h for the contracts).
+ *
+ * Kept deliberately plain: grid-stride loops over 64-bit indices, one
+ * thread per output element, fixed 256-thread blocks, no atomics where a
+ * deterministic gather is cheap. Convolutions and matrix products are not
+ * here; they go to cuDNN and cuBLAS.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda/kernels.h"
+
+#define HN_K_THREADS 256
+#define HN_K_MAX_BLOCKS 65535
+
+static unsigned hn_blocks(size_t count)
+{
+	size_t b = (count + HN_K_THREADS - 1) / HN_K_THREADS;
+	if (b < 1)
+		b = 1;
+	if (b > HN_K_MAX_BLOCKS)
+		b = HN_K_MAX_BLOCKS;
+	return (unsigned)b;
+}
+
+#define GRID_LOOP(i, count)                                                                 \
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);         \
+	     i += (size_t)blockDim.x * gridDim.x)
+
+/* ---- input ---- */
+
+__global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w,
+			       int c)
+{
+	GRID_LOOP(i, total)
+	{
+		/* i indexes the output NCHW */
+		size_t hw = (size_t)h * w;
+		size_t chw = hw * c;
+		size_t img = i / chw;
+		size_t r = i % chw;
+		size_t ch = r / hw;
+		size_t p = r % hw; /* y * w + x */
+		x[i] = (float)tiles[img * chw + p * c + ch] * (1.0f / 255.0f);
+	}
+}
+
+extern "C" cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w,
+					 int c, cudaStream_t s)
+{
+	size_t total = (size_t)n * h * w * c;
+	if (total == 0)
+		return cudaSuccess;
+	k_tiles_to_chw<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(tiles, x, total, h, w, c);
+	return cudaGetLastError();
+}
+
+/* ---- bias ---- */
+
+__global__ void k_bias_add(float *y, const float *b, size_t total, int c, int hw)
+{
+	GRID_LOOP(i, total)
+	{
+		int ch = (int)((i / (size_t)hw) % (size_t)c);
+		y[i] += b[ch];
+	}
+}
+
+extern "C" cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw,
+				     cudaStream_t s)
+{
+	size_t total = (size_t)n * c * hw;
+	if (total == 0)
+		return cudaSuccess;
+	k_bias_add<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(y, b, total, c, hw);
+	return cudaGetLastError();
+}
+
+/* One block per channel; a fixed-shape tree reduction, so the sum is deterministic. */
+__global__ void k_bias_grad(const float *dy, float *db, int n, int c, int hw)
+{
+	__shared__ float part[HN_K_THREADS];
+	int ch = blockIdx.x;
+	size_t per = (size_t)n * hw;
+	float acc = 0.0f;
+	for (size_t j = threadIdx.x; j < per; j += blockDim.x) {
+		size_t img = j / (size_t)hw;
+		size_t p = j % (size_t)hw;
+		acc += dy[(img * c + ch) * (size_t)hw + p];
+	}
+	part[threadIdx.x] = acc;
+	__syncthreads();
+	for (int stride = HN_K_THREADS / 2; stride > 0; stride >>= 1) {
+		if ((int)threadIdx.x < stride)
+			part[threadIdx.x] += part[threadIdx.x + stride];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		db[ch] += part[0];
+}
+
+extern "C" cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw,
+				      cudaStream_t s)
+{
+	if (c <= 0 || n <= 0 || hw <= 0)
+		return cudaSuccess;
+	k_bias_grad<<<(unsigned)c, HN_K_THREADS, 0, s>>>(dy, db, n, c, hw);
+	return cudaGetLastError();
+}
+
+/* ---- relu ---- */
+
+__global__ void k_relu_fwd(const float *x, float *y, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		float v = x[i];
+		y[i] = v > 0.0f ? v : 0.0f;
+	}
+}
+
+__global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+	}
+}
+
+extern "C" cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_relu_fwd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, y, count);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count,
+				     cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_relu_bwd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(y, dy, dx, count);
+	return cudaGetLastError();
+}
+
+/* ---- maxpool ---- */
+
+/* Offset (within the channel plane) of the first maximum of output cell (oy, ox). */
+__device__ static int pool_argmax(const float *plane, int ih, int iw, int oy, int ox, int k,
+				  int stride)
+{
+	int y0 = oy * stride, x0 = ox * stride;
+	int best = y0 * iw + x0;
+	float bv = plane[best];
+	for (int dy = 0; dy < k; dy++) {
+		int yy = y0 + dy;
+		if (yy >= ih)
+			break;
+		for (int dx = 0; dx < k; dx++) {
+			int xx = x0 + dx;
+			if (xx >= iw)
+				break;
+			float v = plane[yy * iw + xx];
+			if (v > bv) {
+				bv = v;
+				best = yy * iw + xx;
+			}
+		}
+	}
+	return best;
+}
+
+__global__ void k_maxpool_fwd(const float *x, float *y, size_t total, int ih, int iw, int oh,
+			      int ow, int k, int stride)
+{
+	GRID_LOOP(i, total)
+	{
+		size_t plane = i / ((size_t)oh * ow);
+		int r = (int)(i % ((size_t)oh * ow));
+		int oy = r / ow, ox = r % ow;
+		const float *xp = x + plane * (size_t)ih * iw;
+		y[i] = xp[pool_argmax(xp, ih, iw, oy, ox, k, stride)];
+	}
+}
+
+__global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t total, int ih,
+			      int iw, int oh, int ow, int k, int stride)
+{
+	GRID_LOOP(i, total)
+	{
+		size_t plane = i / ((size_t)ih * iw);
+		int r = (int)(i % ((size_t)ih * iw));
+		int yy = r / iw, xx = r % iw;
+		const float *xp = x + plane * (size_t)ih * iw;
+		const float *dyp = dy + plane * (size_t)oh * ow;
+		/* output cells whose window holds (yy, xx): o*stride <= yy < o*stride + k */
+		int oy0 = yy - k + 1 > 0 ? (yy - k + 1 + stride - 1) / stride : 0;
+		int oy1 = yy / stride;
+		int ox0 = xx - k + 1 > 0 ? (xx - k + 1 + stride - 1) / stride : 0;
+		int ox1 = xx / stride;
+		if (oy1 > oh - 1)
+			oy1 = oh - 1;
+		if (ox1 > ow - 1)
+			ox1 = ow - 1;
+		float acc = 0.0f;
+		for (int oy = oy0; oy <= oy1; oy++)
+			for (int ox = ox0; ox <= ox1; ox++)
+				if (pool_argmax(xp, ih, iw, oy, ox, k, stride) == r)
+					acc += dyp[oy * ow + ox];
+		dx[i] = acc;
+	}
+}
+
+extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw,
+					int oh, int ow, int k, int stride, cudaStream_t s)
+{
+	size_t total = (size_t)n * c * oh * ow;
+	if (total == 0)
+		return cudaSuccess;
+	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, ih, iw, oh, ow, k,
+								stride);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n,
+					int c, int ih, int iw, int oh, int ow, int k, int stride,
+					cudaStream_t s)
+{
+	size_t total = (size_t)n * c * ih * iw;
+	if (total == 0)
+		return cudaSuccess;
+	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, dy, dx, total, ih, iw, oh, ow,
+								k, stride);
+	return cudaGetLastError();
+}
+
+/* ---- dropout ---- */
+
+__device__ static uint64_t mix64(uint64_t z)
+{
+	/* splitmix64 finaliser */
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+__device__ static float keep_scale(uint64_t key, size_t i, float p, float scale)
+{
+	uint64_t h = mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
+	float u = (float)(h >> 40) * (1.0f / 16777216.0f); /* 24 bits -> [0, 1) */
+	return u >= p ? scale : 0.0f;
+}
+
+static uint64_t dropout_key(uint64_t seed, uint64_t step, int layer)
+{
+	/* host-side: one key per (seed, step, layer); elements hashed from it in the kernel */
+	uint64_t z = seed ^ 0x6a09e667f3bcc909ULL;
+	z += step * 0x9e3779b97f4a7c15ULL;
+	z ^= (uint64_t)(unsigned)layer << 48;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+__global__ void k_dropout(const float *in, float *out, size_t count, float p, float scale,
+			  uint64_t key)
+{
+	GRID_LOOP(i, count)
+	{
+		out[i] = in[i] * keep_scale(key, i, p, scale);
+	}
+}
+
+static cudaError_t dropout_launch(const float *in, float *out, size_t count, float p,
+				  uint64_t seed, uint64_t step, int layer, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	/* p >= 1 drops everything: keep_scale never keeps (u < 1 <= p), scale unused */
+	float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+	k_dropout<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(in, out, count, p, scale,
+							    dropout_key(seed, step, layer));
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_dropout_fwd(const float *x, float *y, size_t count, float p,
+					uint64_t seed, uint64_t step, int layer, cudaStream_t s)
+{
+	return dropout_launch(x, y, count, p, seed, step, layer, s);
+}
+
+extern "C" cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count, float p,
+					uint64_t seed, uint64_t step, int layer, cudaStream_t s)
+{
+	return dropout_launch(dy, dx, count, p, seed, step, layer, s);
+}
+
+/* ---- softmax cross-entropy ---- */
+
+__global__ void k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
+			       float grad_scale, float *dlogits, float *loss_tmp, int *correct_tmp,
+			       int *bad)
+{
+	GRID_LOOP(ii, (size_t)n)
+	{
+		int i = (int)ii;
+		const float *z = logits + (size_t)i * classes;
+		int label = labels[i];
+		float mx = z[0];
+		int arg = 0;
+		for (int j = 1; j < classes; j++)
+			if (z[j] > mx) {
+				mx = z[j];
+				arg = j;
+			}
+		double sum = 0.0;
+		for (int j = 0; j < classes; j++)
+			sum += exp((double)(z[j] - mx));
+		double lse = (double)mx + log(sum);
+		if (label >= classes) {
+			*bad = 1;
+			loss_tmp[i] = 0.0f;
+			correct_tmp[i] = 0;
+		} else {
+			loss_tmp[i] = (float)(lse - (double)z[label]);
+			correct_tmp[i] = arg == label;
+		}
+		if (dlogits) {
+			float *d = dlogits + (size_t)i * classes;
+			for (int j = 0; j < classes; j++) {
+				float pj = (float)exp((double)z[j] - lse);
+				d[j] = (pj - (j == label ? 1.0f : 0.0f)) * grad_scale;
+			}
+		}
+	}
+}
+
+/* One block: fixed-order tree sum of the per-sample losses (in double). */
+__global__ void k_reduce_result(const float *loss_tmp, const int *correct_tmp, int n,
+				struct hn_k_result *res)
+{
+	__shared__ double ls[HN_K_THREADS];
+	__shared__ int cs[HN_K_THREADS];
+	double l = 0.0;
+	int c = 0;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		l += (double)loss_tmp[i];
+		c += correct_tmp[i];
+	}
+	ls[threadIdx.x] = l;
+	cs[threadIdx.x] = c;
+	__syncthreads();
+	for (int stride = HN_K_THREADS / 2; stride > 0; stride >>= 1) {
+		if ((int)threadIdx.x < stride) {
+			ls[threadIdx.x] += ls[threadIdx.x + stride];
+			cs[threadIdx.x] += cs[threadIdx.x + stride];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		res->loss_sum = ls[0];
+		res->correct = cs[0];
+	}
+}
+
+extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n,
+					 int classes, float grad_scale, float *dlogits,
+					 float *loss_tmp, int *correct_tmp,
+					 struct hn_k_result *res, cudaStream_t s)
+{
+	cudaError_t e = cudaMemsetAsync(res, 0, sizeof(*res), s);
+	if (e != cudaSuccess || n <= 0)
+		return e;
+	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(
+		logits, labels, n, classes, grad_scale, dlogits, loss_tmp, correct_tmp,
+		&res->bad_label);
+	e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return e;
+	k_reduce_result<<<1, HN_K_THREADS, 0, s>>>(loss_tmp, correct_tmp, n, res);
+	return cudaGetLastError();
+}
+
+/* ---- optimizers ---- */
+
+__global__ void k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
+		      float inv_scale)
+{
+	GRID_LOOP(i, count)
+	{
+		float g = grad[i] * inv_scale + wd * w[i];
+		w[i] -= lr * g;
+	}
+}
+
+__global__ void k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
+			   float mu, float wd, float inv_scale)
+{
+	GRID_LOOP(i, count)
+	{
+		float g = grad[i] * inv_scale + wd * w[i];
+		float vi = mu * v[i] + g;
+		v[i] = vi;
+		w[i] -= lr * vi;
+	}
+}
+
+__global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
+		       float b1, float b2, float eps, float wd, float bc1, float bc2,
+		       float inv_scale)
+{
+	GRID_LOOP(i, count)
+	{
+		float g = grad[i] * inv_scale;
+		float mi = b1 * m[i] + (1.0f - b1) * g;
+		float vi = b2 * v[i] + (1.0f - b2) * g * g;
+		m[i] = mi;
+		v[i] = vi;
+		float mhat = mi / bc1;
+		float vhat = vi / bc2;
+		w[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * w[i]);
+	}
+}
+
+extern "C" cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
+				float inv_scale, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_sgd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, count, lr, wd, inv_scale);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count,
+				     float lr, float mu, float wd, float inv_scale,
+				     cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_momentum<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, v, count, lr, mu, wd,
+							     inv_scale);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count,
+				 float lr, float beta1, float beta2, float eps, float wd,
+				 float bc1, float bc2, float inv_scale, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_adam<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, m, v, count, lr, beta1, beta2,
+							 eps, wd, bc1, bc2, inv_scale);
+	return cudaGetLastError();
+}
+
+/* ---- mixed precision ---- */
+
+__global__ void k_f32_to_f16(const float *x, __half *y, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		y[i] = __float2half(x[i]); /* beyond 65504 -> inf, caught by the overflow check */
+	}
+}
+
+__global__ void k_f16_to_f32(const __half *x, float *y, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		y[i] = __half2float(x[i]);
+	}
+}
+
+__global__ void k_f16_accumulate(const __half *x, float *acc, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		acc[i] += __half2float(x[i]);
+	}
+}
+
+__global__ void k_check_finite(const float *x, size_t count, int *flag)
+{
+	GRID_LOOP(i, count)
+	{
+		if (!isfinite(x[i]))
+			*flag = 1; /* benign race: every writer stores 1 */
+	}
+}
+
+extern "C" cudaError_t hn_k_f32_to_f16(const float *x, void *y, size_t count, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_f32_to_f16<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_f16_to_f32(const void *x, float *y, size_t count, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_f16_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x, y, count);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t count,
+					   cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_f16_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc,
+								   count);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag,
+					 cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_check_finite<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, count, flag);
+	return cudaGetLastError();
+}

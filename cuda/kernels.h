@@ -1,0 +1,101 @@
+/*
+ * kernels.h - the small CUDA kernels of the GPU backend, behind plain C
+ * launchers.
+ *
+ * kernels.cu is the only file compiled by nvcc; backend_cuda.c (plain C,
+ * built with the project's warnings) calls these launchers. Each launcher
+ * queues its kernel on the given stream and returns cudaGetLastError(), so a
+ * bad launch configuration is caught at the call site; errors raised while
+ * the kernel runs surface at the next synchronisation.
+ *
+ * Layouts match the CPU backend exactly: activations NCHW float32, input
+ * tiles uint8 HWC, dense input flattened in CHW order. Half-precision
+ * buffers (used only by --amp) are passed as void * so that C callers need
+ * no fp16 type.
+ */
+#ifndef HN_CUDA_KERNELS_H
+#define HN_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-batch result reduced on the device, copied back in one transfer. */
+struct hn_k_result {
+	double loss_sum;
+	int correct;
+	int bad_label; /* a label >= nclasses was seen (loss of that sample is 0) */
+};
+
+/* x[n][c][h][w] = tiles[n][h][w][c] / 255. */
+cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w, int c,
+			      cudaStream_t s);
+
+/* y[i][ch][p] += b[ch] for i < n, p < hw (conv bias: hw = H*W; dense bias: hw = 1). */
+cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s);
+/* db[ch] += sum over i, p of dy[i][ch][p] (deterministic tree reduction). */
+cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw, cudaStream_t s);
+
+/* y = max(x, 0); dx = dy where y > 0, else 0. */
+cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s);
+cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count,
+			  cudaStream_t s);
+
+/*
+ * Max pooling, k x k window, stride, no padding (out = (in - k) / stride + 1).
+ * Ties go to the first maximum in row-major window order. Backward gathers
+ * per input element (no atomics), so it is deterministic.
+ */
+cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw, int oh,
+			     int ow, int k, int stride, cudaStream_t s);
+cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c, int ih,
+			     int iw, int oh, int ow, int k, int stride, cudaStream_t s);
+
+/*
+ * Inverted dropout with rate p: keep with probability 1 - p, scale kept
+ * values by 1 / (1 - p). The keep decision is a counter-based hash of
+ * (seed, step, layer, element), so backward recomputes the same mask and no
+ * mask is stored.
+ */
+cudaError_t hn_k_dropout_fwd(const float *x, float *y, size_t count, float p, uint64_t seed,
+			     uint64_t step, int layer, cudaStream_t s);
+cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count, float p, uint64_t seed,
+			     uint64_t step, int layer, cudaStream_t s);
+
+/*
+ * Softmax cross-entropy over logits[n][classes]. Writes the reduced loss
+ * sum and correct count into *res (device memory). When dlogits is not
+ * NULL it receives (softmax - onehot) * grad_scale.
+ */
+cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
+			      float grad_scale, float *dlogits, float *loss_tmp, int *correct_tmp,
+			      struct hn_k_result *res, cudaStream_t s);
+
+/* Optimizer updates over count parameters; g = grad * inv_scale. */
+cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
+		     float inv_scale, cudaStream_t s);
+cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
+			  float mu, float wd, float inv_scale, cudaStream_t s);
+/* bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (computed on the host in double). */
+cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
+		      float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+		      float inv_scale, cudaStream_t s);
+
+/* Mixed precision helpers. */
+cudaError_t hn_k_f32_to_f16(const float *x, void *y, size_t count, cudaStream_t s);
+cudaError_t hn_k_f16_to_f32(const void *x, float *y, size_t count, cudaStream_t s);
+/* acc[i] += (float)x16[i] */
+cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t count, cudaStream_t s);
+/* *flag = 1 if any of x[0..count) is inf or NaN (flag is not cleared here). */
+cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
