@@ -1,0 +1,129 @@
+/*
+ * app.h - the pieces of the hntrain program around the maths (private to
+ * trainer/): the loader pipeline, checkpoints, the JSON-lines log, --plan,
+ * and the CUDA plugin probe.
+ *
+ * All functions return >= 0 or a negative errno with a message in err
+ * (HN_ERR_MAX bytes); only hntrain.c prints and exits.
+ */
+#ifndef HN_APP_H
+#define HN_APP_H
+
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainer/backend.h"
+#include "trainer/data.h"
+
+/* ---- loader.c: loader threads and the bounded, in-order batch queue ---- */
+
+/*
+ * The loaders walk one fixed sequence of batches: for each epoch in
+ * [first_epoch, end_epoch): the training batches in the order of
+ * hn_source_perm(seed, epoch), then (when eval) the test batches in index
+ * order. Batch k is claimed by whichever loader is free, but delivered by
+ * hn_loader_next() strictly in sequence, so the order never depends on the
+ * number of loaders. At most `queue` batches are loaded ahead.
+ */
+struct hn_loader_config {
+	hn_source *src;
+	int nloaders;  /* >= 1 */
+	int queue;     /* batches held ahead, >= 1 */
+	int batch;     /* samples per batch (the last of a split may hold fewer) */
+	uint64_t seed;
+	uint32_t window;
+	uint64_t first_epoch, end_epoch;
+	int eval;              /* also deliver the test split after each epoch */
+	const cpu_set_t *mask; /* affinity for the loader threads, or NULL */
+};
+
+struct hn_batch {
+	uint64_t epoch;
+	int split;        /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
+	uint64_t index;   /* batch number within the split's pass */
+	int n;            /* samples */
+	uint8_t *tiles;   /* n * h*w*c */
+	uint16_t *labels; /* n */
+};
+
+typedef struct hn_loader hn_loader;
+
+int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err);
+/* Wait for the next batch in sequence; -errno with err set when a loader failed. */
+int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err);
+/* Give the batch's slot back so that a loader can refill it. */
+void hn_loader_release(hn_loader *l, struct hn_batch *b);
+void hn_loader_stop(hn_loader *l); /* joins the threads; NULL is fine */
+/* Batches per pass of a split. */
+uint64_t hn_batches(uint64_t samples, int batch);
+
+/* ---- checkpoint.c ---- */
+
+#define HN_CKPT_MAGIC "HNCKPT\0\0"
+#define HN_CKPT_VERSION 1u
+
+struct hn_checkpoint {
+	char spec[256];          /* --model as given */
+	int in_c, in_h, in_w, nclasses;
+	uint64_t nparams;
+	struct hn_optim optim;
+	uint64_t epoch;          /* epochs completed */
+	uint64_t step;           /* optimizer steps taken */
+	uint64_t seed;
+	uint32_t batch, accum, window;
+	uint64_t train_count;    /* training samples per epoch (after --limit) */
+	float *params;           /* nparams */
+	float *opt;              /* nparams * hn_optim_state_per_param */
+};
+
+int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err);
+int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err);
+void hn_checkpoint_free(struct hn_checkpoint *c);
+
+/* ---- log.c: JSON lines ---- */
+
+struct hn_epoch_stats {
+	uint64_t epoch;     /* 1-based in the log */
+	uint64_t samples, steps;
+	double wall_s, compute_s, data_wait_s, eval_s;
+	double train_loss, train_acc;
+	double test_loss, test_acc; /* < 0 when there is no test split */
+	double lr;
+};
+
+/* One line per epoch; fflush after each so a tail -f sees it. */
+int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s);
+struct hn_final_stats {
+	uint64_t epochs, steps, samples;
+	uint64_t weights_xxh3;
+	double wall_s, compute_s, data_wait_s;
+	double test_acc;
+	const char *source, *device, *model;
+	uint64_t nparams;
+};
+int hn_log_final(FILE *f, const struct hn_final_stats *s);
+/* Write s as a JSON string literal (quotes and escapes). */
+void hn_json_string(FILE *f, const char *s);
+
+/* ---- plan.c ---- */
+
+struct hn_plan_input {
+	const struct hn_model *model;
+	const struct hn_source_info *data;
+	const struct hn_optim *optim;
+	int batch;
+	const char *device;
+	uint64_t backend_bytes; /* from the backend if created, else 0 */
+};
+/* Print the memory plan; returns 0, or 1 when the data set does not fit in RAM. */
+int hn_plan_print(FILE *f, const struct hn_plan_input *in);
+/* MemAvailable from /proc/meminfo, bytes; -errno if unknown. */
+int64_t hn_mem_available(void);
+
+/* ---- backend_load.c ---- */
+
+/* For --plan with gpu: ask the plugin about device 0. -ENODEV/-ENOENT with info set. */
+int hn_cuda_probe_load(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * checkpoint.c - save and load hntrain's state so that a run continues
+ * exactly where it stopped.
+ *
+ * Layout (little-endian; docs/HNTRAIN.md has it in prose):
+ *   struct ckpt_header (512 bytes: magic "HNCKPT\0\0", version, model spec,
+ *     input shape, classes, parameter count, optimizer kind and constants,
+ *     epochs completed, optimizer steps, seed, batch, accum, window,
+ *     training samples per epoch, optimizer-state float count)
+ *   float params[nparams]
+ *   float opt[opt_floats]       (momentum buffer, or Adam's m then v)
+ *   uint64 XXH3-64 of everything before it
+ * The sample order and dropout are functions of (seed, epoch, step), so
+ * these fields are the whole RNG state. The file is written to a temporary
+ * name, fsynced and renamed over the old one: a crash leaves either the old
+ * or the new checkpoint, never half of one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "trainer/app.h"
+
+struct ckpt_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;
+	char spec[256];
+	uint32_t in_c, in_h, in_w, nclasses;
+	uint64_t nparams;
+	uint32_t optim_kind;
+	float momentum, beta1, beta2, eps, weight_decay;
+	uint64_t epoch, step, seed;
+	uint32_t batch, accum, window, reserved;
+	uint64_t train_count;
+	uint64_t opt_floats;
+	uint8_t pad[512 - 376];
+};
+_Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
+
+#define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t r = write(fd, c, len);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err)
+{
+	struct ckpt_header h;
+	memset(&h, 0, sizeof h);
+	memcpy(h.magic, HN_CKPT_MAGIC, 8);
+	h.version = HN_CKPT_VERSION;
+	h.header_size = sizeof h;
+	snprintf(h.spec, sizeof h.spec, "%s", c->spec);
+	h.in_c = (uint32_t)c->in_c;
+	h.in_h = (uint32_t)c->in_h;
+	h.in_w = (uint32_t)c->in_w;
+	h.nclasses = (uint32_t)c->nclasses;
+	h.nparams = c->nparams;
+	h.optim_kind = (uint32_t)c->optim.kind;
+	h.momentum = c->optim.momentum;
+	h.beta1 = c->optim.beta1;
+	h.beta2 = c->optim.beta2;
+	h.eps = c->optim.eps;
+	h.weight_decay = c->optim.weight_decay;
+	h.epoch = c->epoch;
+	h.step = c->step;
+	h.seed = c->seed;
+	h.batch = c->batch;
+	h.accum = c->accum;
+	h.window = c->window;
+	h.train_count = c->train_count;
+	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
+
+	size_t plen = c->nparams * sizeof(float), olen = h.opt_floats * sizeof(float);
+	size_t total = sizeof h + plen + olen;
+	uint8_t *buf = malloc(total + 8);
+	if (!buf) {
+		snprintf(err, HN_ERR_MAX, "%s: out of memory for the checkpoint", path);
+		return -ENOMEM;
+	}
+	memcpy(buf, &h, sizeof h);
+	memcpy(buf + sizeof h, c->params, plen);
+	if (olen)
+		memcpy(buf + sizeof h + plen, c->opt, olen);
+	uint64_t sum = sprite_checksum(buf, total);
+	memcpy(buf + total, &sum, 8);
+
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = fd < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = write_all(fd, buf, total + 8);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	free(buf);
+	if (rc < 0) {
+		if (fd >= 0)
+			unlink(tmp);
+		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path,
+			 strerror(-rc));
+		return rc;
+	}
+	/* Make the rename itself durable. */
+	char dcopy[4200];
+	snprintf(dcopy, sizeof dcopy, "%s", path);
+	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
+{
+	memset(c, 0, sizeof *c);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, HN_ERR_MAX, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	struct ckpt_header h;
+	int rc = 0;
+	uint8_t *buf = NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, HN_ERR_MAX, "%s: not a regular file", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if ((uint64_t)st.st_size < sizeof h + 8 || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		snprintf(err, HN_ERR_MAX, "%s: too short to be a checkpoint", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (memcmp(h.magic, HN_CKPT_MAGIC, 8)) {
+		snprintf(err, HN_ERR_MAX, "%s: not an hntrain checkpoint (bad magic)", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (h.version != HN_CKPT_VERSION || h.header_size != sizeof h) {
+		snprintf(err, HN_ERR_MAX, "%s: checkpoint version %u, this hntrain reads %u", path,
+			 h.version, HN_CKPT_VERSION);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (h.nparams == 0 || h.nparams > CKPT_MAX_PARAMS || h.optim_kind > HN_OPT_ADAM ||
+	    h.opt_floats != h.nparams * (uint64_t)hn_optim_state_per_param(h.optim_kind) ||
+	    memchr(h.spec, 0, sizeof h.spec) == NULL) {
+		snprintf(err, HN_ERR_MAX, "%s: corrupt checkpoint header", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	uint64_t total = sizeof h + (h.nparams + h.opt_floats) * sizeof(float);
+	if ((uint64_t)st.st_size != total + 8) {
+		snprintf(err, HN_ERR_MAX, "%s: checkpoint is %" PRIu64 " bytes, expected %" PRIu64
+					  " (truncated?)",
+			 path, (uint64_t)st.st_size, total + 8);
+		rc = -EINVAL;
+		goto out;
+	}
+	buf = malloc(total + 8);
+	if (!buf) {
+		rc = -ENOMEM;
+		snprintf(err, HN_ERR_MAX, "%s: out of memory", path);
+		goto out;
+	}
+	size_t got = 0;
+	while (got < total + 8) {
+		ssize_t r = pread(fd, buf + got, total + 8 - got, (off_t)got);
+		if (r <= 0) {
+			snprintf(err, HN_ERR_MAX, "%s: read error", path);
+			rc = -EIO;
+			goto out;
+		}
+		got += (size_t)r;
+	}
+	uint64_t sum;
+	memcpy(&sum, buf + total, 8);
+	if (sum != sprite_checksum(buf, total)) {
+		snprintf(err, HN_ERR_MAX, "%s: checkpoint checksum mismatch (corrupt file)", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	snprintf(c->spec, sizeof c->spec, "%s", h.spec);
+	c->in_c = (int)h.in_c;
+	c->in_h = (int)h.in_h;
+	c->in_w = (int)h.in_w;
+	c->nclasses = (int)h.nclasses;
+	c->nparams = h.nparams;
+	c->optim.kind = (enum hn_optim_kind)h.optim_kind;
+	c->optim.momentum = h.momentum;
+	c->optim.beta1 = h.beta1;
+	c->optim.beta2 = h.beta2;
+	c->optim.eps = h.eps;
+	c->optim.weight_decay = h.weight_decay;
+	c->epoch = h.epoch;
+	c->step = h.step;
+	c->seed = h.seed;
+	c->batch = h.batch;
+	c->accum = h.accum;
+	c->window = h.window;
+	c->train_count = h.train_count;
+	c->params = malloc(h.nparams * sizeof(float));
+	c->opt = malloc((h.opt_floats ? h.opt_floats : 1) * sizeof(float));
+	if (!c->params || !c->opt) {
+		hn_checkpoint_free(c);
+		rc = -ENOMEM;
+		snprintf(err, HN_ERR_MAX, "%s: out of memory", path);
+		goto out;
+	}
+	memcpy(c->params, buf + sizeof h, h.nparams * sizeof(float));
+	memcpy(c->opt, buf + sizeof h + h.nparams * sizeof(float), h.opt_floats * sizeof(float));
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+void hn_checkpoint_free(struct hn_checkpoint *c)
+{
+	free(c->params);
+	free(c->opt);
+	c->params = c->opt = NULL;
+}

@@ -1,0 +1,1394 @@
+/*
+ * data.c - hntrain's data sources: store file, spritefs mount, image
+ * folder, IDX folder, and the in-memory copy made by --preload.
+ *
+ * Every source answers one question, "give me samples idx[0..n) of this
+ * split", so that the loader threads, the seeded order and the weights are
+ * the same whatever the medium; only the cost of answering differs, which is
+ * exactly what hntrain measures. The mount is read with open/pread only
+ * (never through fs/ code), as any other trainer would read it. Everything a
+ * file says (npy headers, JSON, IDX sizes, store fields) is checked before
+ * use: the store reader validates its own metadata, the rest is done here.
+ */
+#include "trainer/data.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/batch.h"
+#include "common/image.h"
+#include "common/perm.h"
+#include "common/store.h"
+#include "common/util.h"
+
+enum src_kind { SRC_STORE, SRC_MOUNT, SRC_IMAGES, SRC_IDX, SRC_MEMORY };
+
+/* A decoded store sheet held by the cache; ref > 0 pins it. */
+struct sheet_slot {
+	uint8_t *raw;
+	struct sprite_batch b;
+	int state; /* 0 absent, 1 being read, 2 ready */
+	int ref;
+	uint64_t last_use;
+};
+
+/* An image file of the ImageFolder tree. */
+struct img_file {
+	char *path;
+	uint16_t label;
+};
+
+struct hn_source {
+	enum src_kind kind;
+	struct hn_source_info info;
+	char describe[512];
+	size_t tile_bytes;
+
+	/* store */
+	sprite_store *store;
+	int store_split[2];
+	struct sheet_slot *sheets;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t use_clock, cache_used, cache_budget;
+
+	/* mount */
+	char root[4096];
+	int img_fd[2], lab_fd[2];
+	uint64_t img_off[2], lab_off[2];
+	int lab_size[2]; /* bytes per label in labels.npy: 1, 2, 4 or 8 */
+	int epochs_dir;  /* the mount offers <split>/epochs */
+	uint64_t seed;
+	uint32_t batch;
+	int use_views; /* epoch views match this run (no --limit/--window, same batch) */
+
+	/* images */
+	struct img_file *files[2];
+
+	/* idx and memory */
+	uint8_t *px[2];
+	uint16_t *lab[2];
+};
+
+static int fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, int rc, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, HN_ERR_MAX, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+const struct hn_source_info *hn_source_info(const hn_source *s)
+{
+	return &s->info;
+}
+
+const char *hn_source_describe(const hn_source *s)
+{
+	return s->describe;
+}
+
+static int no_test(const char *t)
+{
+	return !t || !*t || !strcmp(t, "none");
+}
+
+static int set_classes(hn_source *s, uint32_t n, const char *const *names)
+{
+	s->info.class_names = calloc(n ? n : 1, sizeof(char *));
+	if (!s->info.class_names)
+		return -ENOMEM;
+	s->info.nclasses = n;
+	for (uint32_t i = 0; i < n; i++) {
+		char tmp[16];
+		if (!names || !names[i])
+			snprintf(tmp, sizeof tmp, "%u", i);
+		s->info.class_names[i] = strdup(names && names[i] ? names[i] : tmp);
+		if (!s->info.class_names[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void apply_limits(hn_source *s, const struct hn_source_options *o)
+{
+	for (int k = 0; k < 2; k++)
+		s->info.count[k] = s->info.full_count[k];
+	if (o->limit && o->limit < s->info.count[0])
+		s->info.count[0] = o->limit;
+	if (o->test_limit && o->test_limit < s->info.count[1])
+		s->info.count[1] = o->test_limit;
+	s->info.has_test = s->info.count[1] > 0;
+}
+
+/* ---- reading helpers ---------------------------------------------------- */
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO; /* short file */
+		p += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* Read a whole small file (<= cap bytes) into a NUL-terminated buffer. */
+static int read_small_file(const char *path, size_t cap, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char *buf = malloc(cap + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = -errno;
+			free(buf);
+			close(fd);
+			return e;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n == cap) {
+			free(buf);
+			close(fd);
+			return -EFBIG;
+		}
+	}
+	close(fd);
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* ---- store --------------------------------------------------------------- */
+
+static void sheet_evict_locked(hn_source *s)
+{
+	while (s->cache_budget && s->cache_used > s->cache_budget) {
+		struct sheet_slot *victim = NULL;
+		const struct sprite_store_info *si = sprite_store_info(s->store);
+		for (uint32_t i = 0; i < si->nsheets; i++) {
+			struct sheet_slot *q = &s->sheets[i];
+			if (q->state == 2 && q->ref == 0 && (!victim || q->last_use < victim->last_use))
+				victim = q;
+		}
+		if (!victim)
+			return;
+		s->cache_used -= victim->b.count ? (uint64_t)sprite_store_sheet_raw_size(
+							   s->store, (uint32_t)(victim - s->sheets))
+						 : 0;
+		free(victim->raw);
+		victim->raw = NULL;
+		victim->state = 0;
+	}
+}
+
+/* Pin sheet i, reading and decoding it on this thread if it is not cached. */
+static int sheet_get(hn_source *s, uint32_t i, struct sheet_slot **out, char *err)
+{
+	struct sheet_slot *q = &s->sheets[i];
+	pthread_mutex_lock(&s->lock);
+	while (q->state == 1)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (q->state == 2) {
+		q->ref++;
+		q->last_use = ++s->use_clock;
+		pthread_mutex_unlock(&s->lock);
+		*out = q;
+		return 0;
+	}
+	q->state = 1;
+	pthread_mutex_unlock(&s->lock);
+
+	int64_t raw_size = sprite_store_sheet_raw_size(s->store, i);
+	uint8_t *raw = raw_size > 0 ? malloc((size_t)raw_size) : NULL;
+	char why[SPRITE_ERR_MAX] = "";
+	int64_t r = raw ? sprite_store_read_sheet(s->store, i, raw, (size_t)raw_size, why)
+			: -ENOMEM;
+	struct sprite_batch b;
+	int rc = 0;
+	if (r < 0) {
+		rc = fail(err, (int)r, "%s: sheet %u: %s", s->root, i, why[0] ? why : strerror((int)-r));
+	} else if ((rc = sprite_batch_parse(raw, (size_t)r, &b, why)) < 0) {
+		rc = fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
+	} else if (b.h != s->info.h || b.w != s->info.w || b.c != s->info.c) {
+		rc = fail(err, -EINVAL, "%s: sheet %u: tile shape %ux%ux%u differs from the store's",
+			  s->root, i, b.h, b.w, b.c);
+	} else {
+		for (uint32_t k = 0; k < b.count; k++)
+			if (b.labels[k] >= s->info.nclasses) {
+				rc = fail(err, -EINVAL, "%s: sheet %u: label %u >= %u classes",
+					  s->root, i, b.labels[k], s->info.nclasses);
+				break;
+			}
+	}
+	pthread_mutex_lock(&s->lock);
+	if (rc < 0) {
+		free(raw);
+		q->state = 0;
+	} else {
+		q->raw = raw;
+		q->b = b;
+		q->state = 2;
+		q->ref = 1;
+		q->last_use = ++s->use_clock;
+		s->cache_used += (uint64_t)raw_size;
+		sheet_evict_locked(s);
+		*out = q;
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static void sheet_put(hn_source *s, struct sheet_slot *q)
+{
+	pthread_mutex_lock(&s->lock);
+	q->ref--;
+	sheet_evict_locked(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int store_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
+		      uint16_t *labels, char *err)
+{
+	struct sheet_slot *q = NULL;
+	uint32_t cur = UINT32_MAX;
+	int rc = 0;
+	for (int k = 0; k < n; k++) {
+		uint32_t sheet, slot;
+		rc = sprite_store_locate(s->store, (uint32_t)s->store_split[split], idx[k], &sheet,
+					 &slot);
+		if (rc < 0) {
+			rc = fail(err, rc, "%s: sample %u of split %d not found", s->root, idx[k],
+				  split);
+			break;
+		}
+		if (sheet != cur) {
+			if (q)
+				sheet_put(s, q);
+			q = NULL;
+			cur = UINT32_MAX;
+			if ((rc = sheet_get(s, sheet, &q, err)) < 0)
+				break;
+			cur = sheet;
+		}
+		if (slot >= q->b.count) {
+			rc = fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root, sheet, slot);
+			break;
+		}
+		memcpy(tiles + (size_t)k * s->tile_bytes, q->b.tiles + (size_t)slot * s->tile_bytes,
+		       s->tile_bytes);
+		labels[k] = q->b.labels[slot];
+	}
+	if (q)
+		sheet_put(s, q);
+	return rc;
+}
+
+static int store_open(hn_source *s, const char *path, const struct hn_source_options *o,
+		      char *err)
+{
+	char why[SPRITE_ERR_MAX] = "";
+	int rc = sprite_store_open(path, &s->store, why);
+	if (rc < 0)
+		return fail(err, rc, "%s: not a readable store: %s", path,
+			    why[0] ? why : strerror(-rc));
+	const struct sprite_store_info *si = sprite_store_info(s->store);
+	s->kind = SRC_STORE;
+	snprintf(s->info.kind, sizeof s->info.kind, "store");
+	snprintf(s->info.name, sizeof s->info.name, "%s", si->name);
+	s->info.h = si->tile_h;
+	s->info.w = si->tile_w;
+	s->info.c = si->tile_c;
+	s->info.sheet_tiles = si->sheet_tiles;
+	if ((rc = set_classes(s, si->nclasses, si->class_names)) < 0)
+		return fail(err, rc, "out of memory");
+	s->store_split[0] = sprite_store_find_split(s->store, o->train_split);
+	if (s->store_split[0] < 0)
+		return fail(err, -ENOENT, "%s: the store has no split \"%s\"", path, o->train_split);
+	s->info.full_count[0] = si->splits[s->store_split[0]].count;
+	if (!no_test(o->test_split)) {
+		s->store_split[1] = sprite_store_find_split(s->store, o->test_split);
+		if (s->store_split[1] < 0)
+			return fail(err, -ENOENT, "%s: the store has no split \"%s\" (--test-split none "
+						  "trains without evaluation)",
+				    path, o->test_split);
+		s->info.full_count[1] = si->splits[s->store_split[1]].count;
+	}
+	s->sheets = calloc(si->nsheets ? si->nsheets : 1, sizeof *s->sheets);
+	if (!s->sheets)
+		return fail(err, -ENOMEM, "out of memory");
+	s->cache_budget = o->cache_bytes;
+	snprintf(s->describe, sizeof s->describe,
+		 "store %s: %u sheets of %u tiles, decoded on the loader threads", path,
+		 si->nsheets, si->sheet_tiles);
+	return 0;
+}
+
+/* ---- npy and a little JSON, for the mount ------------------------------- */
+
+/*
+ * Parse a .npy header (versions 1-3) of an uint8 array (N,H,W[,C]) or a
+ * label vector (N,) of an unsigned/signed integer type.
+ */
+static int npy_parse(int fd, const char *path, uint64_t *shape, int *ndim, int *itemsize,
+		     int *is_signed, uint64_t *data_off, char *err)
+{
+	uint8_t pre[12];
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	if (pread_full(fd, pre, sizeof pre, 0) < 0 || memcmp(pre, "\x93NUMPY", 6))
+		return fail(err, -EINVAL, "%s: not a .npy file", path);
+	uint64_t hlen, hoff;
+	if (pre[6] == 1) {
+		hlen = pre[8] | (uint64_t)pre[9] << 8;
+		hoff = 10;
+	} else if (pre[6] == 2 || pre[6] == 3) {
+		hlen = pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 |
+		       (uint64_t)pre[11] << 24;
+		hoff = 12;
+	} else {
+		return fail(err, -EINVAL, "%s: .npy version %u not supported", path, pre[6]);
+	}
+	if (hlen == 0 || hlen > 65536 || hoff + hlen > (uint64_t)st.st_size)
+		return fail(err, -EINVAL, "%s: bad .npy header length %" PRIu64, path, hlen);
+	char *h = malloc(hlen + 1);
+	if (!h)
+		return -ENOMEM;
+	if (pread_full(fd, h, hlen, hoff) < 0) {
+		free(h);
+		return fail(err, -EIO, "%s: short .npy header", path);
+	}
+	h[hlen] = 0;
+	int rc = -EINVAL;
+	const char *d = strstr(h, "'descr'"), *f = strstr(h, "'fortran_order'"),
+		   *sh = strstr(h, "'shape'");
+	if (!d || !f || !sh) {
+		rc = fail(err, -EINVAL, "%s: .npy header lacks descr/fortran_order/shape", path);
+		goto out;
+	}
+	d = strchr(d + 7, '\'');
+	if (!d || !d[1] || !d[2] || !d[3]) {
+		rc = fail(err, -EINVAL, "%s: bad .npy descr", path);
+		goto out;
+	}
+	/* descr like '|u1', '<u2', '<i8' */
+	char endian = d[1], type = d[2];
+	int size = d[3] - '0';
+	if ((endian != '|' && endian != '<' && endian != '=') || (type != 'u' && type != 'i') ||
+	    (size != 1 && size != 2 && size != 4 && size != 8) || d[4] != '\'') {
+		rc = fail(err, -EINVAL, "%s: .npy dtype %.6s is not a little-endian integer", path,
+			  d);
+		goto out;
+	}
+	if (strstr(f, "True") && strstr(f, "True") < sh && strstr(f, "True") - f < 24) {
+		rc = fail(err, -EINVAL, "%s: fortran-ordered .npy not supported", path);
+		goto out;
+	}
+	const char *p = strchr(sh, '(');
+	if (!p) {
+		rc = fail(err, -EINVAL, "%s: bad .npy shape", path);
+		goto out;
+	}
+	p++;
+	int nd = 0;
+	while (*p && *p != ')') {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == ')')
+			break;
+		if (!isdigit((unsigned char)*p) || nd == 4) {
+			rc = fail(err, -EINVAL, "%s: bad .npy shape", path);
+			goto out;
+		}
+		char *e;
+		errno = 0;
+		unsigned long long v = strtoull(p, &e, 10);
+		if (errno || v > (1ull << 40)) {
+			rc = fail(err, -EINVAL, "%s: .npy dimension out of range", path);
+			goto out;
+		}
+		shape[nd++] = v;
+		p = e;
+	}
+	if (*p != ')' || nd == 0) {
+		rc = fail(err, -EINVAL, "%s: bad .npy shape", path);
+		goto out;
+	}
+	uint64_t items = 1;
+	for (int i = 0; i < nd; i++) {
+		if (shape[i] && items > UINT64_MAX / shape[i] / 8) {
+			rc = fail(err, -EINVAL, "%s: .npy shape too large", path);
+			goto out;
+		}
+		items *= shape[i];
+	}
+	*data_off = hoff + hlen;
+	if (*data_off + items * (uint64_t)size > (uint64_t)st.st_size) {
+		rc = fail(err, -EINVAL, "%s: .npy data shorter than its shape", path);
+		goto out;
+	}
+	*ndim = nd;
+	*itemsize = size;
+	*is_signed = type == 'i';
+	rc = 0;
+out:
+	free(h);
+	return rc;
+}
+
+/* Skip JSON whitespace. */
+static const char *js_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Parse a JSON string at p into out (cap bytes, \u escapes beyond ASCII become '?'). */
+static const char *js_string(const char *p, const char *end, char *out, size_t cap)
+{
+	if (p >= end || *p != '"')
+		return NULL;
+	p++;
+	size_t n = 0;
+	while (p < end && *p != '"') {
+		char ch = *p++;
+		if (ch == '\\') {
+			if (p >= end)
+				return NULL;
+			ch = *p++;
+			switch (ch) {
+			case 'n': ch = '\n'; break;
+			case 't': ch = '\t'; break;
+			case 'r': ch = '\r'; break;
+			case 'b': ch = '\b'; break;
+			case 'f': ch = '\f'; break;
+			case 'u':
+				if (end - p < 4)
+					return NULL;
+				{
+					char hex[5] = {p[0], p[1], p[2], p[3], 0};
+					unsigned v = (unsigned)strtoul(hex, NULL, 16);
+					ch = v < 0x80 ? (char)v : '?';
+				}
+				p += 4;
+				break;
+			default: break; /* \" \\ \/ */
+			}
+		}
+		if (out && n + 1 < cap)
+			out[n++] = ch;
+	}
+	if (p >= end)
+		return NULL;
+	if (out && cap)
+		out[n] = 0;
+	return p + 1;
+}
+
+/* Skip one JSON value; NULL on malformed input. depth bounds recursion. */
+static const char *js_skip(const char *p, const char *end, int depth)
+{
+	p = js_ws(p, end);
+	if (p >= end || depth > 64)
+		return NULL;
+	if (*p == '"')
+		return js_string(p, end, NULL, 0);
+	if (*p == '{' || *p == '[') {
+		char close = *p == '{' ? '}' : ']';
+		p = js_ws(p + 1, end);
+		if (p < end && *p == close)
+			return p + 1;
+		for (;;) {
+			if (close == '}') {
+				p = js_string(js_ws(p, end), end, NULL, 0);
+				if (!p)
+					return NULL;
+				p = js_ws(p, end);
+				if (p >= end || *p != ':')
+					return NULL;
+				p++;
+			}
+			p = js_skip(p, end, depth + 1);
+			if (!p)
+				return NULL;
+			p = js_ws(p, end);
+			if (p < end && *p == ',') {
+				p++;
+				continue;
+			}
+			if (p < end && *p == close)
+				return p + 1;
+			return NULL;
+		}
+	}
+	while (p < end && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.'))
+		p++;
+	return p;
+}
+
+/* Find key in the top-level object; returns the value's start or NULL. */
+static const char *js_find(const char *p, const char *end, const char *key)
+{
+	p = js_ws(p, end);
+	if (p >= end || *p != '{')
+		return NULL;
+	p++;
+	for (;;) {
+		char k[128];
+		p = js_ws(p, end);
+		if (p < end && *p == '}')
+			return NULL;
+		p = js_string(p, end, k, sizeof k);
+		if (!p)
+			return NULL;
+		p = js_ws(p, end);
+		if (p >= end || *p != ':')
+			return NULL;
+		p = js_ws(p + 1, end);
+		if (!strcmp(k, key))
+			return p;
+		p = js_skip(p, end, 0);
+		if (!p)
+			return NULL;
+		p = js_ws(p, end);
+		if (p >= end || *p != ',')
+			return NULL;
+		p++;
+	}
+}
+
+/* Class names from dataset.json's "classes": [ "a", "b", ... ]. */
+static int mount_classes(hn_source *s, const char *json, size_t len, char *err)
+{
+	const char *end = json + len;
+	const char *p = js_find(json, end, "classes");
+	if (!p || *p != '[')
+		return fail(err, -EINVAL, "%s/dataset.json: no \"classes\" list", s->root);
+	char **names = NULL;
+	uint32_t n = 0, cap = 0;
+	p = js_ws(p + 1, end);
+	int rc = 0;
+	while (p && p < end && *p != ']') {
+		char name[256];
+		p = js_string(p, end, name, sizeof name);
+		if (!p)
+			break;
+		if (n == HN_MAX_CLASSES) {
+			rc = fail(err, -EINVAL, "%s/dataset.json: too many classes", s->root);
+			break;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nn = realloc(names, cap * sizeof *names);
+			if (!nn) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		names[n++] = strdup(name);
+		p = js_ws(p, end);
+		if (p < end && *p == ',')
+			p = js_ws(p + 1, end);
+	}
+	if (!rc && (!p || p >= end || n == 0))
+		rc = fail(err, -EINVAL, "%s/dataset.json: malformed \"classes\" list", s->root);
+	if (!rc)
+		rc = set_classes(s, n, (const char *const *)names);
+	for (uint32_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (!rc) {
+		const char *st = js_find(json, end, "sheet_tiles");
+		if (st && isdigit((unsigned char)*st)) {
+			unsigned long v = strtoul(st, NULL, 10);
+			if (v > 0 && v <= SPRITE_MAX_SHEET_TILES)
+				s->info.sheet_tiles = (uint32_t)v;
+		}
+		const char *nm = js_find(json, end, "name");
+		if (nm)
+			js_string(nm, end, s->info.name, sizeof s->info.name);
+	}
+	return rc;
+}
+
+static int mount_open_split(hn_source *s, int k, const char *split, char *err)
+{
+	char path[4200];
+	uint64_t shape[4];
+	int nd, isz, sgn;
+	snprintf(path, sizeof path, "%s/%s/images.npy", s->root, split);
+	s->img_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->img_fd[k] < 0)
+		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	int rc = npy_parse(s->img_fd[k], path, shape, &nd, &isz, &sgn, &s->img_off[k], err);
+	if (rc < 0)
+		return rc;
+	if (isz != 1 || sgn || (nd != 3 && nd != 4))
+		return fail(err, -EINVAL, "%s: expected uint8 images of shape (N,H,W[,C])", path);
+	uint32_t h = (uint32_t)shape[1], w = (uint32_t)shape[2], c = nd == 4 ? (uint32_t)shape[3] : 1;
+	if (!h || !w || !c || h > SPRITE_MAX_TILE_SIDE || w > SPRITE_MAX_TILE_SIDE ||
+	    c > SPRITE_MAX_CHANNELS || shape[0] > UINT32_MAX)
+		return fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path, h, w, c);
+	if (k == 0) {
+		s->info.h = h;
+		s->info.w = w;
+		s->info.c = c;
+	} else if (h != s->info.h || w != s->info.w || c != s->info.c) {
+		return fail(err, -EINVAL, "%s: tile shape differs from the training split's", path);
+	}
+	s->info.full_count[k] = shape[0];
+
+	snprintf(path, sizeof path, "%s/%s/labels.npy", s->root, split);
+	s->lab_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->lab_fd[k] < 0)
+		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	rc = npy_parse(s->lab_fd[k], path, shape, &nd, &isz, &sgn, &s->lab_off[k], err);
+	if (rc < 0)
+		return rc;
+	if (nd != 1 || shape[0] != s->info.full_count[k])
+		return fail(err, -EINVAL, "%s: expected %" PRIu64 " labels", path,
+			    s->info.full_count[k]);
+	s->lab_size[k] = isz;
+	return 0;
+}
+
+static int mount_open(hn_source *s, const char *path, const struct hn_source_options *o,
+		      char *err)
+{
+	char p[4200], *json = NULL;
+	size_t len;
+	s->kind = SRC_MOUNT;
+	snprintf(s->info.kind, sizeof s->info.kind, "mount");
+	snprintf(s->root, sizeof s->root, "%s", path);
+	snprintf(p, sizeof p, "%s/dataset.json", path);
+	int rc = read_small_file(p, 1 << 20, &json, &len);
+	if (rc < 0)
+		return fail(err, rc, "%s: %s", p, strerror(-rc));
+	rc = mount_classes(s, json, len, err);
+	free(json);
+	if (rc < 0)
+		return rc;
+	if ((rc = mount_open_split(s, 0, o->train_split, err)) < 0)
+		return rc;
+	if (!no_test(o->test_split) && (rc = mount_open_split(s, 1, o->test_split, err)) < 0)
+		return rc;
+	snprintf(p, sizeof p, "%s/%s/epochs", path, o->train_split);
+	struct stat st;
+	s->epochs_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+	s->seed = o->seed;
+	s->batch = o->batch;
+	snprintf(s->describe, sizeof s->describe, "mount %s: %s/images.npy gathered with pread", path,
+		 o->train_split);
+	return 0;
+}
+
+static uint16_t label_at(const uint8_t *p, int size)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < size; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v > 0xffff ? 0xffff : (uint16_t)v; /* range-checked by the caller */
+}
+
+/* Gather samples with one pread per run of consecutive indices. */
+static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
+		      uint16_t *labels, char *err)
+{
+	const char *which = split == HN_SPLIT_TRAIN ? "training" : "test";
+	int ls = s->lab_size[split];
+	for (int k = 0; k < n;) {
+		int run = 1;
+		while (k + run < n && idx[k + run] == idx[k] + (uint32_t)run && run < 4096)
+			run++;
+		uint64_t i = idx[k];
+		if (i + (uint64_t)run > s->info.full_count[split])
+			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root, i);
+		int rc = pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
+				    (size_t)run * s->tile_bytes, s->img_off[split] + i * s->tile_bytes);
+		if (rc < 0)
+			return fail(err, rc, "%s: reading %s images.npy: %s", s->root, which,
+				    strerror(-rc));
+		uint8_t lb[4096 * 8];
+		rc = pread_full(s->lab_fd[split], lb, (size_t)run * (size_t)ls,
+				s->lab_off[split] + i * (uint64_t)ls);
+		if (rc < 0)
+			return fail(err, rc, "%s: reading %s labels.npy: %s", s->root, which,
+				    strerror(-rc));
+		for (int j = 0; j < run; j++) {
+			uint16_t l = label_at(lb + (size_t)j * (size_t)ls, ls);
+			if (l >= s->info.nclasses)
+				return fail(err, -EINVAL, "%s: %s sample %" PRIu64 ": label out of range",
+					    s->root, which, i + (uint64_t)j);
+			labels[k + j] = l;
+		}
+		k += run;
+	}
+	return 0;
+}
+
+/* ---- image folder ----------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_image_name(const char *n)
+{
+	const char *dot = strrchr(n, '.');
+	if (!dot || n[0] == '.')
+		return 0;
+	static const char *ext[] = {".tif", ".tiff", ".png", ".jpg", ".jpeg"};
+	for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
+		if (!strcasecmp(dot, ext[i]))
+			return 1;
+	return 0;
+}
+
+/* Sorted names of entries in dir that are directories (want_dir) or image files. */
+static int list_dir(const char *dir, int want_dir, char ***out, size_t *count)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		int isdir;
+		if (e->d_type == DT_DIR || e->d_type == DT_REG) {
+			isdir = e->d_type == DT_DIR;
+		} else {
+			char p[8192];
+			struct stat st;
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			if (stat(p, &st) < 0)
+				continue;
+			isdir = S_ISDIR(st.st_mode);
+		}
+		if (want_dir ? !isdir : (isdir || !is_image_name(e->d_name)))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			char **nv = realloc(v, cap * sizeof *v);
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		if (!(v[n] = strdup(e->d_name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i]);
+		free(v);
+		return rc;
+	}
+	if (n)
+		qsort(v, n, sizeof *v, cmp_str);
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+static void free_list(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* List dir/<class>/<file> for every class in names (classes missing in dir are empty). */
+static int images_list_split(hn_source *s, int k, const char *dir, char *err)
+{
+	size_t cap = 0, n = 0;
+	struct img_file *f = NULL;
+	for (uint32_t c = 0; c < s->info.nclasses; c++) {
+		char cdir[4600];
+		snprintf(cdir, sizeof cdir, "%s/%s", dir, s->info.class_names[c]);
+		char **names;
+		size_t nn;
+		int rc = list_dir(cdir, 0, &names, &nn);
+		if (rc == -ENOENT)
+			continue;
+		if (rc < 0) {
+			free(f);
+			return fail(err, rc, "%s: %s", cdir, strerror(-rc));
+		}
+		for (size_t i = 0; i < nn; i++) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 1024;
+				struct img_file *nf = realloc(f, cap * sizeof *f);
+				if (!nf) {
+					free_list(names, nn);
+					free(f);
+					return -ENOMEM;
+				}
+				f = nf;
+			}
+			size_t l = strlen(cdir) + strlen(names[i]) + 2;
+			f[n].path = malloc(l);
+			if (!f[n].path) {
+				free_list(names, nn);
+				free(f);
+				return -ENOMEM;
+			}
+			snprintf(f[n].path, l, "%s/%s", cdir, names[i]);
+			f[n].label = (uint16_t)c;
+			n++;
+		}
+		free_list(names, nn);
+	}
+	s->files[k] = f;
+	s->info.full_count[k] = n;
+	return 0;
+}
+
+static int images_open(hn_source *s, const char *path, const struct hn_source_options *o,
+		       char *err)
+{
+	s->kind = SRC_IMAGES;
+	snprintf(s->info.kind, sizeof s->info.kind, "images");
+	snprintf(s->root, sizeof s->root, "%s", path);
+	const char *base = strrchr(path, '/');
+	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
+
+	/* Split folders (ROOT/train/<class>/...) or class folders directly (= "train"). */
+	char dirs[2][4400];
+	struct stat st;
+	snprintf(dirs[0], sizeof dirs[0], "%s/%s", path, o->train_split);
+	int split_layout = stat(dirs[0], &st) == 0 && S_ISDIR(st.st_mode);
+	if (!split_layout) {
+		if (strcmp(o->train_split, "train"))
+			return fail(err, -ENOENT, "%s: no split folder \"%s\"", path,
+				    o->train_split);
+		snprintf(dirs[0], sizeof dirs[0], "%s", path);
+	}
+	int test = split_layout && !no_test(o->test_split);
+	if (test) {
+		snprintf(dirs[1], sizeof dirs[1], "%s/%s", path, o->test_split);
+		if (stat(dirs[1], &st) < 0 || !S_ISDIR(st.st_mode))
+			return fail(err, -ENOENT, "%s: no split folder \"%s\" (--test-split none "
+						  "trains without evaluation)",
+				    path, o->test_split);
+	}
+
+	/* Classes: the sorted union of the class folders of both splits. */
+	char **cl[2] = {NULL, NULL};
+	size_t ncl[2] = {0, 0};
+	for (int k = 0; k < 1 + test; k++) {
+		int rc = list_dir(dirs[k], 1, &cl[k], &ncl[k]);
+		if (rc < 0) {
+			free_list(cl[0], ncl[0]);
+			return fail(err, rc, "%s: %s", dirs[k], strerror(-rc));
+		}
+	}
+	size_t nall = ncl[0] + ncl[1], nu = 0;
+	char **all = malloc((nall ? nall : 1) * sizeof *all);
+	if (!all)
+		return -ENOMEM;
+	for (size_t i = 0; i < ncl[0]; i++)
+		all[nu++] = cl[0][i];
+	for (size_t i = 0; i < ncl[1]; i++)
+		all[nu++] = cl[1][i];
+	if (nu)
+		qsort(all, nu, sizeof *all, cmp_str);
+	size_t m = 0;
+	for (size_t i = 0; i < nu; i++)
+		if (!m || strcmp(all[m - 1], all[i]))
+			all[m++] = all[i];
+	int rc = 0;
+	if (m == 0)
+		rc = fail(err, -ENOENT, "%s: no class folders (expected %s/<class>/<image files>)",
+			  path, dirs[0]);
+	else if (m > HN_MAX_CLASSES)
+		rc = fail(err, -EINVAL, "%s: too many classes", path);
+	else
+		rc = set_classes(s, (uint32_t)m, (const char *const *)all);
+	free(all);
+	free_list(cl[0], ncl[0]);
+	free_list(cl[1], ncl[1]);
+	if (rc < 0)
+		return rc;
+	for (int k = 0; k < 1 + test; k++)
+		if ((rc = images_list_split(s, k, dirs[k], err)) < 0)
+			return rc;
+	if (s->info.full_count[0] == 0)
+		return fail(err, -ENOENT, "%s: no TIFF/PNG/JPEG files under %s", path, dirs[0]);
+
+	/* Tile shape: given, or that of the first training image. */
+	s->info.h = o->tile_h;
+	s->info.w = o->tile_w;
+	s->info.c = o->tile_c;
+	if (!s->info.h || !s->info.w || !s->info.c) {
+		struct sprite_image im;
+		char why[SPRITE_ERR_MAX] = "";
+		rc = sprite_image_load(s->files[0][0].path, &im, why);
+		if (rc < 0)
+			return fail(err, rc, "%s: %s", s->files[0][0].path,
+				    why[0] ? why : strerror(-rc));
+		if (!s->info.h || !s->info.w) {
+			s->info.h = im.h;
+			s->info.w = im.w;
+		}
+		if (!s->info.c)
+			s->info.c = im.c;
+		sprite_image_free(&im);
+		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
+			return fail(err, -EINVAL, "%s: first image %ux%u is larger than a tile may be "
+						  "(use --tile)",
+				    path, s->info.h, s->info.w);
+	}
+	s->info.sheet_tiles = 1024;
+	snprintf(s->describe, sizeof s->describe,
+		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads",
+		 path, s->info.full_count[0], s->info.full_count[1]);
+	return 0;
+}
+
+static int images_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
+		       uint16_t *labels, char *err)
+{
+	for (int k = 0; k < n; k++) {
+		if (idx[k] >= s->info.full_count[split])
+			return fail(err, -ERANGE, "%s: sample %u out of range", s->root, idx[k]);
+		const struct img_file *f = &s->files[split][idx[k]];
+		struct sprite_image im;
+		char why[SPRITE_ERR_MAX] = "";
+		int rc = sprite_image_load(f->path, &im, why);
+		if (rc < 0)
+			return fail(err, rc, "%s: %s", f->path, why[0] ? why : strerror(-rc));
+		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
+				      tiles + (size_t)k * s->tile_bytes);
+		sprite_image_free(&im);
+		if (rc < 0)
+			return fail(err, rc, "%s: cannot fit to a %ux%ux%u tile", f->path, s->info.h,
+				    s->info.w, s->info.c);
+		labels[k] = f->label;
+	}
+	return 0;
+}
+
+/* ---- IDX folder ------------------------------------------------------- */
+
+static int idx_find(const char *dir, const char *prefix, const char *kind, char *out, size_t cap)
+{
+	struct stat st;
+	snprintf(out, cap, "%s/%s-%s", dir, prefix, kind);
+	if (stat(out, &st) == 0)
+		return 0;
+	snprintf(out, cap, "%s/%s-%s.gz", dir, prefix, kind);
+	return stat(out, &st) == 0 ? 0 : -ENOENT;
+}
+
+static int idx_has(const char *dir)
+{
+	char p[4200];
+	return idx_find(dir, "train", "images-idx3-ubyte", p, sizeof p) == 0;
+}
+
+static int idx_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
+{
+	s->kind = SRC_IDX;
+	snprintf(s->info.kind, sizeof s->info.kind, "idx");
+	snprintf(s->root, sizeof s->root, "%s", path);
+	const char *base = strrchr(path, '/');
+	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
+	int maxlab = -1;
+	for (int k = 0; k < 2; k++) {
+		const char *split = k == 0 ? o->train_split : o->test_split;
+		if (k == 1 && no_test(split))
+			break;
+		/* IDX folders name their test split t10k. */
+		const char *prefix = !strcmp(split, "test") ? "t10k" : split;
+		char ip[4200], lp[4200], why[SPRITE_ERR_MAX] = "";
+		if (idx_find(path, prefix, "images-idx3-ubyte", ip, sizeof ip) < 0 ||
+		    idx_find(path, prefix, "labels-idx1-ubyte", lp, sizeof lp) < 0)
+			return fail(err, -ENOENT, "%s: no %s-images-idx3-ubyte[.gz] and "
+						  "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
+				    path, prefix, prefix, split);
+		uint32_t h, w;
+		uint8_t *l8 = NULL;
+		int64_t n = sprite_idx_load_images(ip, &h, &w, &s->px[k], why);
+		if (n < 0)
+			return fail(err, (int)n, "%s: %s", ip, why[0] ? why : strerror((int)-n));
+		int64_t nl = sprite_idx_load_labels(lp, &l8, why);
+		if (nl < 0)
+			return fail(err, (int)nl, "%s: %s", lp, why[0] ? why : strerror((int)-nl));
+		if (nl != n) {
+			free(l8);
+			return fail(err, -EINVAL, "%s: %" PRId64 " labels for %" PRId64 " images", lp,
+				    nl, n);
+		}
+		if (k == 0) {
+			s->info.h = h;
+			s->info.w = w;
+			s->info.c = 1;
+		} else if (h != s->info.h || w != s->info.w) {
+			free(l8);
+			return fail(err, -EINVAL, "%s: %ux%u images, the training split has %ux%u", ip,
+				    h, w, s->info.h, s->info.w);
+		}
+		s->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+		if (!s->lab[k]) {
+			free(l8);
+			return -ENOMEM;
+		}
+		for (int64_t i = 0; i < n; i++) {
+			s->lab[k][i] = l8[i];
+			if (l8[i] > maxlab)
+				maxlab = l8[i];
+		}
+		free(l8);
+		s->info.full_count[k] = (uint64_t)n;
+	}
+	if (maxlab < 0)
+		return fail(err, -EINVAL, "%s: no samples", path);
+	int rc = set_classes(s, (uint32_t)maxlab + 1, NULL);
+	if (rc < 0)
+		return rc;
+	s->info.sheet_tiles = 1024;
+	snprintf(s->describe, sizeof s->describe, "IDX folder %s, loaded in memory", path);
+	return 0;
+}
+
+static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
+		       uint16_t *labels, char *err)
+{
+	for (int k = 0; k < n; k++) {
+		if (idx[k] >= s->info.full_count[split])
+			return fail(err, -ERANGE, "sample %u out of range", idx[k]);
+		memcpy(tiles + (size_t)k * s->tile_bytes, s->px[split] + (size_t)idx[k] * s->tile_bytes,
+		       s->tile_bytes);
+		labels[k] = s->lab[split][idx[k]];
+	}
+	return 0;
+}
+
+/* ---- epoch views of a mount ------------------------------------------- */
+
+/*
+ * The mount lays out <split>/epochs/<seed>/<epoch>/<n>.sprite: batch n of
+ * the epoch's permutation, with the sample ids inside. hntrain uses them
+ * only when they hold exactly the batch it wants; the ids are compared
+ * against idx so that a mount built with another order is caught, never
+ * trained on silently.
+ */
+static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *idx, int n,
+		     uint8_t *tiles, uint16_t *labels, char *err)
+{
+	char path[4400];
+	snprintf(path, sizeof path, "%s/train/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
+		 s->root, s->seed, epoch, bi);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct sprite_batch_header hdr;
+	size_t need = 0;
+	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
+	need = hdr.total_size;
+	uint8_t *buf = malloc(need);
+	int rc = buf ? pread_full(fd, buf, need, 0) : -ENOMEM;
+	close(fd);
+	struct sprite_batch b;
+	char why[SPRITE_ERR_MAX] = "";
+	if (rc == 0 && (rc = sprite_batch_parse(buf, need, &b, why)) < 0)
+		rc = fail(err, rc, "%s: %s", path, why);
+	else if (rc == 0 && (b.count != (uint32_t)n || b.h != s->info.h || b.w != s->info.w ||
+			     b.c != s->info.c))
+		rc = fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path, b.count,
+			  b.h, b.w, b.c, n);
+	for (int k = 0; rc == 0 && k < n; k++) {
+		if (b.ids[k] != idx[k])
+			rc = fail(err, -EINVAL, "%s: sample %d is %u, the permutation says %u", path,
+				  k, b.ids[k], idx[k]);
+		else if (b.labels[k] >= s->info.nclasses)
+			rc = fail(err, -EINVAL, "%s: label out of range", path);
+		else
+			labels[k] = b.labels[k];
+	}
+	if (rc == 0)
+		memcpy(tiles, b.tiles, (size_t)n * s->tile_bytes);
+	free(buf);
+	return rc;
+}
+
+/* ---- the interface ---------------------------------------------------- */
+
+int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out,
+		   char *err)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	hn_source *s = calloc(1, sizeof *s);
+	if (!s)
+		return fail(err, -ENOMEM, "out of memory");
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	for (int k = 0; k < 2; k++)
+		s->img_fd[k] = s->lab_fd[k] = -1;
+	s->store_split[1] = -1;
+	snprintf(s->root, sizeof s->root, "%s", path);
+	int rc;
+	if (S_ISREG(st.st_mode)) {
+		rc = store_open(s, path, o, err);
+	} else if (S_ISDIR(st.st_mode)) {
+		char p[4200];
+		snprintf(p, sizeof p, "%s/dataset.json", path);
+		if (access(p, R_OK) == 0)
+			rc = mount_open(s, path, o, err);
+		else if (idx_has(path))
+			rc = idx_open(s, path, o, err);
+		else
+			rc = images_open(s, path, o, err);
+	} else {
+		rc = fail(err, -EINVAL, "%s: neither a store file nor a folder", path);
+	}
+	if (rc >= 0 && (!s->info.h || !s->info.w || !s->info.c || !s->info.nclasses))
+		rc = fail(err, -EINVAL, "%s: empty tile shape or no classes", path);
+	if (rc >= 0 && s->info.full_count[0] == 0)
+		rc = fail(err, -EINVAL, "%s: the training split is empty", path);
+	if (rc >= 0 && s->info.full_count[0] > UINT32_MAX)
+		rc = fail(err, -EINVAL, "%s: more than 2^32 training samples", path);
+	if (rc < 0) {
+		hn_source_close(s);
+		return rc;
+	}
+	s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
+	apply_limits(s, o);
+	if (s->kind == SRC_MOUNT && s->epochs_dir && !o->limit && !o->window && o->batch) {
+		s->use_views = 1;
+		snprintf(s->describe, sizeof s->describe,
+			 "mount %s: epoch views %s/epochs/%" PRIu64 "/<epoch>/<n>.sprite (batch %u)",
+			 path, o->train_split, o->seed, o->batch);
+	}
+	*out = s;
+	return 0;
+}
+
+void hn_source_close(hn_source *s)
+{
+	if (!s)
+		return;
+	if (s->sheets) {
+		const struct sprite_store_info *si = sprite_store_info(s->store);
+		for (uint32_t i = 0; i < si->nsheets; i++)
+			free(s->sheets[i].raw);
+		free(s->sheets);
+	}
+	sprite_store_close(s->store);
+	for (int k = 0; k < 2; k++) {
+		if (s->img_fd[k] >= 0)
+			close(s->img_fd[k]);
+		if (s->lab_fd[k] >= 0)
+			close(s->lab_fd[k]);
+		if (s->files[k]) {
+			for (uint64_t i = 0; i < s->info.full_count[k]; i++)
+				free(s->files[k][i].path);
+			free(s->files[k]);
+		}
+		free(s->px[k]);
+		free(s->lab[k]);
+	}
+	if (s->info.class_names)
+		for (uint32_t i = 0; i < s->info.nclasses; i++)
+			free(s->info.class_names[i]);
+	free(s->info.class_names);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index,
+		   const uint32_t *idx, int n, uint8_t *tiles, uint16_t *labels, char *err)
+{
+	if (split != HN_SPLIT_TRAIN && split != HN_SPLIT_TEST)
+		return fail(err, -EINVAL, "bad split");
+	switch (s->kind) {
+	case SRC_STORE:
+		return store_read(s, split, idx, n, tiles, labels, err);
+	case SRC_MOUNT:
+		if (split == HN_SPLIT_TRAIN && s->use_views &&
+		    (n == (int)s->batch || batch_index + 1 == (s->info.count[0] + s->batch - 1) / s->batch)) {
+			int rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
+			if (rc != -ENOENT)
+				return rc;
+			/* The mount has no view for this (seed, epoch): gather instead. */
+		}
+		return mount_read(s, split, idx, n, tiles, labels, err);
+	case SRC_IMAGES:
+		return images_read(s, split, idx, n, tiles, labels, err);
+	case SRC_IDX:
+	case SRC_MEMORY:
+		return memory_read(s, split, idx, n, tiles, labels, err);
+	}
+	return -EINVAL;
+}
+
+void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
+		    uint32_t *perm)
+{
+	uint32_t n = (uint32_t)s->info.count[0];
+	if (window)
+		sprite_perm_windowed(seed, epoch, n, s->info.sheet_tiles ? s->info.sheet_tiles : 1024,
+				     window, perm);
+	else
+		sprite_perm(seed, epoch, n, perm);
+}
+
+/* ---- --preload --------------------------------------------------------- */
+
+struct preload_job {
+	hn_source *s;
+	pthread_mutex_t lock;
+	uint64_t next[2];
+	uint8_t *px[2];
+	uint16_t *lab[2];
+	int rc;
+	char err[HN_ERR_MAX];
+};
+
+static void *preload_worker(void *arg)
+{
+	struct preload_job *j = arg;
+	enum { CHUNK = 256 };
+	uint32_t idx[CHUNK];
+	for (;;) {
+		pthread_mutex_lock(&j->lock);
+		int k = j->next[0] < j->s->info.count[0] ? 0 : 1;
+		uint64_t first = j->next[k];
+		if (j->rc < 0 || first >= j->s->info.count[k]) {
+			pthread_mutex_unlock(&j->lock);
+			return NULL;
+		}
+		uint64_t n = j->s->info.count[k] - first;
+		if (n > CHUNK)
+			n = CHUNK;
+		j->next[k] += n;
+		pthread_mutex_unlock(&j->lock);
+		for (uint64_t i = 0; i < n; i++)
+			idx[i] = (uint32_t)(first + i);
+		char err[HN_ERR_MAX] = "";
+		/* Index order, so a mount is read through images.npy, not epoch views. */
+		int rc = j->s->kind == SRC_MOUNT
+			     ? mount_read(j->s, k, idx, (int)n, j->px[k] + first * j->s->tile_bytes,
+					  j->lab[k] + first, err)
+			     : hn_source_read(j->s, k, 0, 0, idx, (int)n,
+					      j->px[k] + first * j->s->tile_bytes, j->lab[k] + first,
+					      err);
+		if (rc < 0) {
+			pthread_mutex_lock(&j->lock);
+			if (j->rc == 0) {
+				j->rc = rc;
+				memcpy(j->err, err, sizeof err);
+			}
+			pthread_mutex_unlock(&j->lock);
+			return NULL;
+		}
+	}
+}
+
+int hn_source_preload(hn_source *s, int nthreads, char *err)
+{
+	struct preload_job j = {.s = s};
+	pthread_mutex_init(&j.lock, NULL);
+	for (int k = 0; k < 2; k++) {
+		j.px[k] = malloc(s->info.count[k] * s->tile_bytes + 1);
+		j.lab[k] = malloc(s->info.count[k] * sizeof(uint16_t) + 2);
+		if (!j.px[k] || !j.lab[k]) {
+			for (int i = 0; i < 2; i++) {
+				free(j.px[i]);
+				free(j.lab[i]);
+			}
+			return fail(err, -ENOMEM, "--preload: not enough memory for the data set");
+		}
+	}
+	if (nthreads < 1)
+		nthreads = 1;
+	if (nthreads > 64)
+		nthreads = 64;
+	pthread_t t[64];
+	int started = 0;
+	for (int i = 0; i < nthreads; i++)
+		if (pthread_create(&t[i], NULL, preload_worker, &j) == 0)
+			started++;
+		else
+			break;
+	if (!started)
+		preload_worker(&j);
+	for (int i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&j.lock);
+	if (j.rc < 0) {
+		for (int i = 0; i < 2; i++) {
+			free(j.px[i]);
+			free(j.lab[i]);
+		}
+		return fail(err, j.rc, "%s", j.err);
+	}
+	/* From here on the source is memory: drop what the original kind held. */
+	for (int k = 0; k < 2; k++) {
+		free(s->px[k]);
+		free(s->lab[k]);
+		s->px[k] = j.px[k];
+		s->lab[k] = j.lab[k];
+		s->info.full_count[k] = s->info.count[k];
+	}
+	char d[sizeof s->describe];
+	snprintf(d, sizeof d, "%s", s->describe);
+	snprintf(s->describe, sizeof s->describe, "preloaded in RAM from %s", d);
+	size_t l = strlen(s->info.kind);
+	if (l + 10 < sizeof s->info.kind)
+		strcat(s->info.kind, "+preload");
+	s->kind = SRC_MEMORY;
+	return 0;
+}

@@ -1,0 +1,95 @@
+/*
+ * data.h - where hntrain's samples come from (private to trainer/).
+ *
+ * Four kinds of source sit behind one small interface, so that the loader
+ * threads, the sample order and therefore the trained weights do not depend
+ * on the medium:
+ *
+ *   store   a sprite store file (*.sprites): sheets are read with pread and
+ *           decoded (lz4 + checksums) by the loader threads themselves, then
+ *           kept in a sheet cache (all sheets, or a few windows with --window);
+ *   mount   a spritefs mount, read through plain POSIX calls only: epoch
+ *           view batch files when the mount offers them for this (seed,
+ *           epoch, batch size), else <split>/images.npy + labels.npy gathered
+ *           with pread in permutation order;
+ *   images  an ImageFolder tree of TIFF/PNG/JPEG files (ROOT/<split>/<class>/
+ *           or class folders directly under ROOT, which form "train"),
+ *           classes and files in byte order of their names as spritefs-pack
+ *           lists them, decoded and fitted to the tile on the loader threads;
+ *   idx     a folder of IDX files (train-*, t10k-* for "test"), loaded whole.
+ *
+ * Sample i of a split is the same picture in every source (the store keeps
+ * the pack order, the mount serves the store), so reading samples in the
+ * order sprite_perm(seed, epoch, n) gives bit-identical training anywhere.
+ *
+ * All functions return >= 0 or a negative errno and write a message for the
+ * user into err (HN_ERR_MAX bytes). hn_source_read() is thread-safe.
+ */
+#ifndef HN_DATA_H
+#define HN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/backend.h"
+
+#define HN_SPLIT_TRAIN 0
+#define HN_SPLIT_TEST 1
+#define HN_MAX_CLASSES 65535
+
+struct hn_source_info {
+	char kind[16]; /* "store", "mount", "images", "idx" (+ "preloaded" when --preload) */
+	char name[64]; /* data set name */
+	uint32_t h, w, c;
+	uint32_t nclasses;
+	char **class_names;    /* nclasses strings */
+	uint64_t count[2];     /* samples in train / test after --limit (test 0: none) */
+	uint64_t full_count[2]; /* samples before --limit */
+	uint32_t sheet_tiles;  /* samples per sheet for --window (store, mount); 0 if none */
+	int has_test;
+};
+
+struct hn_source_options {
+	const char *train_split; /* "train" */
+	const char *test_split;  /* "test"; NULL or "" or "none": no evaluation */
+	uint64_t limit;          /* first N training samples; 0 = all */
+	uint64_t test_limit;     /* first N test samples; 0 = all */
+	uint32_t tile_h, tile_w, tile_c; /* images: fit to this tile; 0 = from the first image */
+	uint32_t window;         /* --window (sheets shuffled together), 0 = full shuffle */
+	uint64_t seed;           /* for a mount's epoch views */
+	uint32_t batch;          /* for a mount's epoch views */
+	uint64_t cache_bytes;    /* store: sheet cache budget (0 = whole split) */
+};
+
+typedef struct hn_source hn_source;
+
+/* Detect the kind of path and open it. */
+int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out,
+		   char *err);
+void hn_source_close(hn_source *s); /* NULL is fine */
+const struct hn_source_info *hn_source_info(const hn_source *s);
+
+/*
+ * Read n samples of split (HN_SPLIT_*) into tiles (n*h*w*c bytes) and labels.
+ * idx lists the sample indices; for the training split they are batch
+ * number `batch_index` of epoch `epoch` in permutation order, which lets a
+ * mount serve the batch from an epoch view file (the ids in it are checked
+ * against idx). Thread-safe.
+ */
+int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index,
+		   const uint32_t *idx, int n, uint8_t *tiles, uint16_t *labels, char *err);
+
+/*
+ * Read every sample of both splits into memory (using nthreads threads) and
+ * turn s into an in-memory source: the --preload baseline.
+ */
+int hn_source_preload(hn_source *s, int nthreads, char *err);
+
+/* A line describing how the source is read ("mount /mnt/x: epoch views (batch 64)"). */
+const char *hn_source_describe(const hn_source *s);
+
+/* The training order of one epoch: full shuffle or windowed. */
+void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
+		    uint32_t *perm);
+
+#endif

@@ -1,0 +1,753 @@
+/*
+ * hntrain.c - the training client: options, the training loop, and the
+ * output a person or a benchmark reads.
+ *
+ * The compute thread (this one) takes ready batches from the loader queue
+ * and hands them to a backend; the time it spends blocked on the queue is
+ * data wait, the time inside the backend calls is compute, and the two are
+ * reported apart per epoch, which is the point of the program. Everything
+ * that decides the numbers (sample order, initial weights, dropout) derives
+ * from --seed, so the same run over a store, an image folder, an IDX folder
+ * or a spritefs mount ends with the same weights on CPU; the "weights xxh3"
+ * line proves it. Only this file prints and exits.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "trainer/app.h"
+#include "trainer/backend.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+
+enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE };
+
+struct opts {
+	const char *data, *split, *test_split;
+	uint64_t limit, test_limit;
+	int preload;
+	uint32_t tile_h, tile_w, tile_c;
+	uint32_t window;
+	uint64_t cache;
+	const char *model;
+	struct hn_optim optim;
+	double lr;
+	enum sched_kind sched;
+	uint64_t step_epochs;
+	double gamma;
+	uint64_t warmup;
+	int batch, accum;
+	uint64_t epochs, stop_after;
+	uint64_t seed;
+	int threads, loaders, queue;
+	const char *affinity, *loader_affinity;
+	const char *device;
+	int amp, plan, quiet;
+	const char *checkpoint, *resume, *log;
+	/* given explicitly on the command line (checked against --resume) */
+	int given_model, given_optim, given_seed, given_batch, given_accum, given_window;
+};
+
+static const char *prog = "hntrain";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hntrain --data PATH [options]\n"
+		"\n"
+		"Train an image classifier on CPU (OpenBLAS) or GPU (CUDA plugin), reporting\n"
+		"compute time and data-wait time apart.\n"
+		"\n"
+		"data:\n"
+		"  --data PATH          a spritefs mount, a store file (*.sprites), an image folder\n"
+		"                       (TIFF/PNG/JPEG: ROOT/<split>/<class>/ or ROOT/<class>/), or a\n"
+		"                       folder of IDX files\n"
+		"  --split NAME         training split (train)\n"
+		"  --test-split NAME    evaluation split, or none (test)\n"
+		"  --limit N            train on the first N samples only\n"
+		"  --test-limit N       evaluate on the first N test samples only\n"
+		"  --preload            read the whole data set into RAM first (zero-I/O baseline)\n"
+		"  --tile HxW[xC]       image folders: fit images to this tile (default: first image)\n"
+		"  --window N           windowed order: shuffle N sheets at a time (larger than RAM)\n"
+		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
+		"  --loaders N          loader threads (2)\n"
+		"  --queue N            batches read ahead (8)\n"
+		"model and training:\n"
+		"  --model M            mlp, cnn, lenet5, or a spec such as c32k3-r-m2-d128-r (cnn)\n"
+		"  --optim O            sgd, momentum or adam (momentum)\n"
+		"  --lr X               learning rate (0.01; adam 0.001)\n"
+		"  --momentum X         momentum (0.9)\n"
+		"  --wd X               weight decay (0)\n"
+		"  --schedule S         constant, step or cosine (constant)\n"
+		"  --step-epochs N      step schedule: multiply lr by --gamma every N epochs (5)\n"
+		"  --gamma X            step schedule factor (0.1)\n"
+		"  --warmup N           linear warm-up over the first N optimizer steps (0)\n"
+		"  --batch N            samples per batch (64)\n"
+		"  --accum K            accumulate gradients over K batches per step (1)\n"
+		"  --epochs N           epochs in the run, counting resumed ones (1)\n"
+		"  --stop-after N       stop after epoch N (the schedule still spans --epochs)\n"
+		"  --seed N             seed of the sample order, weights and dropout (1)\n"
+		"compute:\n"
+		"  --device D           cpu or gpu (cpu)\n"
+		"  --threads N          maths threads (default: the backend's)\n"
+		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. 0-1\n"
+		"  --loader-affinity L  pin the loader threads (default: the CPUs the process had)\n"
+		"  --amp                gpu: mixed precision\n"
+		"output:\n"
+		"  --plan               print the memory the run needs and exit\n"
+		"  --checkpoint FILE    write a checkpoint after each epoch (atomically)\n"
+		"  --resume FILE        continue a run from a checkpoint\n"
+		"  --log FILE           JSON lines: one per epoch, then a final one\n"
+		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
+		"  --help               this text\n"
+		"\n"
+		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint format.\n");
+}
+
+static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
+{
+	char *end;
+	errno = 0;
+	if (!s || !*s || *s == '-')
+		die(2, "%s: expected a number, got \"%s\"", opt, s ? s : "");
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt, min,
+		    max, s);
+	return v;
+}
+
+static double parse_f(const char *opt, const char *s, double min, double max)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !*s || !isfinite(v) || v < min || v > max)
+		die(2, "%s: expected a number in [%g, %g], got \"%s\"", opt, min, max, s);
+	return v;
+}
+
+/* "0-3,6" into a CPU set; -EINVAL on a malformed list. */
+static int parse_cpus(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	const char *p = s;
+	while (*p) {
+		char *e;
+		errno = 0;
+		long a = strtol(p, &e, 10), b;
+		if (e == p || errno || a < 0 || a >= CPU_SETSIZE)
+			return -EINVAL;
+		b = a;
+		p = e;
+		if (*p == '-') {
+			p++;
+			b = strtol(p, &e, 10);
+			if (e == p || b < a || b >= CPU_SETSIZE)
+				return -EINVAL;
+			p = e;
+		}
+		for (long i = a; i <= b; i++)
+			CPU_SET((int)i, set);
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -EINVAL;
+	}
+	return CPU_COUNT(set) ? 0 : -EINVAL;
+}
+
+/* Pin every thread that exists now (this one and the maths pool) to set. */
+static int pin_all_threads(const cpu_set_t *set)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		pid_t tid = (pid_t)atoi(e->d_name);
+		if (tid > 0 && sched_setaffinity(tid, sizeof *set, set) < 0)
+			rc = -errno;
+	}
+	closedir(d);
+	return rc;
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum {
+		O_DATA = 256, O_SPLIT, O_TEST_SPLIT, O_LIMIT, O_TEST_LIMIT, O_PRELOAD, O_TILE,
+		O_WINDOW, O_CACHE, O_LOADERS, O_QUEUE, O_MODEL, O_OPTIM, O_LR, O_MOMENTUM, O_WD,
+		O_SCHEDULE, O_STEP_EPOCHS, O_GAMMA, O_WARMUP, O_BATCH, O_ACCUM, O_EPOCHS,
+		O_STOP_AFTER, O_SEED, O_DEVICE, O_THREADS, O_AFFINITY, O_LOADER_AFFINITY, O_AMP,
+		O_PLAN, O_CHECKPOINT, O_RESUME, O_LOG, O_QUIET, O_HELP,
+	};
+	static const struct option lo[] = {
+		{"data", required_argument, 0, O_DATA},
+		{"split", required_argument, 0, O_SPLIT},
+		{"test-split", required_argument, 0, O_TEST_SPLIT},
+		{"limit", required_argument, 0, O_LIMIT},
+		{"test-limit", required_argument, 0, O_TEST_LIMIT},
+		{"preload", no_argument, 0, O_PRELOAD},
+		{"tile", required_argument, 0, O_TILE},
+		{"window", required_argument, 0, O_WINDOW},
+		{"cache", required_argument, 0, O_CACHE},
+		{"loaders", required_argument, 0, O_LOADERS},
+		{"queue", required_argument, 0, O_QUEUE},
+		{"model", required_argument, 0, O_MODEL},
+		{"optim", required_argument, 0, O_OPTIM},
+		{"lr", required_argument, 0, O_LR},
+		{"momentum", required_argument, 0, O_MOMENTUM},
+		{"wd", required_argument, 0, O_WD},
+		{"schedule", required_argument, 0, O_SCHEDULE},
+		{"step-epochs", required_argument, 0, O_STEP_EPOCHS},
+		{"gamma", required_argument, 0, O_GAMMA},
+		{"warmup", required_argument, 0, O_WARMUP},
+		{"batch", required_argument, 0, O_BATCH},
+		{"accum", required_argument, 0, O_ACCUM},
+		{"epochs", required_argument, 0, O_EPOCHS},
+		{"stop-after", required_argument, 0, O_STOP_AFTER},
+		{"seed", required_argument, 0, O_SEED},
+		{"device", required_argument, 0, O_DEVICE},
+		{"threads", required_argument, 0, O_THREADS},
+		{"affinity", required_argument, 0, O_AFFINITY},
+		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
+		{"amp", no_argument, 0, O_AMP},
+		{"plan", no_argument, 0, O_PLAN},
+		{"checkpoint", required_argument, 0, O_CHECKPOINT},
+		{"resume", required_argument, 0, O_RESUME},
+		{"log", required_argument, 0, O_LOG},
+		{"quiet", no_argument, 0, O_QUIET},
+		{"help", no_argument, 0, O_HELP},
+		{0, 0, 0, 0},
+	};
+	int lr_given = 0;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case O_DATA: o->data = optarg; break;
+		case O_SPLIT: o->split = optarg; break;
+		case O_TEST_SPLIT: o->test_split = optarg; break;
+		case O_LIMIT: o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX); break;
+		case O_TEST_LIMIT:
+			o->test_limit = parse_u64("--test-limit", optarg, 1, UINT32_MAX);
+			break;
+		case O_PRELOAD: o->preload = 1; break;
+		case O_TILE: {
+			unsigned h = 0, w = 0, ch = 0;
+			int n = sscanf(optarg, "%ux%ux%u", &h, &w, &ch);
+			if (n < 2 || !h || !w || h > 4096 || w > 4096 || (n == 3 && (ch != 1 && ch != 3)))
+				die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"", optarg);
+			o->tile_h = h;
+			o->tile_w = w;
+			o->tile_c = n == 3 ? ch : 0;
+			break;
+		}
+		case O_WINDOW:
+			o->window = (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
+			o->given_window = 1;
+			break;
+		case O_CACHE:
+			if (sprite_parse_size(optarg, &o->cache) < 0)
+				die(2, "--cache: expected a size such as 512M, got \"%s\"", optarg);
+			break;
+		case O_LOADERS: o->loaders = (int)parse_u64("--loaders", optarg, 1, 64); break;
+		case O_QUEUE: o->queue = (int)parse_u64("--queue", optarg, 1, 1024); break;
+		case O_MODEL:
+			o->model = optarg;
+			o->given_model = 1;
+			break;
+		case O_OPTIM:
+			if (!strcmp(optarg, "sgd"))
+				o->optim.kind = HN_OPT_SGD;
+			else if (!strcmp(optarg, "momentum"))
+				o->optim.kind = HN_OPT_MOMENTUM;
+			else if (!strcmp(optarg, "adam"))
+				o->optim.kind = HN_OPT_ADAM;
+			else
+				die(2, "--optim: expected sgd, momentum or adam, got \"%s\"", optarg);
+			o->given_optim = 1;
+			break;
+		case O_LR:
+			o->lr = parse_f("--lr", optarg, 1e-12, 1e3);
+			lr_given = 1;
+			break;
+		case O_MOMENTUM: o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999); break;
+		case O_WD: o->optim.weight_decay = (float)parse_f("--wd", optarg, 0, 1); break;
+		case O_SCHEDULE:
+			if (!strcmp(optarg, "constant"))
+				o->sched = SCHED_CONSTANT;
+			else if (!strcmp(optarg, "step"))
+				o->sched = SCHED_STEP;
+			else if (!strcmp(optarg, "cosine"))
+				o->sched = SCHED_COSINE;
+			else
+				die(2, "--schedule: expected constant, step or cosine, got \"%s\"",
+				    optarg);
+			break;
+		case O_STEP_EPOCHS:
+			o->step_epochs = parse_u64("--step-epochs", optarg, 1, 1000000);
+			break;
+		case O_GAMMA: o->gamma = parse_f("--gamma", optarg, 1e-6, 1); break;
+		case O_WARMUP: o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX); break;
+		case O_BATCH:
+			o->batch = (int)parse_u64("--batch", optarg, 1, 65536);
+			o->given_batch = 1;
+			break;
+		case O_ACCUM:
+			o->accum = (int)parse_u64("--accum", optarg, 1, 65536);
+			o->given_accum = 1;
+			break;
+		case O_EPOCHS: o->epochs = parse_u64("--epochs", optarg, 1, 1000000); break;
+		case O_STOP_AFTER:
+			o->stop_after = parse_u64("--stop-after", optarg, 1, 1000000);
+			break;
+		case O_SEED:
+			o->seed = parse_u64("--seed", optarg, 0, UINT64_MAX);
+			o->given_seed = 1;
+			break;
+		case O_DEVICE:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu"))
+				die(2, "--device: expected cpu or gpu, got \"%s\"", optarg);
+			o->device = optarg;
+			break;
+		case O_THREADS: o->threads = (int)parse_u64("--threads", optarg, 1, 1024); break;
+		case O_AFFINITY: o->affinity = optarg; break;
+		case O_LOADER_AFFINITY: o->loader_affinity = optarg; break;
+		case O_AMP: o->amp = 1; break;
+		case O_PLAN: o->plan = 1; break;
+		case O_CHECKPOINT: o->checkpoint = optarg; break;
+		case O_RESUME: o->resume = optarg; break;
+		case O_LOG: o->log = optarg; break;
+		case O_QUIET: o->quiet = 1; break;
+		case 'h':
+		case O_HELP: usage(stdout); exit(0);
+		case ':':
+			die(2, "option %s needs a value (see --help)", argv[optind - 1]);
+		default:
+			if (optopt && optopt < 256)
+				die(2, "unknown option -%c (see --help)", optopt);
+			die(2, "unknown or incomplete option \"%s\" (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
+	if (!o->data)
+		die(2, "--data PATH is required (see --help)");
+	if (!lr_given)
+		o->lr = o->optim.kind == HN_OPT_ADAM ? 0.001 : 0.01;
+	if (o->stop_after && o->stop_after > o->epochs)
+		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o->stop_after,
+		    o->epochs);
+	if (o->amp && strcmp(o->device, "gpu"))
+		die(2, "--amp needs --device gpu");
+}
+
+/* Learning rate of optimizer step s (0-based) of total. */
+static double lr_at(const struct opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total)
+{
+	double lr = o->lr;
+	if (o->warmup && s < o->warmup)
+		return lr * (double)(s + 1) / (double)o->warmup;
+	switch (o->sched) {
+	case SCHED_CONSTANT: break;
+	case SCHED_STEP:
+		lr *= pow(o->gamma, (double)((s / steps_per_epoch) / o->step_epochs));
+		break;
+	case SCHED_COSINE: {
+		double span = total > o->warmup ? (double)(total - o->warmup) : 1;
+		double t = (double)(s - o->warmup) / span;
+		lr *= 0.5 * (1 + cos(M_PI * (t > 1 ? 1 : t)));
+		break;
+	}
+	}
+	return lr;
+}
+
+static uint64_t weights_hash(const struct hn_backend_ops *be, void *st, float *params,
+			     size_t nparams)
+{
+	if (be->get_params(st, params) < 0)
+		die(1, "cannot read the weights back from the backend");
+	return sprite_checksum(params, nparams * sizeof(float));
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {
+		.split = "train",
+		.test_split = "test",
+		.model = "cnn",
+		.optim = {.kind = HN_OPT_MOMENTUM, .momentum = 0.9f, .beta1 = 0.9f,
+			  .beta2 = 0.999f, .eps = 1e-8f},
+		.sched = SCHED_CONSTANT,
+		.step_epochs = 5,
+		.gamma = 0.1,
+		.batch = 64,
+		.accum = 1,
+		.epochs = 1,
+		.seed = 1,
+		.loaders = 2,
+		.queue = 8,
+		.device = "cpu",
+	};
+	char err[HN_ERR_MAX] = "";
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse_opts(argc, argv, &o);
+
+	/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
+	struct hn_checkpoint ck = {0};
+	if (o.resume) {
+		if (hn_checkpoint_load(o.resume, &ck, err) < 0)
+			die(1, "--resume: %s", err);
+		if (o.given_model && strcmp(o.model, ck.spec))
+			die(1, "--resume: the checkpoint trains model \"%s\", not \"%s\"", ck.spec,
+			    o.model);
+		if (o.given_optim && o.optim.kind != ck.optim.kind)
+			die(1, "--resume: the checkpoint uses another --optim");
+		if (o.given_seed && o.seed != ck.seed)
+			die(1, "--resume: the checkpoint was trained with --seed %" PRIu64, ck.seed);
+		if ((o.given_batch && (uint32_t)o.batch != ck.batch) ||
+		    (o.given_accum && (uint32_t)o.accum != ck.accum) ||
+		    (o.given_window && o.window != ck.window))
+			die(1, "--resume: the checkpoint uses --batch %u --accum %u --window %u",
+			    ck.batch, ck.accum, ck.window);
+		o.model = ck.spec;
+		o.optim = ck.optim;
+		o.seed = ck.seed;
+		o.batch = (int)ck.batch;
+		o.accum = (int)ck.accum;
+		o.window = ck.window;
+	}
+
+	struct hn_source_options so = {
+		.train_split = o.split,
+		.test_split = o.test_split,
+		.limit = o.limit,
+		.test_limit = o.test_limit,
+		.tile_h = o.tile_h,
+		.tile_w = o.tile_w,
+		.tile_c = o.tile_c,
+		.window = o.window,
+		.seed = o.seed,
+		.batch = (uint32_t)o.batch,
+		.cache_bytes = o.cache,
+	};
+	hn_source *src = NULL;
+	if (hn_source_open(o.data, &so, &src, err) < 0)
+		die(1, "--data: %s", err);
+	const struct hn_source_info *di = hn_source_info(src);
+
+	struct hn_model m;
+	if (hn_model_build(o.model, (int)di->c, (int)di->h, (int)di->w, (int)di->nclasses, &m,
+			   err) < 0)
+		die(1, "model \"%s\" does not fit the data (%ux%ux%u tiles, %u classes): %s", o.model,
+		    di->h, di->w, di->c, di->nclasses, err);
+
+	if (o.resume) {
+		if (ck.in_c != m.in_c || ck.in_h != m.in_h || ck.in_w != m.in_w ||
+		    ck.nclasses != m.nclasses || ck.nparams != m.nparams)
+			die(1, "--resume: the checkpoint's model (%dx%dx%d input, %d classes, %" PRIu64
+			       " parameters) differs from this data's",
+			    ck.in_h, ck.in_w, ck.in_c, ck.nclasses, ck.nparams);
+		if (ck.train_count != di->count[HN_SPLIT_TRAIN])
+			die(1, "--resume: the checkpoint trained on %" PRIu64
+			       " samples per epoch, this data has %" PRIu64 " (--limit?)",
+			    ck.train_count, di->count[HN_SPLIT_TRAIN]);
+	}
+
+	if (o.plan) {
+		struct hn_plan_input pi = {.model = &m, .data = di, .optim = &o.optim,
+					   .batch = o.batch, .device = o.device};
+		hn_plan_print(stdout, &pi);
+		hn_source_close(src);
+		hn_checkpoint_free(&ck);
+		return 0;
+	}
+
+	const struct hn_backend_ops *be = hn_backend_load(o.device, err);
+	if (!be)
+		die(1, "--device %s: %s", o.device, err);
+
+	float *params = malloc(m.nparams * sizeof(float));
+	if (!params)
+		die(1, "out of memory for %zu parameters", m.nparams);
+	if (o.resume)
+		memcpy(params, ck.params, m.nparams * sizeof(float));
+	else
+		hn_model_init_params(&m, o.seed, params);
+
+	cpu_set_t orig_mask, pin_mask, loader_mask;
+	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
+	loader_mask = orig_mask;
+	if (o.affinity && parse_cpus(o.affinity, &pin_mask) < 0)
+		die(2, "--affinity: expected a CPU list such as 0-1,3, got \"%s\"", o.affinity);
+	if (o.loader_affinity && parse_cpus(o.loader_affinity, &loader_mask) < 0)
+		die(2, "--loader-affinity: expected a CPU list such as 2-3, got \"%s\"",
+		    o.loader_affinity);
+	/* Pinning this thread first makes threads the backend starts inherit it. */
+	if (o.affinity && sched_setaffinity(0, sizeof pin_mask, &pin_mask) < 0)
+		die(1, "--affinity %s: %s", o.affinity, strerror(errno));
+
+	struct hn_backend_config cfg = {
+		.threads = o.threads,
+		.max_batch = o.batch,
+		.amp = o.amp,
+		.device_index = 0,
+		.seed = o.seed,
+	};
+	void *st = NULL;
+	err[0] = 0;
+	if (be->create(&m, &o.optim, &cfg, params, &st, err) < 0)
+		die(1, "--device %s: cannot set up the model: %s", o.device, err);
+	if (o.resume && hn_optim_state_per_param(o.optim.kind) &&
+	    be->set_opt_state(st, ck.opt) < 0)
+		die(1, "--resume: the backend refused the optimizer state");
+	/* And the maths threads that already existed (OpenBLAS starts its pool early). */
+	if (o.affinity && pin_all_threads(&pin_mask) < 0)
+		die(1, "--affinity %s: cannot pin the maths threads: %s", o.affinity,
+		    strerror(errno));
+
+	if (o.preload) {
+		double t0 = sprite_now();
+		if (hn_source_preload(src, o.loaders, err) < 0)
+			die(1, "--preload: %s", err);
+		if (!o.quiet)
+			printf("preloaded %" PRIu64 " samples in %.2f s\n",
+			       di->count[0] + di->count[1], sprite_now() - t0);
+	}
+
+	uint64_t ntrain = di->count[HN_SPLIT_TRAIN], ntest = di->count[HN_SPLIT_TEST];
+	uint64_t nb_train = hn_batches(ntrain, o.batch), nb_test = hn_batches(ntest, o.batch);
+	uint64_t steps_per_epoch = (nb_train + (uint64_t)o.accum - 1) / (uint64_t)o.accum;
+	uint64_t total_steps = steps_per_epoch * o.epochs;
+	uint64_t first_epoch = o.resume ? ck.epoch : 0;
+	uint64_t end_epoch = o.stop_after ? o.stop_after : o.epochs;
+	uint64_t step = o.resume ? ck.step : 0;
+	if (o.resume && ck.step != first_epoch * steps_per_epoch)
+		die(1, "--resume: %" PRIu64 " steps after %" PRIu64 " epochs do not match --batch %d "
+		       "--accum %d over %" PRIu64 " samples",
+		    ck.step, ck.epoch, o.batch, o.accum, ntrain);
+
+	FILE *logf = NULL;
+	if (o.log && !(logf = fopen(o.log, "a")))
+		die(1, "--log %s: %s", o.log, strerror(errno));
+
+	if (!o.quiet) {
+		printf("data: %s\n", hn_source_describe(src));
+		printf("      %" PRIu64 " train + %" PRIu64 " test samples, tiles %ux%ux%u, %u classes\n",
+		       ntrain, ntest, di->h, di->w, di->c, di->nclasses);
+		printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
+		       m.name, m.nparams,
+		       o.optim.kind == HN_OPT_ADAM ? "adam"
+		       : o.optim.kind == HN_OPT_MOMENTUM ? "momentum" : "sgd",
+		       o.lr, o.batch, o.accum, o.seed);
+		printf("backend: %s; %d loaders, queue %d\n", be->describe(st), o.loaders, o.queue);
+		if (o.resume)
+			printf("resumed from %s after epoch %" PRIu64 " (step %" PRIu64 ")\n",
+			       o.resume, ck.epoch, ck.step);
+	}
+
+	double run_wall = 0, run_compute = 0, run_wait = 0, last_test_acc = -1;
+	uint64_t run_samples = 0;
+	if (first_epoch < end_epoch) {
+		struct hn_loader_config lc = {
+			.src = src,
+			.nloaders = o.loaders,
+			.queue = o.queue,
+			.batch = o.batch,
+			.seed = o.seed,
+			.window = o.window,
+			.first_epoch = first_epoch,
+			.end_epoch = end_epoch,
+			.eval = ntest > 0,
+			.mask = &loader_mask,
+		};
+		hn_loader *ld = NULL;
+		if (hn_loader_start(&lc, &ld, err) < 0)
+			die(1, "%s", err);
+		uint64_t micro = 0;
+
+		for (uint64_t e = first_epoch; e < end_epoch; e++) {
+			struct sprite_progress prog_bar;
+			char label[48];
+			snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1, o.epochs);
+			if (!o.quiet)
+				sprite_progress_start(&prog_bar, label, ntrain);
+			double wait = 0, compute = 0, loss = 0, lr = 0;
+			uint64_t correct = 0, seen = 0;
+			double t_epoch = sprite_now();
+			for (uint64_t b = 0; b < nb_train; b++) {
+				struct hn_batch *bt;
+				double t0 = sprite_now();
+				if (hn_loader_next(ld, &bt, err) < 0)
+					die(1, "reading the data: %s", err);
+				double t1 = sprite_now();
+				wait += t1 - t0;
+				uint64_t g0 = b - b % (uint64_t)o.accum;
+				uint64_t g_end = g0 + (uint64_t)o.accum;
+				if (g_end > nb_train)
+					g_end = nb_train;
+				uint64_t s_end = g_end * (uint64_t)o.batch;
+				int group = (int)((s_end < ntrain ? s_end : ntrain) - g0 * (uint64_t)o.batch);
+				int apply = b + 1 == g_end;
+				lr = lr_at(&o, step, steps_per_epoch, total_steps);
+				/* Non-applying calls get their own dropout stream, outside the step range. */
+				uint64_t sidx = apply ? step + 1 : (1ull << 63) | micro;
+				struct hn_step_result res = {0};
+				int rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group, apply,
+							(float)lr, sidx, &res);
+				double t2 = sprite_now();
+				if (rc < 0)
+					die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
+					    e + 1, b, strerror(-rc));
+				compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
+				if (!isfinite(res.loss_sum))
+					die(1, "the loss became %s at epoch %" PRIu64 ", step %" PRIu64
+					       " (batch %" PRIu64 "): training diverged; try a lower "
+					       "--lr (now %g)",
+					    isnan(res.loss_sum) ? "NaN" : "infinite", e + 1, step + 1, b,
+					    lr);
+				loss += res.loss_sum;
+				correct += (uint64_t)res.correct;
+				seen += (uint64_t)bt->n;
+				micro++;
+				if (apply)
+					step++;
+				hn_loader_release(ld, bt);
+				if (!o.quiet) {
+					sprite_progress_add(&prog_bar, (uint64_t)bt->n);
+					sprite_progress_draw(&prog_bar);
+				}
+			}
+			double wall = sprite_now() - t_epoch;
+			if (!o.quiet)
+				sprite_progress_end(&prog_bar);
+
+			double t_eval = sprite_now(), tloss = 0;
+			uint64_t tcorrect = 0, tseen = 0;
+			for (uint64_t b = 0; b < nb_test; b++) {
+				struct hn_batch *bt;
+				if (hn_loader_next(ld, &bt, err) < 0)
+					die(1, "reading the test data: %s", err);
+				struct hn_step_result res = {0};
+				int rc = be->evaluate(st, bt->tiles, bt->labels, bt->n, &res);
+				if (rc < 0)
+					die(1, "evaluation failed: %s", strerror(-rc));
+				tloss += res.loss_sum;
+				tcorrect += (uint64_t)res.correct;
+				tseen += (uint64_t)bt->n;
+				hn_loader_release(ld, bt);
+			}
+			double eval_s = sprite_now() - t_eval;
+
+			struct hn_epoch_stats es = {
+				.epoch = e + 1,
+				.samples = seen,
+				.steps = step,
+				.wall_s = wall,
+				.compute_s = compute,
+				.data_wait_s = wait,
+				.eval_s = eval_s,
+				.train_loss = seen ? loss / (double)seen : 0,
+				.train_acc = seen ? (double)correct / (double)seen : 0,
+				.test_loss = tseen ? tloss / (double)tseen : -1,
+				.test_acc = tseen ? (double)tcorrect / (double)tseen : -1,
+				.lr = lr,
+			};
+			last_test_acc = es.test_acc;
+			run_wall += wall;
+			run_compute += compute;
+			run_wait += wait;
+			run_samples += seen;
+			if (!o.quiet) {
+				char testbuf[32] = "test -";
+				if (tseen)
+					snprintf(testbuf, sizeof testbuf, "test %.2f%%",
+						 100 * es.test_acc);
+				printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
+				       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)\n",
+				       e + 1, o.epochs, es.train_loss, 100 * es.train_acc, testbuf,
+				       wall > 0 ? (double)seen / wall : 0, compute, wait,
+				       wall > 0 ? 100 * wait / wall : 0);
+			}
+			if (logf && hn_log_epoch(logf, &es) < 0)
+				die(1, "--log %s: write error", o.log);
+			if (o.checkpoint) {
+				struct hn_checkpoint c = {
+					.in_c = m.in_c, .in_h = m.in_h, .in_w = m.in_w,
+					.nclasses = m.nclasses, .nparams = m.nparams,
+					.optim = o.optim, .epoch = e + 1, .step = step,
+					.seed = o.seed, .batch = (uint32_t)o.batch,
+					.accum = (uint32_t)o.accum, .window = o.window,
+					.train_count = ntrain, .params = params,
+				};
+				snprintf(c.spec, sizeof c.spec, "%s", o.model);
+				size_t per = (size_t)hn_optim_state_per_param(o.optim.kind);
+				c.opt = malloc((m.nparams * per + 1) * sizeof(float));
+				if (!c.opt || be->get_params(st, params) < 0 ||
+				    (per && be->get_opt_state(st, c.opt) < 0))
+					die(1, "--checkpoint: cannot read the state back from the backend");
+				if (hn_checkpoint_save(o.checkpoint, &c, err) < 0)
+					die(1, "--checkpoint: %s", err);
+				free(c.opt);
+			}
+		}
+		hn_loader_stop(ld);
+	} else if (!o.quiet) {
+		printf("nothing to train: the checkpoint has %" PRIu64 " of %" PRIu64 " epochs\n",
+		       first_epoch, end_epoch);
+	}
+
+	uint64_t hash = weights_hash(be, st, params, m.nparams);
+	printf("weights xxh3 %016" PRIx64 "\n", hash);
+	if (logf) {
+		struct hn_final_stats fs = {
+			.epochs = end_epoch > first_epoch ? end_epoch : first_epoch,
+			.steps = step,
+			.samples = run_samples,
+			.weights_xxh3 = hash,
+			.wall_s = run_wall,
+			.compute_s = run_compute,
+			.data_wait_s = run_wait,
+			.test_acc = last_test_acc,
+			.source = di->kind,
+			.device = o.device,
+			.model = o.model,
+			.nparams = m.nparams,
+		};
+		if (hn_log_final(logf, &fs) < 0 || fclose(logf) != 0)
+			die(1, "--log %s: write error", o.log);
+	}
+	be->destroy(st);
+	free(params);
+	hn_checkpoint_free(&ck);
+	hn_source_close(src);
+	return 0;
+}

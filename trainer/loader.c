@@ -1,0 +1,244 @@
+/*
+ * loader.c - loader threads that read batches ahead of the compute thread
+ * into a bounded ring, delivered strictly in sequence.
+ *
+ * The whole run is one fixed sequence of batches (epoch by epoch: the
+ * training split in permutation order, then the test split in index order),
+ * so the loaders can read the next epoch while the current one is being
+ * evaluated. Batch k always lives in ring slot k % queue: a loader claims
+ * the next k only when that slot is free, which bounds memory to `queue`
+ * batches and makes the delivery order independent of how many loaders
+ * there are and which one finishes first. The sample indices of a batch are
+ * copied out of the permutation at claim time, under the lock, so only the
+ * permutation of the newest epoch needs to be kept.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/app.h"
+
+enum { SLOT_FREE, SLOT_LOADING, SLOT_READY };
+
+struct slot {
+	struct hn_batch b;
+	uint32_t *idx;
+	uint64_t seq;
+	int state;
+};
+
+struct hn_loader {
+	struct hn_loader_config c;
+	size_t tile_bytes;
+	uint64_t ntrain, ntest;   /* samples per pass */
+	uint64_t ntrain_b, ntest_b, per_epoch, total;
+	pthread_t *threads;
+	int nthreads;
+	pthread_mutex_t lock;
+	pthread_cond_t loader_cv, consumer_cv;
+	struct slot *slots;
+	uint64_t next_claim, next_deliver;
+	uint32_t *perm;
+	uint64_t perm_epoch;
+	int have_perm;
+	int stop;
+	int rc;
+	char err[HN_ERR_MAX];
+};
+
+uint64_t hn_batches(uint64_t samples, int batch)
+{
+	return batch > 0 ? (samples + (uint64_t)batch - 1) / (uint64_t)batch : 0;
+}
+
+/* Fill slot q for sequence number seq; called with the lock held. */
+static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
+{
+	uint64_t e = l->c.first_epoch + seq / l->per_epoch, r = seq % l->per_epoch;
+	q->seq = seq;
+	q->state = SLOT_LOADING;
+	q->b.epoch = e;
+	if (r < l->ntrain_b) {
+		q->b.split = HN_SPLIT_TRAIN;
+		q->b.index = r;
+		uint64_t first = r * (uint64_t)l->c.batch;
+		uint64_t n = l->ntrain - first < (uint64_t)l->c.batch ? l->ntrain - first
+								     : (uint64_t)l->c.batch;
+		if (!l->have_perm || l->perm_epoch != e) {
+			hn_source_perm(l->c.src, l->c.seed, e, l->c.window, l->perm);
+			l->perm_epoch = e;
+			l->have_perm = 1;
+		}
+		memcpy(q->idx, l->perm + first, n * sizeof *q->idx);
+		q->b.n = (int)n;
+	} else {
+		q->b.split = HN_SPLIT_TEST;
+		q->b.index = r - l->ntrain_b;
+		uint64_t first = q->b.index * (uint64_t)l->c.batch;
+		uint64_t n = l->ntest - first < (uint64_t)l->c.batch ? l->ntest - first
+								    : (uint64_t)l->c.batch;
+		for (uint64_t i = 0; i < n; i++)
+			q->idx[i] = (uint32_t)(first + i);
+		q->b.n = (int)n;
+	}
+}
+
+static void *loader_main(void *arg)
+{
+	hn_loader *l = arg;
+	char err[HN_ERR_MAX];
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		struct slot *q = NULL;
+		while (!l->stop && l->rc == 0 && l->next_claim < l->total) {
+			q = &l->slots[l->next_claim % (uint64_t)l->c.queue];
+			if (q->state == SLOT_FREE)
+				break;
+			q = NULL;
+			pthread_cond_wait(&l->loader_cv, &l->lock);
+		}
+		if (!q)
+			break;
+		claim_locked(l, q, l->next_claim++);
+		pthread_mutex_unlock(&l->lock);
+
+		err[0] = 0;
+		int rc = hn_source_read(l->c.src, q->b.split, q->b.epoch, q->b.index, q->idx,
+					q->b.n, q->b.tiles, q->b.labels, err);
+
+		pthread_mutex_lock(&l->lock);
+		if (rc < 0) {
+			if (l->rc == 0) {
+				l->rc = rc;
+				snprintf(l->err, sizeof l->err, "%s", err[0] ? err : strerror(-rc));
+			}
+			q->state = SLOT_FREE;
+		} else {
+			q->state = SLOT_READY;
+		}
+		pthread_cond_broadcast(&l->consumer_cv);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err)
+{
+	const struct hn_source_info *si = hn_source_info(c->src);
+	if (c->nloaders < 1 || c->nloaders > 256 || c->queue < 1 || c->queue > 4096 ||
+	    c->batch < 1) {
+		snprintf(err, HN_ERR_MAX, "loader: bad configuration");
+		return -EINVAL;
+	}
+	hn_loader *l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	l->c = *c;
+	l->tile_bytes = (size_t)si->h * si->w * si->c;
+	l->ntrain = si->count[HN_SPLIT_TRAIN];
+	l->ntest = c->eval ? si->count[HN_SPLIT_TEST] : 0;
+	l->ntrain_b = hn_batches(l->ntrain, c->batch);
+	l->ntest_b = hn_batches(l->ntest, c->batch);
+	l->per_epoch = l->ntrain_b + l->ntest_b;
+	l->total = c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch
+						 : 0;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->loader_cv, NULL);
+	pthread_cond_init(&l->consumer_cv, NULL);
+	l->perm = malloc((l->ntrain ? l->ntrain : 1) * sizeof *l->perm);
+	l->slots = calloc((size_t)c->queue, sizeof *l->slots);
+	l->threads = calloc((size_t)c->nloaders, sizeof *l->threads);
+	int rc = l->perm && l->slots && l->threads ? 0 : -ENOMEM;
+	for (int i = 0; rc == 0 && i < c->queue; i++) {
+		struct slot *q = &l->slots[i];
+		q->b.tiles = malloc((size_t)c->batch * l->tile_bytes);
+		q->b.labels = malloc((size_t)c->batch * sizeof *q->b.labels);
+		q->idx = malloc((size_t)c->batch * sizeof *q->idx);
+		if (!q->b.tiles || !q->b.labels || !q->idx)
+			rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		snprintf(err, HN_ERR_MAX, "loader: out of memory for %d batches of %d samples",
+			 c->queue, c->batch);
+		hn_loader_stop(l);
+		return rc;
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	if (c->mask)
+		pthread_attr_setaffinity_np(&attr, sizeof *c->mask, c->mask);
+	for (int i = 0; i < c->nloaders; i++) {
+		rc = -pthread_create(&l->threads[i], &attr, loader_main, l);
+		if (rc < 0) {
+			snprintf(err, HN_ERR_MAX, "loader: cannot start thread %d: %s", i,
+				 strerror(-rc));
+			break;
+		}
+		l->nthreads++;
+	}
+	pthread_attr_destroy(&attr);
+	if (rc < 0) {
+		hn_loader_stop(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->next_deliver >= l->total) {
+		pthread_mutex_unlock(&l->lock);
+		snprintf(err, HN_ERR_MAX, "loader: no more batches");
+		return -ENODATA;
+	}
+	struct slot *q = &l->slots[l->next_deliver % (uint64_t)l->c.queue];
+	while (l->rc == 0 && !(q->state == SLOT_READY && q->seq == l->next_deliver))
+		pthread_cond_wait(&l->consumer_cv, &l->lock);
+	int rc = l->rc;
+	if (rc < 0)
+		snprintf(err, HN_ERR_MAX, "%s", l->err);
+	else
+		l->next_deliver++;
+	pthread_mutex_unlock(&l->lock);
+	*b = rc < 0 ? NULL : &q->b;
+	return rc;
+}
+
+void hn_loader_release(hn_loader *l, struct hn_batch *b)
+{
+	struct slot *q = (struct slot *)((char *)b - offsetof(struct slot, b));
+	pthread_mutex_lock(&l->lock);
+	q->state = SLOT_FREE;
+	pthread_cond_broadcast(&l->loader_cv);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void hn_loader_stop(hn_loader *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stop = 1;
+	pthread_cond_broadcast(&l->loader_cv);
+	pthread_mutex_unlock(&l->lock);
+	for (int i = 0; i < l->nthreads; i++)
+		pthread_join(l->threads[i], NULL);
+	if (l->slots)
+		for (int i = 0; i < l->c.queue; i++) {
+			free(l->slots[i].b.tiles);
+			free(l->slots[i].b.labels);
+			free(l->slots[i].idx);
+		}
+	free(l->slots);
+	free(l->threads);
+	free(l->perm);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->loader_cv);
+	pthread_cond_destroy(&l->consumer_cv);
+	free(l);
+}

@@ -1,0 +1,84 @@
+/*
+ * log.c - the JSON-lines log (--log FILE): one object per epoch and a final
+ * object with "final": true and the weights hash.
+ *
+ * One line per record, flushed at once, so that `tail -f`, jq and a plot
+ * script can read a run while it goes. Numbers that are not finite are
+ * written as null (JSON has no NaN). docs/HNTRAIN.md lists the fields.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "trainer/app.h"
+
+void hn_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void num(FILE *f, const char *key, double v, int last)
+{
+	if (isfinite(v))
+		fprintf(f, "\"%s\": %.6g%s", key, v, last ? "" : ", ");
+	else
+		fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+}
+
+int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
+{
+	double sps = s->wall_s > 0 ? (double)s->samples / s->wall_s : 0;
+	double share = s->wall_s > 0 ? s->data_wait_s / s->wall_s : 0;
+	fprintf(f, "{\"epoch\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"steps\": %" PRIu64 ", ",
+		s->epoch, s->samples, s->steps);
+	num(f, "wall_s", s->wall_s, 0);
+	num(f, "compute_s", s->compute_s, 0);
+	num(f, "data_wait_s", s->data_wait_s, 0);
+	num(f, "data_wait_share", share, 0);
+	num(f, "samples_per_s", sps, 0);
+	num(f, "train_loss", s->train_loss, 0);
+	num(f, "train_acc", s->train_acc, 0);
+	if (s->test_acc >= 0) {
+		num(f, "test_loss", s->test_loss, 0);
+		num(f, "test_acc", s->test_acc, 0);
+	} else {
+		fputs("\"test_loss\": null, \"test_acc\": null, ", f);
+	}
+	num(f, "eval_s", s->eval_s, 0);
+	num(f, "lr", s->lr, 1);
+	fputs("}\n", f);
+	return fflush(f) == 0 ? 0 : -1;
+}
+
+int hn_log_final(FILE *f, const struct hn_final_stats *s)
+{
+	fprintf(f, "{\"final\": true, \"weights_xxh3\": \"%016" PRIx64 "\", \"epochs\": %" PRIu64
+		   ", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", ",
+		s->weights_xxh3, s->epochs, s->steps, s->samples);
+	num(f, "wall_s", s->wall_s, 0);
+	num(f, "compute_s", s->compute_s, 0);
+	num(f, "data_wait_s", s->data_wait_s, 0);
+	num(f, "data_wait_share", s->wall_s > 0 ? s->data_wait_s / s->wall_s : 0, 0);
+	num(f, "samples_per_s", s->wall_s > 0 ? (double)s->samples / s->wall_s : 0, 0);
+	if (s->test_acc >= 0)
+		num(f, "test_acc", s->test_acc, 0);
+	else
+		fputs("\"test_acc\": null, ", f);
+	fputs("\"source\": ", f);
+	hn_json_string(f, s->source);
+	fputs(", \"device\": ", f);
+	hn_json_string(f, s->device);
+	fputs(", \"model\": ", f);
+	hn_json_string(f, s->model);
+	fprintf(f, ", \"params\": %" PRIu64 "}\n", s->nparams);
+	return fflush(f) == 0 ? 0 : -1;
+}
