@@ -1,0 +1,176 @@
+/*
+ * util.c - small shared helpers: the XXH3-64 checksum every store structure
+ * carries, a monotonic clock, human-readable sizes and a terminal progress bar.
+ *
+ * The progress bar is the one place in common/ that writes anything: it draws
+ * on stderr only when stderr is a terminal, so that logs and pipes stay clean,
+ * and at most ten times a second, so that a tight loop of workers calling
+ * sprite_progress_add() costs one atomic add each and nothing more.
+ */
+#include "common/util.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+uint64_t sprite_checksum(const void *p, size_t len)
+{
+	return XXH3_64bits(p, len);
+}
+
+double sprite_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Parsed by hand rather than with strtod so that the result is exact for
+ * integers, independent of the locale, and overflow is caught.
+ */
+int sprite_parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGTPE";
+	uint64_t ip = 0, frac = 0, fdiv = 1, mult = 1;
+	const char *p = s;
+	int digits = 0;
+
+	if (!s)
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9') {
+		unsigned d = (unsigned)(*p++ - '0');
+		if (ip > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		ip = ip * 10 + d;
+		digits++;
+	}
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9') {
+			if (fdiv < 1000000000000ull) { /* 12 decimals are plenty */
+				frac = frac * 10 + (uint64_t)(*p - '0');
+				fdiv *= 10;
+			}
+			p++;
+			digits++;
+		}
+	}
+	if (!digits)
+		return -EINVAL;
+	if (*p) {
+		const char *u = strchr(units, *p & ~0x20); /* upper case */
+		if (!u || !*u)
+			return -EINVAL;
+		for (long i = 0; i <= u - units; i++)
+			mult <<= 10;
+		p++;
+		if ((*p | 0x20) == 'i')
+			p++;
+		if ((*p | 0x20) == 'b')
+			p++;
+		if (*p)
+			return -EINVAL;
+	} else if (fdiv > 1) {
+		return -EINVAL; /* "1.5" bytes makes no sense */
+	}
+	if (ip > UINT64_MAX / mult)
+		return -EINVAL;
+	uint64_t v = ip * mult;
+	/* frac / fdiv * mult without overflow: mult <= 2^60, frac < 10^12 */
+	unsigned __int128 f = (unsigned __int128)frac * mult / fdiv;
+	if (f > UINT64_MAX - v)
+		return -EINVAL;
+	*out = v + (uint64_t)f;
+	return 0;
+}
+
+const char *sprite_fmt_size(uint64_t bytes, char *buf, size_t cap)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	if (bytes < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	double v = (double)bytes / 1024.0;
+	int u = 0;
+	while (v >= 1024.0 && u < 5) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+void sprite_progress_start(struct sprite_progress *p, const char *label, uint64_t total)
+{
+	p->label = label ? label : "";
+	p->total = total;
+	__atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+	p->start = sprite_now();
+	p->last_draw = 0;
+	p->tty = isatty(2);
+}
+
+void sprite_progress_add(struct sprite_progress *p, uint64_t n)
+{
+	__atomic_fetch_add(&p->done, n, __ATOMIC_RELAXED);
+}
+
+static void fmt_hms(double s, char *buf, size_t cap)
+{
+	if (s < 0 || s > 359999)
+		s = 359999;
+	unsigned t = (unsigned)(s + 0.5);
+	if (t >= 3600)
+		snprintf(buf, cap, "%u:%02u:%02u", t / 3600, t / 60 % 60, t % 60);
+	else
+		snprintf(buf, cap, "%u:%02u", t / 60, t % 60);
+}
+
+static void progress_paint(struct sprite_progress *p, double now)
+{
+	enum { BAR = 24 };
+	uint64_t done = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+	uint64_t total = p->total;
+	double el = now - p->start;
+	double rate = el > 0 ? (double)done / el : 0;
+	double frac = total ? (double)done / (double)total : 0;
+	char bar[BAR + 1], eta[16];
+
+	if (frac > 1)
+		frac = 1;
+	int fill = (int)(frac * BAR);
+	for (int i = 0; i < BAR; i++)
+		bar[i] = i < fill ? '#' : '-';
+	bar[BAR] = 0;
+	if (rate > 0 && total >= done)
+		fmt_hms((double)(total - done) / rate, eta, sizeof(eta));
+	else
+		snprintf(eta, sizeof(eta), "--:--");
+	fprintf(stderr, "\r%s [%s] %llu/%llu %5.1f%% %.0f/s ETA %s\033[K", p->label, bar,
+		(unsigned long long)done, (unsigned long long)total, frac * 100.0, rate, eta);
+	fflush(stderr);
+	p->last_draw = now;
+}
+
+void sprite_progress_draw(struct sprite_progress *p)
+{
+	if (!p->tty)
+		return;
+	double now = sprite_now();
+	if (now - p->last_draw < 0.1)
+		return;
+	progress_paint(p, now);
+}
+
+void sprite_progress_end(struct sprite_progress *p)
+{
+	if (!p->tty)
+		return;
+	progress_paint(p, sprite_now());
+	fputc('\n', stderr);
+	fflush(stderr);
+}
