@@ -313,28 +313,48 @@ static int ws_reserve(struct hn_cuda *st, size_t need)
 	return 0;
 }
 
-/* Pick algorithms for the descriptors as they are now (find = benchmark, else heuristics). */
+/* First usable entry of an algorithm list: it ran (or would run) and its workspace is sane. */
+#define PICK_FIRST(perf, cnt)                                                               \
+	({                                                                                  \
+		int k_ = 0;                                                                 \
+		while (k_ < (cnt) &&                                                        \
+		       ((perf)[k_].status != CUDNN_STATUS_SUCCESS ||                        \
+			(perf)[k_].memory > HN_WS_LIMIT))                                    \
+			k_++;                                                               \
+		k_ < (cnt) ? k_ : -1;                                                       \
+	})
+
+/*
+ * Choose the three algorithms of one conv for the descriptors as they are
+ * now: benchmarked (cudnnFind*) when find is set, with the heuristics
+ * (Get*_v7) as fallback and for other batch sizes. The workspace grows to
+ * the largest need. fp32 keeps FMA math (no TF32); amp adopts the math type
+ * the chosen algorithm was timed with.
+ */
 static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
 {
 	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-	int cnt = 0, i;
-	size_t need = 0, sz;
+	int cnt, i;
+	size_t need = 0, sz = 0;
 
 	/* forward */
 	cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	DNN(cudnnSetConvolutionMathType(c->cf, want), st->err);
 	cnt = 0;
-	if (!find || cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
-							  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
-							  pf) != CUDNN_STATUS_SUCCESS)
+	i = -1;
+	if (find && cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
+							 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+							 pf) == CUDNN_STATUS_SUCCESS)
+		i = PICK_FIRST(pf, cnt);
+	if (i < 0) {
+		cnt = 0;
 		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
 							   pf),
 		    st->err);
-	for (i = 0; i < cnt; i++)
-		if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= HN_WS_LIMIT)
-			break;
-	if (i == cnt) {
+		i = PICK_FIRST(pf, cnt);
+	}
+	if (i < 0) {
 		snprintf(st->err, sizeof(st->err), "gpu: cuDNN has no forward algorithm for a conv");
 		return -EIO;
 	}
@@ -349,17 +369,20 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 	cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
 	cnt = 0;
-	if (!find || cudnnFindConvolutionBackwardFilterAlgorithm(
-			     st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-			     &cnt, pw) != CUDNN_STATUS_SUCCESS)
+	i = -1;
+	if (find && cudnnFindConvolutionBackwardFilterAlgorithm(
+			    st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+			    &cnt, pw) == CUDNN_STATUS_SUCCESS)
+		i = PICK_FIRST(pw, cnt);
+	if (i < 0) {
+		cnt = 0;
 		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 			    st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
 			    &cnt, pw),
 		    st->err);
-	for (i = 0; i < cnt; i++)
-		if (pw[i].status == CUDNN_STATUS_SUCCESS && pw[i].memory <= HN_WS_LIMIT)
-			break;
-	if (i == cnt) {
+		i = PICK_FIRST(pw, cnt);
+	}
+	if (i < 0) {
 		snprintf(st->err, sizeof(st->err),
 			 "gpu: cuDNN has no backward-filter algorithm for a conv");
 		return -EIO;
@@ -377,18 +400,21 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 		cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
 		cnt = 0;
-		if (!find || cudnnFindConvolutionBackwardDataAlgorithm(
-				     st->dnn, c->w, c->y, c->cd, c->x,
-				     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt,
-				     pd) != CUDNN_STATUS_SUCCESS)
+		i = -1;
+		if (find && cudnnFindConvolutionBackwardDataAlgorithm(
+				    st->dnn, c->w, c->y, c->cd, c->x,
+				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt,
+				    pd) == CUDNN_STATUS_SUCCESS)
+			i = PICK_FIRST(pd, cnt);
+		if (i < 0) {
+			cnt = 0;
 			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
 				    st->dnn, c->w, c->y, c->cd, c->x,
 				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
 			    st->err);
-		for (i = 0; i < cnt; i++)
-			if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].memory <= HN_WS_LIMIT)
-				break;
-		if (i == cnt) {
+			i = PICK_FIRST(pd, cnt);
+		}
+		if (i < 0) {
 			snprintf(st->err, sizeof(st->err),
 				 "gpu: cuDNN has no backward-data algorithm for a conv");
 			return -EIO;
@@ -861,6 +887,10 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	if (!err)
 		err = local;
 	*state = NULL;
+	if (o->kind != HN_OPT_SGD && o->kind != HN_OPT_MOMENTUM && o->kind != HN_OPT_ADAM) {
+		snprintf(err, HN_ERR_MAX, "gpu: unknown optimizer %d", (int)o->kind);
+		return -EINVAL;
+	}
 	if (cfg->max_batch <= 0 || cfg->max_batch > (1 << 24)) {
 		snprintf(err, HN_ERR_MAX, "gpu: max_batch %d out of range", cfg->max_batch);
 		return -EINVAL;
@@ -1047,10 +1077,11 @@ static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skippe
 		break;
 	case HN_OPT_ADAM: {
 		double t = step ? (double)step : 1.0;
-		float bc1 = (float)(1.0 - pow((double)o->beta1, t));
-		float bc2 = (float)(1.0 - pow((double)o->beta2, t));
+		/* as trainer/optim.c computes them, for equal rounding */
+		float c1 = (float)(1.0 / (1.0 - pow((double)o->beta1, t)));
+		float c2 = (float)(1.0 / (1.0 - pow((double)o->beta2, t)));
 		CU(hn_k_adam(st->params, st->grads, st->opt, st->opt + np, np, lr, o->beta1,
-			     o->beta2, o->eps, o->weight_decay, bc1, bc2, inv_scale, st->stream),
+			     o->beta2, o->eps, o->weight_decay, c1, c2, inv_scale, st->stream),
 		   st->err);
 		break;
 	}

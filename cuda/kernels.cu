@@ -410,7 +410,7 @@ __global__ void k_momentum(float *w, const float *grad, float *v, size_t count, 
 }
 
 __global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
-		       float b1, float b2, float eps, float wd, float bc1, float bc2,
+		       float b1, float b2, float eps, float decay, float c1, float c2,
 		       float inv_scale)
 {
 	GRID_LOOP(i, count)
@@ -420,9 +420,8 @@ __global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t c
 		float vi = b2 * v[i] + (1.0f - b2) * g * g;
 		m[i] = mi;
 		v[i] = vi;
-		float mhat = mi / bc1;
-		float vhat = vi / bc2;
-		w[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * w[i]);
+		/* AdamW, written as the cpu backend does (trainer/optim.c) for equal rounding */
+		w[i] = w[i] * decay - lr * (mi * c1) / (sqrtf(vi * c2) + eps);
 	}
 }
 
@@ -448,12 +447,13 @@ extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size
 
 extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count,
 				 float lr, float beta1, float beta2, float eps, float wd,
-				 float bc1, float bc2, float inv_scale, cudaStream_t s)
+				 float c1, float c2, float inv_scale, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
 	k_adam<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, m, v, count, lr, beta1, beta2,
-							 eps, wd, bc1, bc2, inv_scale);
+							 eps, 1.0f - lr * wd, c1, c2,
+							 inv_scale);
 	return cudaGetLastError();
 }
 

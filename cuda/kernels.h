@@ -81,9 +81,9 @@ cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float 
 		     float inv_scale, cudaStream_t s);
 cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
 			  float mu, float wd, float inv_scale, cudaStream_t s);
-/* bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (computed on the host in double). */
+/* AdamW; c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t), computed on the host in double. */
 cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
-		      float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+		      float beta1, float beta2, float eps, float wd, float c1, float c2,
 		      float inv_scale, cudaStream_t s);
 
 /* Mixed precision helpers. */

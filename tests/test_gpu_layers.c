@@ -1,0 +1,396 @@
+/*
+ * test_gpu_layers - the gpu backend against the cpu backend, layer by layer.
+ *
+ * For a matrix of small models (conv alone, strided/padded conv, conv +
+ * maxpool, overlapping pool, dense, relu, dropout p=0, the built-in cnn)
+ * on random tiles, both backends start from the same weights and must agree:
+ *   - forward: evaluate's loss_sum (relative 1e-4) and correct (equal), at
+ *     max_batch and at a smaller batch;
+ *   - every gradient: with sgd, lr = 1 and no weight decay, params before
+ *     minus params after one train_step IS the gradient; compared per layer
+ *     and tensor, max |gpu - cpu| <= 1e-3 * max |cpu| (fp32);
+ *   - accumulation: two half batches with apply only on the second give the
+ *     full-batch gradient;
+ *   - momentum and adam (with weight decay) over three steps: parameter
+ *     changes and optimizer state within 2e-3 of the largest;
+ *   - --amp: the gradient within 3e-2 of the largest (fp16 products), after
+ *     the loss scale has settled (skipped steps leave params unchanged).
+ * Plus gpu-only checks: dropout p=0.5 is the same for the same (seed, step)
+ * and differs for another step. Prints the model, layer, tensor and errors
+ * of any failure. Skips (77) only when the plugin finds no GPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/gpu_common.h"
+#include "trainer/backend.h"
+#include "trainer/model.h"
+
+#define NB 6 /* max_batch */
+
+static const struct hn_backend_ops *gpu;
+static int failures;
+
+struct rng {
+	uint64_t s;
+};
+
+static uint32_t rnd(struct rng *r)
+{
+	r->s = r->s * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(r->s >> 33);
+}
+
+struct shape {
+	const char *spec;
+	int c, h, w, classes;
+};
+
+static const struct shape shapes[] = {
+	{"c4k3", 1, 8, 8, 5},
+	{"c4k3p1s2", 3, 9, 9, 5},
+	{"c4k3-m2", 2, 10, 10, 4},
+	{"c3k3-r-m3s2", 1, 11, 11, 5},
+	{"d16", 1, 6, 6, 5},
+	{"d16-r", 3, 5, 5, 7},
+	{"d16-x0", 1, 6, 6, 5},
+	{"c8k5p2-r-m2-c8k3-r-m2-d32-r-x0", 3, 16, 16, 10},
+	{"cnn", 1, 28, 28, 10},
+};
+
+/* Compare a parameter-sized vector per layer and tensor; tol relative to the tensor's max |ref|. */
+static void compare_tensors(const char *what, const char *spec, const struct hn_model *m,
+			    const float *ref, const float *got, float tol)
+{
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		for (int t = 0; t < 2; t++) {
+			size_t off = t ? l->b_off : l->w_off, len = t ? l->b_len : l->w_len;
+			if (!len)
+				continue;
+			double maxref = 0, maxerr = 0;
+			size_t at = 0;
+			int bad = 0;
+			for (size_t j = 0; j < len; j++) {
+				double r = ref[off + j], g = got[off + j];
+				if (!isfinite(g))
+					bad = 1;
+				if (fabs(r) > maxref)
+					maxref = fabs(r);
+				if (fabs(r - g) > maxerr) {
+					maxerr = fabs(r - g);
+					at = j;
+				}
+			}
+			double limit = tol * maxref + 1e-7;
+			if (bad || maxerr > limit) {
+				printf("FAIL %s [%s] layer %d %s: max abs err %.3g at %zu "
+				       "(cpu %.6g gpu %.6g), max |cpu| %.3g, rel %.3g > %.3g\n",
+				       what, spec, i, t ? "bias" : "weights", maxerr, at,
+				       (double)ref[off + at], (double)got[off + at], maxref,
+				       maxref > 0 ? maxerr / maxref : maxerr, (double)tol);
+				failures++;
+			}
+		}
+	}
+}
+
+static void compare_plain(const char *what, const char *spec, const float *ref, const float *got,
+			  size_t len, float tol)
+{
+	double maxref = 0, maxerr = 0;
+	for (size_t j = 0; j < len; j++) {
+		maxref = fmax(maxref, fabs(ref[j]));
+		double e = fabs((double)ref[j] - got[j]);
+		if (!(e <= maxerr))
+			maxerr = isfinite(e) ? e : INFINITY;
+	}
+	if (maxerr > tol * maxref + 1e-7) {
+		printf("FAIL %s [%s]: max abs err %.3g, max |cpu| %.3g\n", what, spec, maxerr, maxref);
+		failures++;
+	}
+}
+
+static void compare_result(const char *what, const char *spec, const struct hn_step_result *c,
+			   const struct hn_step_result *g, double tol)
+{
+	double d = fabs(c->loss_sum - g->loss_sum);
+	if (!(d <= tol * fabs(c->loss_sum) + 1e-6) || c->correct != g->correct) {
+		printf("FAIL %s [%s]: cpu loss %.7g correct %d, gpu loss %.7g correct %d\n", what,
+		       spec, c->loss_sum, c->correct, g->loss_sum, g->correct);
+		failures++;
+	}
+}
+
+struct pair {
+	const struct hn_backend_ops *ops[2]; /* cpu, gpu */
+	void *st[2];
+};
+
+static int pair_create(struct pair *p, const struct hn_model *m, const struct hn_optim *o,
+		       int amp, const float *init, const char *spec)
+{
+	struct hn_backend_config cfg = {.threads = 1, .max_batch = NB, .amp = 0, .seed = 7};
+	char err[HN_ERR_MAX] = "";
+	p->ops[0] = &hn_backend_cpu;
+	p->ops[1] = gpu;
+	p->st[0] = p->st[1] = NULL;
+	for (int k = 0; k < 2; k++) {
+		cfg.amp = k == 1 ? amp : 0;
+		if (p->ops[k]->create(m, o, &cfg, init, &p->st[k], err) < 0) {
+			printf("FAIL [%s]: %s create: %s\n", spec, p->ops[k]->name, err);
+			failures++;
+			if (k == 1)
+				p->ops[0]->destroy(p->st[0]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void pair_destroy(struct pair *p)
+{
+	for (int k = 0; k < 2; k++)
+		p->ops[k]->destroy(p->st[k]);
+}
+
+/* One step on both; out[k] = params after. Returns -1 (and counts a failure) on error. */
+static int pair_step(struct pair *p, const char *spec, const uint8_t *tiles,
+		     const uint16_t *labels, int n, int group, int apply, float lr, uint64_t step,
+		     struct hn_step_result res[2])
+{
+	for (int k = 0; k < 2; k++) {
+		int r = p->ops[k]->train_step(p->st[k], tiles, labels, n, group, apply, lr, step,
+					      &res[k]);
+		if (r < 0) {
+			printf("FAIL [%s]: %s train_step: %d\n", spec, p->ops[k]->name, r);
+			failures++;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void test_model(const struct shape *s, struct rng *rg)
+{
+	struct hn_model m;
+	char err[HN_ERR_MAX] = "";
+	if (hn_model_build(s->spec, s->c, s->h, s->w, s->classes, &m, err) < 0) {
+		printf("FAIL [%s]: model: %s\n", s->spec, err);
+		failures++;
+		return;
+	}
+	size_t np = m.nparams, tile = (size_t)s->c * s->h * s->w;
+	float *init = malloc(np * sizeof(float));
+	float *after[2] = {malloc(np * sizeof(float)), malloc(np * sizeof(float))};
+	float *grad[2] = {malloc(np * sizeof(float)), malloc(np * sizeof(float))};
+	float *opt[2] = {malloc(2 * np * sizeof(float)), malloc(2 * np * sizeof(float))};
+	uint8_t *tiles = malloc(tile * NB * 3);
+	uint16_t labels[NB * 3];
+	for (size_t j = 0; j < tile * NB * 3; j++)
+		tiles[j] = (uint8_t)rnd(rg);
+	for (int j = 0; j < NB * 3; j++)
+		labels[j] = (uint16_t)(rnd(rg) % (uint32_t)s->classes);
+	hn_model_init_params(&m, 1234, init);
+	for (size_t j = 0; j < np; j++) /* non-zero biases, so bias paths are exercised */
+		init[j] += 0.01f * (float)((int)(rnd(rg) % 201) - 100) / 100.0f;
+
+	struct hn_optim sgd = {.kind = HN_OPT_SGD};
+	struct pair p;
+	struct hn_step_result res[2];
+	if (pair_create(&p, &m, &sgd, 0, init, s->spec) < 0)
+		goto out;
+
+	/* forward at max_batch and at a smaller batch */
+	for (int n = NB; n >= NB / 2; n -= NB / 2) {
+		for (int k = 0; k < 2; k++)
+			if (p.ops[k]->evaluate(p.st[k], tiles, labels, n, &res[k]) < 0) {
+				printf("FAIL [%s]: %s evaluate\n", s->spec, p.ops[k]->name);
+				failures++;
+				goto out_pair;
+			}
+		compare_result(n == NB ? "forward" : "forward (small batch)", s->spec, &res[0],
+			       &res[1], 1e-4);
+	}
+
+	/* gradient = params before - after, sgd lr 1 */
+	if (pair_step(&p, s->spec, tiles, labels, NB, NB, 1, 1.0f, 1, res) < 0)
+		goto out_pair;
+	compare_result("train_step loss", s->spec, &res[0], &res[1], 1e-4);
+	for (int k = 0; k < 2; k++) {
+		p.ops[k]->get_params(p.st[k], after[k]);
+		for (size_t j = 0; j < np; j++)
+			grad[k][j] = init[j] - after[k][j];
+	}
+	compare_tensors("gradient", s->spec, &m, grad[0], grad[1], 1e-3f);
+
+	/* accumulation: two halves, apply on the second, equals the full-batch gradient */
+	for (int k = 0; k < 2; k++)
+		p.ops[k]->set_params(p.st[k], init);
+	if (pair_step(&p, s->spec, tiles, labels, NB / 2, NB, 0, 1.0f, 1, res) < 0 ||
+	    pair_step(&p, s->spec, tiles + tile * (NB / 2), labels + NB / 2, NB / 2, NB, 1, 1.0f,
+		      1, res) < 0)
+		goto out_pair;
+	p.ops[1]->get_params(p.st[1], after[1]);
+	for (size_t j = 0; j < np; j++)
+		after[1][j] = init[j] - after[1][j];
+	compare_tensors("accumulated gradient", s->spec, &m, grad[0], after[1], 1e-3f);
+	pair_destroy(&p);
+
+	/* optimizers with weight decay over three steps on different batches */
+	struct hn_optim opts[2] = {
+		{.kind = HN_OPT_MOMENTUM, .momentum = 0.9f, .weight_decay = 1e-3f},
+		{.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-4f,
+		 .weight_decay = 1e-2f},
+	};
+	for (int oi = 0; oi < 2; oi++) {
+		const char *oname = oi ? "adam" : "momentum";
+		if (pair_create(&p, &m, &opts[oi], 0, init, s->spec) < 0)
+			goto out;
+		for (int st = 0; st < 3; st++)
+			if (pair_step(&p, s->spec, tiles + tile * NB * st, labels + NB * st, NB, NB,
+				      1, 0.01f, (uint64_t)st + 1, res) < 0)
+				goto out_pair;
+		for (int k = 0; k < 2; k++) {
+			p.ops[k]->get_params(p.st[k], after[k]);
+			for (size_t j = 0; j < np; j++)
+				grad[k][j] = after[k][j] - init[j];
+			p.ops[k]->get_opt_state(p.st[k], opt[k]);
+		}
+		char what[64];
+		snprintf(what, sizeof(what), "%s update", oname);
+		compare_tensors(what, s->spec, &m, grad[0], grad[1], 2e-3f);
+		snprintf(what, sizeof(what), "%s state", oname);
+		compare_plain(what, s->spec, opt[0], opt[1],
+			      np * (size_t)hn_optim_state_per_param(opts[oi].kind), 2e-3f);
+		pair_destroy(&p);
+	}
+
+	/* amp: gradient within fp16 tolerance once the loss scale stops overflowing */
+	if (pair_create(&p, &m, &sgd, 1, init, s->spec) < 0)
+		goto out;
+	if (p.ops[0]->train_step(p.st[0], tiles, labels, NB, NB, 1, 1.0f, 1, &res[0]) < 0) {
+		printf("FAIL [%s]: cpu train_step\n", s->spec);
+		failures++;
+		goto out_pair;
+	}
+	int tries = 0;
+	do {
+		if (p.ops[1]->train_step(p.st[1], tiles, labels, NB, NB, 1, 1.0f, 1, &res[1]) < 0) {
+			printf("FAIL [%s]: amp train_step\n", s->spec);
+			failures++;
+			goto out_pair;
+		}
+	} while (res[1].skipped && ++tries < 40);
+	if (res[1].skipped) {
+		printf("FAIL [%s]: amp skipped %d steps in a row\n", s->spec, tries);
+		failures++;
+		goto out_pair;
+	}
+	compare_result("amp train_step loss", s->spec, &res[0], &res[1], 2e-2);
+	for (int k = 0; k < 2; k++) {
+		p.ops[k]->get_params(p.st[k], after[k]);
+		for (size_t j = 0; j < np; j++)
+			grad[k][j] = init[j] - after[k][j];
+	}
+	compare_tensors("amp gradient", s->spec, &m, grad[0], grad[1], 3e-2f);
+	printf("ok [%s] %d layers, %zu params (amp skipped %d first)\n", s->spec, m.nlayers, np,
+	       tries);
+out_pair:
+	pair_destroy(&p);
+out:
+	free(init);
+	for (int k = 0; k < 2; k++) {
+		free(after[k]);
+		free(grad[k]);
+		free(opt[k]);
+	}
+	free(tiles);
+}
+
+/* gpu only: dropout masks follow (seed, step), and p=0.5 really drops. */
+static void test_dropout(struct rng *rg)
+{
+	struct hn_model m;
+	char err[HN_ERR_MAX] = "";
+	if (hn_model_build("d32-x0.5", 1, 6, 6, 5, &m, err) < 0) {
+		printf("FAIL dropout model: %s\n", err);
+		failures++;
+		return;
+	}
+	size_t np = m.nparams;
+	float *init = malloc(np * sizeof(float)), *out[3];
+	uint8_t tiles[36 * NB];
+	uint16_t labels[NB];
+	for (size_t j = 0; j < sizeof(tiles); j++)
+		tiles[j] = (uint8_t)rnd(rg);
+	for (int j = 0; j < NB; j++)
+		labels[j] = (uint16_t)(rnd(rg) % 5);
+	hn_model_init_params(&m, 99, init);
+	struct hn_optim sgd = {.kind = HN_OPT_SGD};
+	struct hn_backend_config cfg = {.threads = 1, .max_batch = NB, .seed = 42};
+	struct hn_step_result res, ev_cpu, ev_gpu;
+	uint64_t steps[3] = {5, 5, 6};
+	for (int k = 0; k < 3; k++) {
+		void *st = NULL;
+		out[k] = malloc(np * sizeof(float));
+		if (gpu->create(&m, &sgd, &cfg, init, &st, err) < 0 ||
+		    gpu->train_step(st, tiles, labels, NB, NB, 1, 0.1f, steps[k], &res) < 0 ||
+		    gpu->get_params(st, out[k]) < 0) {
+			printf("FAIL dropout run %d: %s\n", k, err);
+			failures++;
+			memset(out[k], 0, np * sizeof(float));
+		}
+		if (k == 0 && st) {
+			/* eval ignores dropout: matches the cpu backend's eval */
+			void *cst = NULL;
+			if (gpu->evaluate(st, tiles, labels, NB, &ev_gpu) < 0 ||
+			    hn_backend_cpu.create(&m, &sgd, &cfg, out[0], &cst, err) < 0 ||
+			    hn_backend_cpu.evaluate(cst, tiles, labels, NB, &ev_cpu) < 0) {
+				printf("FAIL dropout eval: %s\n", err);
+				failures++;
+			} else {
+				compare_result("dropout eval", "d32-x0.5", &ev_cpu, &ev_gpu, 1e-4);
+			}
+			if (cst)
+				hn_backend_cpu.destroy(cst);
+		}
+		if (st)
+			gpu->destroy(st);
+	}
+	if (memcmp(out[0], out[1], np * sizeof(float)) != 0) {
+		printf("FAIL dropout: same (seed, step) gave different updates\n");
+		failures++;
+	}
+	if (memcmp(out[0], out[2], np * sizeof(float)) == 0) {
+		printf("FAIL dropout: another step gave the same update (mask ignores step)\n");
+		failures++;
+	}
+	double diff = 0;
+	for (size_t j = 0; j < np; j++)
+		diff += fabs(out[0][j] - init[j]);
+	if (!(diff > 0)) {
+		printf("FAIL dropout: training step changed nothing\n");
+		failures++;
+	}
+	for (int k = 0; k < 3; k++)
+		free(out[k]);
+	free(init);
+}
+
+int main(void)
+{
+	gpu = gpu_test_load("test_gpu_layers");
+	struct rng rg = {0x5eed};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		test_model(&shapes[i], &rg);
+	test_dropout(&rg);
+	if (failures) {
+		printf("test_gpu_layers: %d failures\n", failures);
+		return 1;
+	}
+	printf("test_gpu_layers: all passed\n");
+	return 0;
+}
