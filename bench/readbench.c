@@ -1,0 +1,584 @@
+/*
+ * readbench.c - spritefs-readbench: how fast can a reader that does no
+ * training get bytes, and decoded samples, out of a medium?
+ *
+ * It reads every file under the given paths (or the sheets of a store, or
+ * the rows of an images.npy) with N threads and prints one JSON object:
+ * raw MB/s and files/s, and, with --decode, samples/s delivered as decoded
+ * uint8 tiles in memory. Decoding is the work any trainer must do before the
+ * maths: a TIFF/PNG/JPEG file goes through common/image.h, a spritefs batch
+ * file through common/batch.h (parse and point into the bytes), a store
+ * sheet through lz4 + checksums (common/store.h), an images.npy is cut into
+ * rows. Every delivered sample is hashed (XXH3) and the hashes are summed,
+ * an order-independent fingerprint: the same samples give the same
+ * "sample_sum" whatever the medium, the number of threads or the file order,
+ * so the bench can show that two media delivered the same data.
+ *
+ * Threads take the next file (or sheet, or chunk of rows) from one atomic
+ * counter, so a slow file does not stall the others; the wall time covers
+ * all of it, from the first open to the last close.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/batch.h"
+#include "common/image.h"
+#include "common/store.h"
+#include "common/util.h"
+
+enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE };
+
+struct rb_item {
+	char *path;
+	uint32_t sheet; /* RB_STORE: sheet index; RB_NPY: first row */
+	uint32_t rows;  /* RB_NPY: rows in this chunk */
+	int src;        /* RB_STORE / RB_NPY: index into srcs */
+};
+
+/* An opened store or npy file shared by the items that refer to it. */
+struct rb_src {
+	char *path;
+	sprite_store *store;
+	int fd;
+	uint64_t data_off, row_bytes, rows;
+};
+
+struct rb_ctx {
+	enum rb_decode decode;
+	size_t bs;
+	int direct;
+	struct rb_item *items;
+	size_t nitems, cap;
+	struct rb_src *srcs;
+	int nsrcs;
+	const char *match;
+	uint64_t next; /* atomic: next item to take */
+	/* totals, atomic */
+	uint64_t files, bytes, samples, sum, errors;
+	pthread_mutex_t err_lock;
+	char first_err[512];
+	uint32_t shape[3];
+};
+
+static struct rb_ctx ctx;
+
+static int rb_fail(const char *fmt, const char *a, const char *b)
+{
+	__atomic_add_fetch(&ctx.errors, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&ctx.err_lock);
+	if (!ctx.first_err[0])
+		snprintf(ctx.first_err, sizeof(ctx.first_err), fmt, a, b);
+	pthread_mutex_unlock(&ctx.err_lock);
+	return -1;
+}
+
+static int rb_add_item(const char *path, uint32_t sheet, uint32_t rows, int src)
+{
+	if (ctx.nitems == ctx.cap) {
+		size_t ncap = ctx.cap ? ctx.cap * 2 : 1024;
+		struct rb_item *n = realloc(ctx.items, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		ctx.items = n;
+		ctx.cap = ncap;
+	}
+	struct rb_item *it = &ctx.items[ctx.nitems];
+	it->path = path ? strdup(path) : NULL;
+	if (path && !it->path)
+		return -ENOMEM;
+	it->sheet = sheet;
+	it->rows = rows;
+	it->src = src;
+	ctx.nitems++;
+	return 0;
+}
+
+static int rb_walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	if (type != FTW_F)
+		return 0;
+	if (ctx.match) {
+		size_t n = strlen(path), m = strlen(ctx.match);
+		if (n < m || strcmp(path + n - m, ctx.match) != 0)
+			return 0;
+	}
+	return rb_add_item(path, 0, 0, -1) ? 1 : 0;
+}
+
+static int rb_cmp_item(const void *a, const void *b)
+{
+	return strcmp(((const struct rb_item *)a)->path, ((const struct rb_item *)b)->path);
+}
+
+/* Read a whole file into *buf (grown as needed); returns its length or -errno. */
+static int64_t rb_slurp(const char *path, uint8_t **buf, size_t *cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	size_t want = 0;
+	if (fstat(fd, &st) == 0 && st.st_size > 0)
+		want = (size_t)st.st_size + 1; /* +1 to see EOF in one pass */
+	size_t len = 0;
+	for (;;) {
+		if (len == *cap || want > *cap) {
+			size_t ncap = *cap ? *cap * 2 : 1 << 20;
+			while (ncap < want)
+				ncap *= 2;
+			uint8_t *n = realloc(*buf, ncap);
+			if (!n) {
+				close(fd);
+				return -ENOMEM;
+			}
+			*buf = n;
+			*cap = ncap;
+		}
+		ssize_t r = read(fd, *buf + len, *cap - len);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	return (int64_t)len;
+}
+
+static int64_t rb_read_raw(const char *path, uint8_t *buf, size_t bs)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (ctx.direct ? O_DIRECT : 0));
+	if (fd < 0)
+		return -errno;
+	int64_t total = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf, bs);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+		if (r == 0)
+			break;
+		total += r;
+	}
+	close(fd);
+	return total;
+}
+
+static void rb_note_shape(uint32_t h, uint32_t w, uint32_t c)
+{
+	uint32_t zero = 0;
+	if (__atomic_compare_exchange_n(&ctx.shape[0], &zero, h, 0, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED)) {
+		ctx.shape[1] = w;
+		ctx.shape[2] = c;
+	}
+}
+
+struct rb_thread {
+	pthread_t tid;
+	uint8_t *buf, *aux;
+	size_t cap, auxcap;
+	uint64_t files, bytes, samples, sum;
+};
+
+static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
+{
+	char err[SPRITE_ERR_MAX] = "";
+	if (ctx.decode == RB_RAW) {
+		int64_t n = rb_read_raw(it->path, t->buf, ctx.bs);
+		if (n < 0)
+			return rb_fail("%s: %s", it->path, strerror((int)-n));
+		t->files++;
+		t->bytes += (uint64_t)n;
+		return 0;
+	}
+	if (ctx.decode == RB_STORE) {
+		struct rb_src *s = &ctx.srcs[it->src];
+		const struct sprite_store_info *in = sprite_store_info(s->store);
+		const struct sprite_sheet_entry *e = &in->sheets[it->sheet];
+		int64_t n = sprite_store_read_sheet(s->store, it->sheet, t->buf, t->cap, err);
+		if (n < 0)
+			return rb_fail("%s: %s", s->path, err[0] ? err : strerror((int)-n));
+		struct sprite_batch b;
+		if (sprite_batch_parse(t->buf, (size_t)n, &b, err) < 0)
+			return rb_fail("%s: %s", s->path, err);
+		size_t tile = (size_t)b.h * b.w * b.c;
+		for (uint32_t i = 0; i < b.count; i++)
+			t->sum += sprite_checksum(b.tiles + i * tile, tile);
+		rb_note_shape(b.h, b.w, b.c);
+		t->files++;
+		t->bytes += e->stored_size;
+		t->samples += b.count;
+		return 0;
+	}
+	if (ctx.decode == RB_NPY) {
+		struct rb_src *s = &ctx.srcs[it->src];
+		size_t need = (size_t)it->rows * s->row_bytes;
+		uint64_t off = s->data_off + (uint64_t)it->sheet * s->row_bytes;
+		size_t got = 0;
+		while (got < need) {
+			ssize_t r = pread(s->fd, t->buf + got, need - got, (off_t)(off + got));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return rb_fail("%s: %s", s->path, r < 0 ? strerror(errno) : "short read");
+			got += (size_t)r;
+		}
+		for (uint32_t i = 0; i < it->rows; i++)
+			t->sum += sprite_checksum(t->buf + i * s->row_bytes, s->row_bytes);
+		t->bytes += need;
+		t->samples += it->rows;
+		return 0;
+	}
+	int64_t n = rb_slurp(it->path, &t->buf, &t->cap);
+	if (n < 0)
+		return rb_fail("%s: %s", it->path, strerror((int)-n));
+	t->files++;
+	t->bytes += (uint64_t)n;
+	if (ctx.decode == RB_IMAGE) {
+		struct sprite_image im = {0};
+		int r = sprite_image_decode(t->buf, (size_t)n, it->path, &im, err);
+		if (r < 0)
+			return rb_fail("%s: %s", it->path, err[0] ? err : strerror(-r));
+		t->sum += sprite_checksum(im.px, (size_t)im.h * im.w * im.c);
+		rb_note_shape(im.h, im.w, im.c);
+		sprite_image_free(&im);
+		t->samples++;
+	} else { /* RB_BATCH */
+		struct sprite_batch b;
+		if (sprite_batch_parse(t->buf, (size_t)n, &b, err) < 0)
+			return rb_fail("%s: %s", it->path, err);
+		size_t tile = (size_t)b.h * b.w * b.c;
+		for (uint32_t i = 0; i < b.count; i++)
+			t->sum += sprite_checksum(b.tiles + i * tile, tile);
+		rb_note_shape(b.h, b.w, b.c);
+		t->samples += b.count;
+	}
+	return 0;
+}
+
+static void *rb_worker(void *arg)
+{
+	struct rb_thread *t = arg;
+	for (;;) {
+		uint64_t i = __atomic_fetch_add(&ctx.next, 1, __ATOMIC_RELAXED);
+		if (i >= ctx.nitems)
+			break;
+		rb_do_item(t, &ctx.items[i]);
+	}
+	return NULL;
+}
+
+/*
+ * Parse a .npy header (format 1.0/2.0/3.0) of a C-order uint8 array and
+ * set data offset, rows and bytes per row. Hostile input: every field is
+ * checked against the file size.
+ */
+static int rb_npy_open(struct rb_src *s, char *err, size_t errcap)
+{
+	uint8_t h[4096];
+	ssize_t n = pread(s->fd, h, sizeof(h) - 1, 0);
+	if (n < 10 || memcmp(h, "\x93NUMPY", 6) != 0) {
+		snprintf(err, errcap, "%s: not a .npy file (bad magic)", s->path);
+		return -EINVAL;
+	}
+	uint64_t hlen, hoff;
+	if (h[6] == 1) {
+		hlen = h[8] | (uint64_t)h[9] << 8;
+		hoff = 10;
+	} else {
+		hlen = h[8] | (uint64_t)h[9] << 8 | (uint64_t)h[10] << 16 | (uint64_t)h[11] << 24;
+		hoff = 12;
+	}
+	if (hoff + hlen > (uint64_t)n) {
+		snprintf(err, errcap, "%s: .npy header longer than 4 KiB or truncated", s->path);
+		return -EINVAL;
+	}
+	h[hoff + hlen] = 0;
+	const char *d = (const char *)h + hoff;
+	if (!strstr(d, "'|u1'") && !strstr(d, "'u1'")) {
+		snprintf(err, errcap, "%s: .npy dtype is not uint8", s->path);
+		return -EINVAL;
+	}
+	if (strstr(d, "'fortran_order': True")) {
+		snprintf(err, errcap, "%s: .npy in Fortran order", s->path);
+		return -EINVAL;
+	}
+	const char *sh = strstr(d, "'shape':");
+	if (!sh || !(sh = strchr(sh, '('))) {
+		snprintf(err, errcap, "%s: .npy header has no shape", s->path);
+		return -EINVAL;
+	}
+	uint64_t dims[8], nd = 0;
+	sh++;
+	while (nd < 8) {
+		while (*sh == ' ' || *sh == ',')
+			sh++;
+		if (*sh < '0' || *sh > '9')
+			break;
+		dims[nd++] = strtoull(sh, (char **)&sh, 10);
+	}
+	if (nd < 1) {
+		snprintf(err, errcap, "%s: .npy shape is empty", s->path);
+		return -EINVAL;
+	}
+	uint64_t row = 1;
+	for (uint64_t i = 1; i < nd; i++) {
+		if (dims[i] == 0 || row > UINT32_MAX / dims[i]) {
+			snprintf(err, errcap, "%s: .npy row size out of range", s->path);
+			return -EINVAL;
+		}
+		row *= dims[i];
+	}
+	struct stat st;
+	if (fstat(s->fd, &st) < 0)
+		return -errno;
+	s->data_off = hoff + hlen;
+	s->row_bytes = row;
+	s->rows = dims[0];
+	if (s->rows > ((uint64_t)st.st_size - s->data_off) / row) {
+		snprintf(err, errcap, "%s: .npy holds %" PRIu64 " rows of %" PRIu64
+			 " bytes but the file is %lld bytes", s->path, s->rows, row,
+			 (long long)st.st_size);
+		return -EINVAL;
+	}
+	if (nd == 3)
+		rb_note_shape((uint32_t)dims[1], (uint32_t)dims[2], 1);
+	else if (nd == 4)
+		rb_note_shape((uint32_t)dims[1], (uint32_t)dims[2], (uint32_t)dims[3]);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: spritefs-readbench [options] PATH...\n"
+		"Read every file under PATH (files or folders) and print one JSON line with\n"
+		"raw MB/s, files/s and, with --decode, decoded samples/s.\n"
+		"  --decode KIND  none (raw read, default) | image (TIFF/PNG/JPEG files) |\n"
+		"                 batch (spritefs *.sprite batch files) | npy (uint8 .npy files) |\n"
+		"                 store (sheets of *.sprites store files)\n"
+		"  --match SUFFIX only files whose path ends with SUFFIX\n"
+		"  --threads N    reader threads (default 1)\n"
+		"  --bs SIZE      read size for raw reads, rows chunk for npy (default 1M)\n"
+		"  --direct       O_DIRECT for raw reads\n"
+		"  --limit N      at most N files / sheets (in path order)\n"
+		"  --label TEXT   copied into the JSON output\n");
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 1;
+	uint64_t limit = 0, bs = 1 << 20;
+	const char *label = "";
+	static const struct option opts[] = {
+		{"decode", required_argument, 0, 'd'}, {"match", required_argument, 0, 'm'},
+		{"threads", required_argument, 0, 't'}, {"bs", required_argument, 0, 'b'},
+		{"direct", no_argument, 0, 'D'},        {"limit", required_argument, 0, 'l'},
+		{"label", required_argument, 0, 'L'},   {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	pthread_mutex_init(&ctx.err_lock, NULL);
+	int o;
+	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'd':
+			if (!strcmp(optarg, "none") || !strcmp(optarg, "raw"))
+				ctx.decode = RB_RAW;
+			else if (!strcmp(optarg, "image"))
+				ctx.decode = RB_IMAGE;
+			else if (!strcmp(optarg, "batch"))
+				ctx.decode = RB_BATCH;
+			else if (!strcmp(optarg, "npy"))
+				ctx.decode = RB_NPY;
+			else if (!strcmp(optarg, "store"))
+				ctx.decode = RB_STORE;
+			else {
+				fprintf(stderr, "spritefs-readbench: unknown --decode %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			ctx.match = optarg;
+			break;
+		case 't':
+			threads = atoi(optarg);
+			if (threads < 1 || threads > 256) {
+				fprintf(stderr, "spritefs-readbench: --threads must be 1..256\n");
+				return 2;
+			}
+			break;
+		case 'b':
+			if (sprite_parse_size(optarg, &bs) < 0 || bs < 4096 || bs > (1ull << 30)) {
+				fprintf(stderr, "spritefs-readbench: bad --bs %s (4K..1G)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'D':
+			ctx.direct = 1;
+			break;
+		case 'l':
+			limit = strtoull(optarg, NULL, 10);
+			break;
+		case 'L':
+			label = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	ctx.bs = (size_t)((bs + 4095) & ~4095ull);
+	size_t bufcap = ctx.bs;
+	char err[SPRITE_ERR_MAX + 512];
+	int npaths = argc - optind;
+	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY) {
+		ctx.srcs = calloc((size_t)npaths, sizeof(*ctx.srcs));
+		if (!ctx.srcs)
+			return 1;
+	}
+	for (int a = optind; a < argc; a++) {
+		const char *p = argv[a];
+		if (ctx.decode == RB_STORE) {
+			struct rb_src *s = &ctx.srcs[ctx.nsrcs];
+			s->path = argv[a];
+			int r = sprite_store_open(p, &s->store, err);
+			if (r < 0) {
+				fprintf(stderr, "spritefs-readbench: %s: %s\n", p,
+					err[0] ? err : strerror(-r));
+				return 1;
+			}
+			const struct sprite_store_info *in = sprite_store_info(s->store);
+			for (uint32_t i = 0; i < in->nsheets; i++) {
+				if (limit && ctx.nitems >= limit)
+					break;
+				if (in->sheets[i].raw_size > bufcap)
+					bufcap = in->sheets[i].raw_size;
+				if (rb_add_item(NULL, i, 0, ctx.nsrcs) < 0)
+					return 1;
+			}
+			ctx.nsrcs++;
+			continue;
+		}
+		if (ctx.decode == RB_NPY) {
+			struct rb_src *s = &ctx.srcs[ctx.nsrcs];
+			s->path = argv[a];
+			s->fd = open(p, O_RDONLY | O_CLOEXEC);
+			if (s->fd < 0) {
+				fprintf(stderr, "spritefs-readbench: %s: %s\n", p, strerror(errno));
+				return 1;
+			}
+			if (rb_npy_open(s, err, sizeof(err)) < 0) {
+				fprintf(stderr, "spritefs-readbench: %s\n", err);
+				return 1;
+			}
+			/* chunks of about bs bytes, whole rows */
+			uint64_t per = ctx.bs / s->row_bytes ? ctx.bs / s->row_bytes : 1;
+			if (per * s->row_bytes > bufcap)
+				bufcap = per * s->row_bytes;
+			uint64_t rows = s->rows;
+			if (limit && rows > limit)
+				rows = limit;
+			for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+				uint64_t k = rows - r0 < per ? rows - r0 : per;
+				if (rb_add_item(NULL, (uint32_t)r0, (uint32_t)k, ctx.nsrcs) < 0)
+					return 1;
+			}
+			ctx.nsrcs++;
+			continue;
+		}
+		struct stat st;
+		if (stat(p, &st) < 0) {
+			fprintf(stderr, "spritefs-readbench: %s: %s\n", p, strerror(errno));
+			return 1;
+		}
+		size_t before = ctx.nitems;
+		if (S_ISDIR(st.st_mode)) {
+			if (nftw(p, rb_walk_cb, 64, FTW_PHYS) != 0) {
+				fprintf(stderr, "spritefs-readbench: cannot walk %s\n", p);
+				return 1;
+			}
+		} else if (rb_add_item(p, 0, 0, -1) < 0) {
+			return 1;
+		}
+		qsort(ctx.items + before, ctx.nitems - before, sizeof(*ctx.items), rb_cmp_item);
+	}
+	if (limit && ctx.nitems > limit)
+		ctx.nitems = limit;
+	if (ctx.nitems == 0) {
+		fprintf(stderr, "spritefs-readbench: nothing to read%s%s\n",
+			ctx.match ? " matching " : "", ctx.match ? ctx.match : "");
+		return 1;
+	}
+
+	struct rb_thread *th = calloc((size_t)threads, sizeof(*th));
+	if (!th)
+		return 1;
+	for (int i = 0; i < threads; i++) {
+		th[i].cap = bufcap;
+		if (posix_memalign((void **)&th[i].buf, 4096, bufcap) != 0) {
+			fprintf(stderr, "spritefs-readbench: out of memory\n");
+			return 1;
+		}
+	}
+	double t0 = sprite_now();
+	for (int i = 0; i < threads; i++) {
+		if (pthread_create(&th[i].tid, NULL, rb_worker, &th[i]) != 0) {
+			fprintf(stderr, "spritefs-readbench: cannot start threads\n");
+			return 1;
+		}
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(th[i].tid, NULL);
+		ctx.files += th[i].files;
+		ctx.bytes += th[i].bytes;
+		ctx.samples += th[i].samples;
+		ctx.sum += th[i].sum;
+		free(th[i].buf);
+	}
+	double wall = sprite_now() - t0;
+	if (wall <= 0)
+		wall = 1e-9;
+	static const char *names[] = {"none", "image", "batch", "npy", "store"};
+	printf("{\"label\":\"%s\",\"decode\":\"%s\",\"threads\":%d,\"direct\":%s,"
+	       "\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"samples\":%" PRIu64
+	       ",\"wall_s\":%.6f,\"mb_s\":%.3f,\"files_s\":%.1f,\"samples_s\":%.1f,"
+	       "\"shape\":[%u,%u,%u],\"sample_sum\":\"%016" PRIx64 "\",\"errors\":%" PRIu64 "}\n",
+	       label, names[ctx.decode], threads, ctx.direct ? "true" : "false", ctx.files,
+	       ctx.bytes, ctx.samples, wall, (double)ctx.bytes / 1e6 / wall,
+	       (double)ctx.files / wall, (double)ctx.samples / wall, ctx.shape[0], ctx.shape[1],
+	       ctx.shape[2], ctx.sum, ctx.errors);
+	if (ctx.errors) {
+		fprintf(stderr, "spritefs-readbench: %" PRIu64 " errors; first: %s\n", ctx.errors,
+			ctx.first_err);
+		return 1;
+	}
+	return 0;
+}

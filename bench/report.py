@@ -1,0 +1,452 @@
+#!/usr/bin/python3
+"""report.py - turn one spritefs-bench run into results.json, tables and plots.
+
+spritefs-bench writes what it measured as JSON lines (OUT/raw.jsonl: one
+record per measurement, hntrain's own per-epoch logs under OUT/logs) plus
+OUT/machine.json and OUT/data.json. This script takes medians over repeated
+runs, computes the ratios against tmpfs and the issue targets, checks that
+every medium delivered the same samples and trained to the same weights, and
+writes OUT/results.json (all raw numbers, machine info, summary), a Markdown
+report on stdout (also OUT/report.md), and PNG plots drawn by gnuplot.
+Standard library only, so it runs wherever Debian's python3 is.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MIB = 1024 * 1024
+
+
+def load_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        out.append({"kind": "unparsable", "line": line})
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def load_json(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def parse_size(s):
+    s = str(s).strip()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    if s and s[-1].upper() in mult:
+        return int(float(s[:-1]) * mult[s[-1].upper()])
+    return int(float(s))
+
+
+def fmt(x, nd=0):
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if nd == 0:
+        return f"{x:,.0f}"
+    return f"{x:,.{nd}f}"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def pct(x):
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def fmt_acc(a):
+    """hntrain logs accuracy as a fraction; accept a percentage too."""
+    if a is None:
+        return "-"
+    return f"{100 * a:.2f}%" if a <= 1 else f"{a:.2f}%"
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def summarize_train(out_dir, rec):
+    """One hntrain run (its JSON-lines log) or a PyTorch peer result."""
+    s = {"name": rec.get("name") or rec.get("medium"), "medium": rec["medium"],
+         "state": rec["state"], "device": rec.get("device", "cpu"),
+         "args": rec.get("args", "")}
+    if rec.get("peer") == "torch":
+        r = rec.get("result") or {}
+        s.update({"peer": "torch", "samples_s": r.get("samples_per_s", r.get("samples_s")),
+                  "test_acc": r.get("test_acc"), "wall_s": r.get("wall_s"),
+                  "raw": r})
+        return s
+    lines = load_jsonl(os.path.join(out_dir, rec["log"]))
+    epochs = [l for l in lines if "epoch" in l and not l.get("final")]
+    final = next((l for l in lines if l.get("final")), {})
+    s["epochs"] = epochs
+    s["final"] = final
+    if not epochs:
+        s["error"] = "no epoch lines in " + rec["log"]
+        return s
+
+    def tot(k):
+        v = [e.get(k) for e in epochs]
+        return sum(v) if all(x is not None for x in v) else None
+
+    wall, comp, wait, n = tot("wall_s"), tot("compute_s"), tot("data_wait_s"), tot("samples")
+    s.update({"n_epochs": len(epochs), "wall_s": wall, "compute_s": comp,
+              "data_wait_s": wait, "samples": n,
+              "epoch_s": wall / len(epochs) if wall is not None else None,
+              "samples_s": (n / wall) if n and wall else med(
+                  [e.get("samples_per_s") for e in epochs]),
+              "data_wait_share": (wait / wall) if wait is not None and wall else None,
+              "test_acc": final.get("test_acc", epochs[-1].get("test_acc")),
+              "train_loss": epochs[-1].get("train_loss"),
+              "weights_xxh3": final.get("weights_xxh3")})
+    return s
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: report.py OUT_DIR", file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    recs = load_jsonl(os.path.join(out, "raw.jsonl"))
+    machine = load_json(os.path.join(out, "machine.json"), {})
+    data = load_json(os.path.join(out, "data.json"), {})
+    try:
+        notes = [l.rstrip("\n") for l in open(os.path.join(out, "notes.txt")) if l.strip()]
+    except FileNotFoundError:
+        notes = []
+    cfg = machine.get("config", {})
+    store_bytes = data.get("store_bytes")
+
+    # ---- ceilings
+    ceil = {}
+    for r in recs:
+        if r.get("kind") != "ceiling":
+            continue
+        if r["medium"].startswith("fio"):
+            j = load_json(os.path.join(out, r.get("file", "")), {})
+            try:
+                bw = j["jobs"][0]["read"]["bw_bytes"]
+            except (KeyError, IndexError, TypeError):
+                bw = None
+            ceil.setdefault(r["medium"], []).append(bw / 1e6 if bw else None)
+            ceil.setdefault(r["medium"] + "-engine", []).append(r["state"])
+        else:
+            res = r.get("result") or {}
+            if res.get("wall_s"):
+                ceil.setdefault(r["medium"], []).append(res["bytes"] / 1e6 / res["wall_s"])
+    ceilings = {"fio_store_mb_s": med(ceil.get("fio-store", [])),
+                "fio_disk_mb_s": med(ceil.get("fio-disk", [])),
+                "dd_tmpfs_mb_s": med(ceil.get("dd-tmpfs", [])),
+                "fio_engine": (ceil.get("fio-disk-engine") or ceil.get("fio-store-engine")
+                               or [None])[0]}
+
+    # ---- reads and decodes, medians per (medium, state)
+    groups = {}
+    for r in recs:
+        if r.get("kind") not in ("read", "decode"):
+            continue
+        key = (r["medium"], r["state"])
+        g = groups.setdefault(key, {"medium": r["medium"], "state": r["state"],
+                                    "read": [], "decode": []})
+        g[r["kind"]].append(r.get("result") or {})
+    rows = []
+    for key, g in groups.items():
+        row = {"medium": g["medium"], "state": g["state"], "runs": max(len(g["read"]),
+                                                                       len(g["decode"]))}
+        if g["read"]:
+            row["mb_s"] = med([x.get("mb_s") for x in g["read"]])
+            row["files_s"] = med([x.get("files_s") for x in g["read"]])
+            row["bytes"] = g["read"][0].get("bytes")
+            row["read_wall_s"] = med([x.get("wall_s") for x in g["read"]])
+        if g["decode"]:
+            row["samples_s"] = med([x.get("samples_s") for x in g["decode"]])
+            row["samples"] = g["decode"][0].get("samples")
+            sums = {x.get("sample_sum") for x in g["decode"] if x.get("sample_sum")}
+            if sums:
+                row["sample_sum"] = sorted(sums)[0] if len(sums) == 1 else "differs:" + ",".join(sorted(sums))
+            if g["decode"][0].get("decode"):
+                row["decode"] = g["decode"][0]["decode"]
+            if g["decode"][0].get("peer"):
+                row["decode"] = g["decode"][0]["peer"]
+        rows.append(row)
+    order = ["tiff-tmpfs", "tiff-ssd", "store-tmpfs", "store-ssd", "batches-tmpfs", "spritefs",
+             "spritefs-npy", "torch-tiff-tmpfs", "torch-tiff-ssd", "torch-spritefs-byclass"]
+    rows.sort(key=lambda r: (order.index(r["medium"]) if r["medium"] in order else 99,
+                             r["state"] != "warm"))
+
+    def row_of(medium, state):
+        return next((r for r in rows if r["medium"] == medium and r["state"] == state), {})
+
+    cold = "cold" if any(r["state"] == "cold" for r in rows) else "nodrop"
+    base_read = row_of("tiff-tmpfs", "warm")
+    for r in rows:
+        r["mb_s_x_tmpfs"] = ratio(r.get("mb_s"), base_read.get("mb_s"))
+        r["samples_s_x_tmpfs"] = ratio(r.get("samples_s"), base_read.get("samples_s"))
+
+    # same samples delivered by every medium?
+    sums = {r["medium"] + "/" + r["state"]: r.get("sample_sum") for r in rows
+            if r.get("sample_sum") and not r["medium"].startswith("torch")}
+    distinct = set(sums.values())
+    samples_same = len(distinct) == 1 and not any(str(v).startswith("differs") for v in distinct)
+
+    # ---- training
+    trains = [summarize_train(out, r) for r in recs if r.get("kind") == "train"]
+    main_runs = [t for t in trains if not t["name"].startswith("sweep-") and t.get("peer") != "torch"]
+    sweeps = [t for t in trains if t["name"].startswith("sweep-")]
+    torch_train = next((t for t in trains if t.get("peer") == "torch"), None)
+    base_train = next((t for t in main_runs if t["medium"] == "tiff-tmpfs" and t["device"] == "cpu"), {})
+    for t in trains:
+        peer = next((b for b in main_runs if b["medium"] == "tiff-tmpfs"
+                     and b["device"] == t["device"]), base_train)
+        t["samples_s_x_tmpfs"] = ratio(t.get("samples_s"), peer.get("samples_s"))
+    weights = {}
+    for t in main_runs:
+        if t.get("weights_xxh3"):
+            weights.setdefault(t["device"], {})[t["name"]] = t["weights_xxh3"]
+    mismatch = {d: w for d, w in weights.items() if len(set(w.values())) > 1}
+    accs = {t["name"]: t.get("test_acc") for t in main_runs}
+
+    # ---- memory
+    mem = [r.get("result") or {} for r in recs if r.get("kind") == "memory"]
+    rss = max([m.get("rss_bytes", 0) for m in mem], default=0)
+    hwm = max([m.get("hwm_bytes", 0) for m in mem], default=0)
+    budget = parse_size(mem[0]["budget"]) if mem and mem[0].get("budget") else None
+
+    # ---- targets (../shared/BENCHMARKS.md, issue 3)
+    targets = []
+
+    def target(tid, what, measured, goal, ok, how):
+        targets.append({"id": tid, "what": what, "measured": measured, "target": goal,
+                        "pass": ok, "how": how})
+
+    sw = row_of("spritefs", "warm")
+    bt = row_of("batches-tmpfs", "warm")
+    r1 = ratio(sw.get("mb_s"), bt.get("mb_s"))
+    target("T1", "spritefs warm batch-file reads vs the same bytes on tmpfs", r1, ">= 0.9x",
+           None if r1 is None else r1 >= 0.9, "spritefs-readbench raw MB/s, median")
+    sc = row_of("spritefs", cold)
+    t2 = None
+    if sc.get("read_wall_s") and store_bytes and ceilings["fio_store_mb_s"]:
+        t2 = (store_bytes / 1e6 / sc["read_wall_s"]) / ceilings["fio_store_mb_s"]
+    target("T2", "spritefs cold (fresh mount, caches dropped) vs fio O_DIRECT seq read of the store, compressed bytes",
+           t2, ">= 0.8x", None if t2 is None else t2 >= 0.8,
+           "store bytes / cold pass wall time over fio 1M QD16 MB/s")
+    tt = row_of("torch-tiff-tmpfs", "warm")
+    dsw = row_of("spritefs", "warm")
+    r3 = ratio(dsw.get("samples_s"), tt.get("samples_s"))
+    target("T3", "decoded samples/s to a reader: spritefs batch files vs PyTorch DataLoader over TIFF on tmpfs",
+           r3, ">= 100x", None if r3 is None else r3 >= 100,
+           "spritefs-readbench --decode batch vs torch_loader.py (2 workers, batch 64)")
+    hs = next((t for t in main_runs if t["medium"] == "spritefs" and t["device"] == "cpu"), None) \
+        or next((t for t in main_runs if t["device"] == "cpu"), None)
+    r4 = ratio(hs.get("samples_s") if hs else None,
+               torch_train.get("samples_s") if torch_train else None)
+    target("T4", f"hntrain CPU vs PyTorch CPU, {cfg.get('model', 'cnn')}, same batch and threads", r4,
+           ">= 2x", None if r4 is None else r4 >= 2, "samples/s over the epochs")
+    share = hs.get("data_wait_share") if hs and hs["medium"] == "spritefs" else None
+    target("T5", "data-wait share of an hntrain CPU epoch fed by spritefs",
+           share, "< 1%", None if share is None else share < 0.01,
+           "data_wait_s / wall_s from hntrain's log")
+    r7 = (hwm / (budget + 64 * MIB)) if budget and hwm else None
+    target("T7", "spritefs resident memory (peak VmHWM) vs cache budget + 64 MiB", r7,
+           "<= 1.0x", None if r7 is None else r7 <= 1.0,
+           f"VmHWM {hwm / MIB:.0f} MiB, budget {budget // MIB if budget else '-'} MiB")
+    gs = next((t for t in main_runs if t["medium"] == "spritefs" and t["device"] == "gpu"), None)
+    gp = next((t for t in main_runs if t["medium"] == "preload" and t["device"] == "gpu"), None)
+    if gs and gp:
+        r8 = ratio(gs.get("samples_s"), gp.get("samples_s"))
+        target("T8", "hntrain GPU fed by spritefs vs preloaded in RAM", r8, ">= 0.95x",
+               None if r8 is None else r8 >= 0.95, "samples/s")
+
+    summary = {"ceilings": ceilings, "reads": rows, "train": [
+        {k: v for k, v in t.items() if k not in ("epochs", "final", "raw")} for t in trains],
+        "weights_by_device": weights, "weights_mismatch": mismatch,
+        "samples_same": samples_same, "sample_sums": sums,
+        "memory": {"rss_bytes": rss, "hwm_bytes": hwm, "budget_bytes": budget},
+        "targets": targets, "test_acc": accs}
+    results = {"machine": machine, "data": data, "notes": notes, "summary": summary,
+               "records": recs, "train_logs": {t["name"]: {"epochs": t.get("epochs"),
+                                                           "final": t.get("final")}
+                                               for t in trains if t.get("epochs") is not None}}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+    # ---- Markdown
+    L = []
+    mode = "quick" if cfg.get("quick") else "full"
+    L.append(f"## spritefs-bench: {cfg.get('dataset', '?')} ({mode} mode)")
+    L.append("")
+    L.append(f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
+             f"{(machine.get('ram_bytes') or 0) / 2**30:.0f} GiB RAM, kernel {machine.get('kernel', '?')}, "
+             f"disk {machine.get('disk', {}).get('device', '?')} ({machine.get('disk', {}).get('fs', '?')})"
+             + (f", GPU {machine['gpu']}" if machine.get("gpu") else ", no GPU") + ".")
+    L.append(f"Data: {data.get('files', '?')} {data.get('format', '')} files "
+             f"({(data.get('tree_bytes') or 0) / 1e6:.1f} MB), store {(store_bytes or 0) / 1e6:.1f} MB. "
+             f"Medians of {cfg.get('runs', 1)} run(s); ratios are against the TIFF tree on tmpfs, "
+             f"measured in the same run.")
+    L.append("")
+    L.append("### Ceilings")
+    L.append("")
+    L.append("| what | MB/s |")
+    L.append("|---|---:|")
+    L.append(f"| disk: fio sequential 1 MiB, O_DIRECT, {ceilings['fio_engine'] or 'io_uring'}, QD16 | {fmt(ceilings['fio_disk_mb_s'])} |")
+    L.append(f"| disk: same, on the store file | {fmt(ceilings['fio_store_mb_s'])} |")
+    L.append(f"| memory: dd bs=4M from a tmpfs file | {fmt(ceilings['dd_tmpfs_mb_s'])} |")
+    L.append("")
+    L.append("### Reading (no training)")
+    L.append("")
+    L.append("| medium | state | raw MB/s | files/s | decoded samples/s | decoder | samples/s vs tmpfs TIFF |")
+    L.append("|---|---|---:|---:|---:|---|---:|")
+    for r in rows:
+        L.append(f"| {r['medium']} | {r['state']} | {fmt(r.get('mb_s'))} | {fmt(r.get('files_s'))} | "
+                 f"{fmt(r.get('samples_s'))} | {r.get('decode', '-')} | {fmt_ratio(r.get('samples_s_x_tmpfs'))} |")
+    L.append("")
+    L.append("Same samples on every medium (XXH3 sum of decoded tiles): "
+             + ("yes" if samples_same else "**NO - MISMATCH** " + json.dumps(sums)))
+    L.append("")
+    if main_runs or torch_train:
+        L.append(f"### Training: {cfg.get('model', 'cnn')}, {cfg.get('epochs')} epoch(s), batch 64, seed 1")
+        L.append("")
+        L.append("| run | medium | state | device | epoch s | samples/s | compute s | data wait s | wait share | test acc | weights xxh3 | samples/s vs tmpfs |")
+        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+        for t in main_runs + ([torch_train] if torch_train else []):
+            acc = t.get("test_acc")
+            L.append(f"| {t['name']} | {t['medium']} | {t['state']} | {t['device']} | {fmt(t.get('epoch_s'), 2)} | "
+                     f"{fmt(t.get('samples_s'))} | {fmt(t.get('compute_s'), 2)} | {fmt(t.get('data_wait_s'), 3)} | "
+                     f"{pct(t.get('data_wait_share'))} | "
+                     f"{fmt_acc(acc)} | "
+                     f"{t.get('weights_xxh3') or t.get('error') or '-'} | {fmt_ratio(t.get('samples_s_x_tmpfs'))} |")
+        L.append("")
+        if mismatch:
+            L.append("**WEIGHTS MISMATCH: the same seed gave different weights on different media: "
+                     + json.dumps(mismatch) + "**")
+        elif weights:
+            L.append("Weights hash identical on every medium (per device): storage changed the time, not the result.")
+        L.append("")
+    if sweeps:
+        L.append("### Sweeps (fed by " + sweeps[0]["medium"] + ", 1 epoch)")
+        L.append("")
+        L.append("| run | args | samples/s | wait share | test acc |")
+        L.append("|---|---|---:|---:|---:|")
+        for t in sweeps:
+            acc = t.get("test_acc")
+            L.append(f"| {t['name']} | {t.get('args', '')} | {fmt(t.get('samples_s'))} | "
+                     f"{pct(t.get('data_wait_share'))} | "
+                     f"{fmt_acc(acc)} |")
+        L.append("")
+    L.append("### Targets")
+    L.append("")
+    L.append("| # | measure | measured | target | result |")
+    L.append("|---|---|---:|---|---|")
+    for t in targets:
+        m = t["measured"]
+        if m is None:
+            ms = "-"
+        elif t["id"] == "T5":
+            ms = f"{100 * m:.2f}%"
+        else:
+            ms = f"{m:.2f}x"
+        res = "n/a" if t["pass"] is None else ("pass" if t["pass"] else "**miss**")
+        L.append(f"| {t['id']} | {t['what']} | {ms} | {t['target']} | {res} |")
+    L.append("")
+    if notes:
+        L.append("Notes:")
+        for n in notes:
+            L.append(f"* {n}")
+        L.append("")
+    text = "\n".join(L)
+    print(text)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text + "\n")
+    if mismatch:
+        print("spritefs-bench: WEIGHTS MISMATCH between media: " + json.dumps(mismatch),
+              file=sys.stderr)
+    if not samples_same and sums:
+        print("spritefs-bench: media delivered different samples: " + json.dumps(sums),
+              file=sys.stderr)
+
+    plots(out, rows, main_runs)
+    return 0
+
+
+def plots(out, rows, runs):
+    """throughput.png (raw MB/s and decoded samples/s per medium) and
+    epoch_split.png (compute vs data wait per training run, stacked)."""
+    def q(s):
+        return '"' + s.replace('"', "'") + '"'
+
+    with open(os.path.join(out, "throughput.dat"), "w") as f:
+        f.write("# medium raw_MB_s samples_s\n")
+        for r in rows:
+            f.write(f"{q(r['medium'] + ' ' + r['state'])} {r.get('mb_s') or 0:.3f} {r.get('samples_s') or 0:.3f}\n")
+    with open(os.path.join(out, "epoch_split.dat"), "w") as f:
+        f.write("# run compute_s data_wait_s other_s\n")
+        for t in runs:
+            if t.get("compute_s") is None or t.get("epoch_s") is None:
+                continue
+            n = t.get("n_epochs") or 1
+            c, w = t["compute_s"] / n, (t.get("data_wait_s") or 0) / n
+            other = max(0.0, t["epoch_s"] - c - w)
+            f.write(f"{q(t['name'])} {c:.6f} {w:.6f} {other:.6f}\n")
+    term = "pngcairo size 1100,800 font 'Sans,10'"
+    if subprocess.run(["gnuplot", "-e", "set terminal pngcairo"], capture_output=True).returncode != 0:
+        term = "png size 1100,800"
+    gp = f"""# generated by spritefs-bench (report.py)
+set terminal {term} noenhanced
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.8
+set grid ytics
+set xtics rotate by -35 left
+set key off
+set output 'throughput.png'
+set multiplot layout 2,1 title 'spritefs-bench: throughput per medium (same data)'
+set title 'raw read MB/s'
+set logscale y
+set yrange [1:*]
+plot 'throughput.dat' using ($2 > 0 ? $2 : 1/0):xtic(1) linecolor rgb '#4472c4'
+set title 'decoded samples/s delivered to a reader'
+plot 'throughput.dat' using ($3 > 0 ? $3 : 1/0):xtic(1) linecolor rgb '#ed7d31'
+unset multiplot
+set output 'epoch_split.png'
+unset logscale y
+set yrange [0:*]
+set style histogram rowstacked
+set key outside right top
+set title 'hntrain epoch time: compute vs data wait'
+set ylabel 'seconds per epoch'
+plot 'epoch_split.dat' using 2:xtic(1) title 'compute' linecolor rgb '#4472c4', \\
+     '' using 3 title 'data wait' linecolor rgb '#c00000', \\
+     '' using 4 title 'other (eval, setup)' linecolor rgb '#a5a5a5'
+"""
+    with open(os.path.join(out, "plot.gp"), "w") as f:
+        f.write(gp)
+    r = subprocess.run(["gnuplot", "plot.gp"], cwd=out, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("report.py: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""torch_loader.py - the PyTorch input-pipeline peer of spritefs-bench.
+
+torchvision.datasets.ImageFolder + DataLoader over an image tree (the TIFF
+ImageFolder tree on tmpfs or on the disk, or a spritefs mount's by-class
+view), as a PyTorch user would write it: default PIL loader, ToTensor,
+shuffle off (order does not change the bytes read), N workers, batch B.
+It only iterates: no model. Prints one JSON line with samples/s, so the
+bench can set it against spritefs-readbench's decoded samples/s (target T3).
+Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("root", help="ImageFolder root (class folders inside)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--limit", type=int, default=0, help="at most N samples (0: all)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads in the main process")
+    ap.add_argument("--label", default="")
+    a = ap.parse_args()
+    try:
+        import torch
+        import torchvision
+        from torchvision import transforms
+    except ImportError as e:
+        print(f"torch_loader: PyTorch is not installed here ({e})", file=sys.stderr)
+        return 77
+    torch.set_num_threads(a.threads)
+    t_setup = time.perf_counter()
+    ds = torchvision.datasets.ImageFolder(a.root, transform=transforms.ToTensor())
+    if a.limit and a.limit < len(ds):
+        ds = torch.utils.data.Subset(ds, range(a.limit))
+    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=False,
+                                     num_workers=a.workers)
+    t0 = time.perf_counter()
+    n = 0
+    checksum = 0.0
+    for x, y in dl:
+        n += x.shape[0]
+        checksum += float(y.sum())
+    wall = time.perf_counter() - t0
+    print(json.dumps({
+        "label": a.label, "peer": "torch-imagefolder", "workers": a.workers,
+        "batch": a.batch, "samples": n, "wall_s": round(wall, 6),
+        "setup_s": round(t0 - t_setup, 6), "samples_s": round(n / wall, 1),
+        "label_sum": int(checksum), "torch": torch.__version__,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
