@@ -50,7 +50,7 @@ struct shape {
 
 static const struct shape shapes[] = {
 	{"c4k3", 1, 8, 8, 5},
-	{"c4k3p1s2", 3, 9, 9, 5},
+	{"c4k3s2p1", 3, 9, 9, 5},
 	{"c4k3-m2", 2, 10, 10, 4},
 	{"c3k3-r-m3s2", 1, 11, 11, 5},
 	{"d16", 1, 6, 6, 5},
