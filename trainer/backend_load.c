@@ -77,8 +77,8 @@ static void *plugin_open(char *err)
 		void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
 			const char *why = dlerror();
-			snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend %s: %s", paths[i],
-				 why ? why : "unknown error");
+			snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend %.100s: %.120s",
+				 paths[i], why ? why : "unknown error");
 			return NULL;
 		}
 		plugin_handle = h;

@@ -70,7 +70,11 @@ struct hn_source {
 	int epochs_dir;  /* the mount offers <split>/epochs */
 	uint64_t seed;
 	uint32_t batch;
-	int use_views; /* epoch views match this run (no --limit/--window, same batch) */
+	int use_views; /* epoch views match this run (no --limit, same batch and order) */
+	int views_match;     /* dataset.json says the views use our batch and order */
+	uint32_t view_batch; /* the mount's epoch view batch size */
+	uint64_t view_epochs; /* views exist for epochs below this */
+	char train_split[SPRITE_SPLIT_NAME_MAX + 1];
 
 	/* images */
 	struct img_file *files[2];
@@ -691,11 +695,44 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	return 0;
 }
 
+static uint64_t js_u64(const char *obj, const char *end, const char *key, uint64_t dflt)
+{
+	const char *v = obj && *obj == '{' ? js_find(obj, end, key) : NULL;
+	return v && isdigit((unsigned char)*v) ? strtoull(v, NULL, 10) : dflt;
+}
+
+/*
+ * Use the mount's epoch views only when they hold exactly our batches:
+ * dataset.json's "epochs" batch equals --batch, and the training split's
+ * order (full, or windowed with the same window) is the one this run uses.
+ * Views exist for epochs < "count"; later epochs are gathered.
+ */
+static void mount_views_check(hn_source *s, const char *json, size_t len,
+			      const struct hn_source_options *o)
+{
+	const char *end = json + len;
+	const char *ep = js_find(json, end, "epochs");
+	const char *sp = js_find(json, end, "splits");
+	const char *tr = sp && *sp == '{' ? js_find(sp, end, o->train_split) : NULL;
+	if (!ep || !tr || *tr != '{')
+		return;
+	s->view_batch = (uint32_t)js_u64(ep, end, "batch", 0);
+	s->view_epochs = js_u64(ep, end, "count", 0);
+	char order[32] = "";
+	const char *ov = js_find(tr, end, "order");
+	if (ov)
+		js_string(ov, end, order, sizeof order);
+	uint64_t window = js_u64(tr, end, "window", 0);
+	s->views_match = s->view_batch == o->batch && s->view_batch > 0 &&
+			 ((!strcmp(order, "full") && o->window == 0) ||
+			  (!strcmp(order, "windowed") && window == o->window && window > 0));
+}
+
 static int mount_open(hn_source *s, const char *path, const struct hn_source_options *o,
 		      char *err)
 {
 	char p[4200], *json = NULL;
-	size_t len;
+	size_t len = 0;
 	s->kind = SRC_MOUNT;
 	snprintf(s->info.kind, sizeof s->info.kind, "mount");
 	snprintf(s->root, sizeof s->root, "%s", path);
@@ -704,6 +741,8 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	if (rc < 0)
 		return fail(err, rc, "%s: %s", p, strerror(-rc));
 	rc = mount_classes(s, json, len, err);
+	if (rc == 0)
+		mount_views_check(s, json, len, o);
 	free(json);
 	if (rc < 0)
 		return rc;
@@ -716,6 +755,7 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	s->epochs_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 	s->seed = o->seed;
 	s->batch = o->batch;
+	snprintf(s->train_split, sizeof s->train_split, "%s", o->train_split);
 	snprintf(s->describe, sizeof s->describe, "mount %s: %s/images.npy gathered with pread", path,
 		 o->train_split);
 	return 0;
@@ -772,20 +812,47 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int is_image_name(const char *n)
+/*
+ * The tree is listed exactly as spritefs-pack lists it (common/pack.c), so
+ * that sample i here is sample i of a store packed from the same tree:
+ * hidden entries ignored, names in byte order at every level, a class
+ * folder walked depth first with files and subfolders merged by name, every
+ * regular file taken (a file that does not decode is an error at read time;
+ * spritefs-pack would skip it), split folders used when a top folder named
+ * train/test/val/valid/validation has subfolders, and the classes the sorted
+ * union of the class folders of every split.
+ */
+static int is_split_name(const char *n)
 {
-	const char *dot = strrchr(n, '.');
-	if (!dot || n[0] == '.')
-		return 0;
-	static const char *ext[] = {".tif", ".tiff", ".png", ".jpg", ".jpeg"};
-	for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
-		if (!strcasecmp(dot, ext[i]))
-			return 1;
-	return 0;
+	return !strcmp(n, "train") || !strcmp(n, "test") || !strcmp(n, "val") ||
+	       !strcmp(n, "valid") || !strcmp(n, "validation");
 }
 
-/* Sorted names of entries in dir that are directories (want_dir) or image files. */
-static int list_dir(const char *dir, int want_dir, char ***out, size_t *count)
+/* Kind of an entry, following symlinks: 'd', 'f' or 0. */
+static int entry_kind(const char *dir, const struct dirent *e)
+{
+	if (e->d_type == DT_DIR)
+		return 'd';
+	if (e->d_type == DT_REG)
+		return 'f';
+	char p[8192];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+	if (stat(p, &st) < 0)
+		return 0;
+	return S_ISDIR(st.st_mode) ? 'd' : S_ISREG(st.st_mode) ? 'f' : 0;
+}
+
+/*
+ * Sorted visible names in dir of kind 'd', 'f', or 0 (both; each name is
+ * then prefixed by its kind letter, sorted by the name after it).
+ */
+static int cmp_tagged(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
+static int list_dir(const char *dir, int kind, char ***out, size_t *count)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -797,18 +864,8 @@ static int list_dir(const char *dir, int want_dir, char ***out, size_t *count)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		int isdir;
-		if (e->d_type == DT_DIR || e->d_type == DT_REG) {
-			isdir = e->d_type == DT_DIR;
-		} else {
-			char p[8192];
-			struct stat st;
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			if (stat(p, &st) < 0)
-				continue;
-			isdir = S_ISDIR(st.st_mode);
-		}
-		if (want_dir ? !isdir : (isdir || !is_image_name(e->d_name)))
+		int k = entry_kind(dir, e);
+		if (!k || (kind && k != kind))
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
@@ -819,10 +876,13 @@ static int list_dir(const char *dir, int want_dir, char ***out, size_t *count)
 			}
 			v = nv;
 		}
-		if (!(v[n] = strdup(e->d_name))) {
+		size_t l = strlen(e->d_name);
+		if (!(v[n] = malloc(l + 2))) {
 			rc = -ENOMEM;
 			break;
 		}
+		v[n][0] = (char)k;
+		memcpy(v[n] + 1, e->d_name, l + 1);
 		n++;
 	}
 	closedir(d);
@@ -833,7 +893,10 @@ static int list_dir(const char *dir, int want_dir, char ***out, size_t *count)
 		return rc;
 	}
 	if (n)
-		qsort(v, n, sizeof *v, cmp_str);
+		qsort(v, n, sizeof *v, cmp_tagged);
+	if (kind) /* drop the tags */
+		for (size_t i = 0; i < n; i++)
+			memmove(v[i], v[i] + 1, strlen(v[i] + 1) + 1);
 	*out = v;
 	*count = n;
 	return 0;
@@ -846,50 +909,71 @@ static void free_list(char **v, size_t n)
 	free(v);
 }
 
-/* List dir/<class>/<file> for every class in names (classes missing in dir are empty). */
-static int images_list_split(hn_source *s, int k, const char *dir, char *err)
+static int has_subdir(const char *dir)
 {
-	size_t cap = 0, n = 0;
-	struct img_file *f = NULL;
-	for (uint32_t c = 0; c < s->info.nclasses; c++) {
-		char cdir[4600];
-		snprintf(cdir, sizeof cdir, "%s/%s", dir, s->info.class_names[c]);
-		char **names;
-		size_t nn;
-		int rc = list_dir(cdir, 0, &names, &nn);
-		if (rc == -ENOENT)
+	char **v;
+	size_t n;
+	if (list_dir(dir, 'd', &v, &n) < 0)
+		return 0;
+	free_list(v, n);
+	return n > 0;
+}
+
+struct file_list {
+	struct img_file *v;
+	size_t n, cap;
+};
+
+/* Every visible file under dir, depth first, names in byte order. */
+static int walk_files(const char *dir, uint16_t label, struct file_list *fl, int depth, char *err)
+{
+	if (depth > 32)
+		return fail(err, -ELOOP, "%s: folders nested too deep", dir);
+	char **names;
+	size_t nn;
+	int rc = list_dir(dir, 0, &names, &nn);
+	if (rc < 0)
+		return fail(err, rc, "%s: %s", dir, strerror(-rc));
+	for (size_t i = 0; i < nn && rc == 0; i++) {
+		size_t l = strlen(dir) + strlen(names[i] + 1) + 2;
+		char *p = malloc(l);
+		if (!p) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(p, l, "%s/%s", dir, names[i] + 1);
+		if (names[i][0] == 'd') {
+			rc = walk_files(p, label, fl, depth + 1, err);
+			free(p);
 			continue;
-		if (rc < 0) {
-			free(f);
-			return fail(err, rc, "%s: %s", cdir, strerror(-rc));
 		}
-		for (size_t i = 0; i < nn; i++) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 1024;
-				struct img_file *nf = realloc(f, cap * sizeof *f);
-				if (!nf) {
-					free_list(names, nn);
-					free(f);
-					return -ENOMEM;
-				}
-				f = nf;
+		if (fl->n == fl->cap) {
+			size_t nc = fl->cap ? fl->cap * 2 : 1024;
+			struct img_file *nv = realloc(fl->v, nc * sizeof *nv);
+			if (!nv) {
+				free(p);
+				rc = -ENOMEM;
+				break;
 			}
-			size_t l = strlen(cdir) + strlen(names[i]) + 2;
-			f[n].path = malloc(l);
-			if (!f[n].path) {
-				free_list(names, nn);
-				free(f);
-				return -ENOMEM;
-			}
-			snprintf(f[n].path, l, "%s/%s", cdir, names[i]);
-			f[n].label = (uint16_t)c;
-			n++;
+			fl->v = nv;
+			fl->cap = nc;
 		}
-		free_list(names, nn);
+		fl->v[fl->n].path = p;
+		fl->v[fl->n].label = label;
+		fl->n++;
 	}
-	s->files[k] = f;
-	s->info.full_count[k] = n;
-	return 0;
+	free_list(names, nn);
+	if (rc == -ENOMEM)
+		fail(err, rc, "out of memory listing %s", dir);
+	return rc;
+}
+
+static int class_index(const hn_source *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->info.nclasses; i++)
+		if (!strcmp(s->info.class_names[i], name))
+			return (int)i;
+	return -1;
 }
 
 static int images_open(hn_source *s, const char *path, const struct hn_source_options *o,
@@ -901,68 +985,120 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	const char *base = strrchr(path, '/');
 	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
 
-	/* Split folders (ROOT/train/<class>/...) or class folders directly (= "train"). */
-	char dirs[2][4400];
-	struct stat st;
-	snprintf(dirs[0], sizeof dirs[0], "%s/%s", path, o->train_split);
-	int split_layout = stat(dirs[0], &st) == 0 && S_ISDIR(st.st_mode);
-	if (!split_layout) {
-		if (strcmp(o->train_split, "train"))
-			return fail(err, -ENOENT, "%s: no split folder \"%s\"", path,
-				    o->train_split);
-		snprintf(dirs[0], sizeof dirs[0], "%s", path);
+	char **top;
+	size_t ntop;
+	int rc = list_dir(path, 'd', &top, &ntop);
+	if (rc < 0)
+		return fail(err, rc, "%s: %s", path, strerror(-rc));
+	/* The split folders (those with subfolders), or the root as "train". */
+	char **sdirs = calloc(ntop + 1, sizeof *sdirs);
+	const char **snames = calloc(ntop + 1, sizeof *snames);
+	size_t nsplit = 0;
+	int split_layout = 0;
+	char p[4400];
+	for (size_t i = 0; sdirs && i < ntop; i++) {
+		snprintf(p, sizeof p, "%s/%s", path, top[i]);
+		if (is_split_name(top[i]) && has_subdir(p))
+			split_layout = 1;
 	}
-	int test = split_layout && !no_test(o->test_split);
-	if (test) {
-		snprintf(dirs[1], sizeof dirs[1], "%s/%s", path, o->test_split);
-		if (stat(dirs[1], &st) < 0 || !S_ISDIR(st.st_mode))
-			return fail(err, -ENOENT, "%s: no split folder \"%s\" (--test-split none "
-						  "trains without evaluation)",
-				    path, o->test_split);
-	}
-
-	/* Classes: the sorted union of the class folders of both splits. */
-	char **cl[2] = {NULL, NULL};
-	size_t ncl[2] = {0, 0};
-	for (int k = 0; k < 1 + test; k++) {
-		int rc = list_dir(dirs[k], 1, &cl[k], &ncl[k]);
-		if (rc < 0) {
-			free_list(cl[0], ncl[0]);
-			return fail(err, rc, "%s: %s", dirs[k], strerror(-rc));
+	if (!sdirs || !snames) {
+		rc = -ENOMEM;
+	} else if (!split_layout) {
+		sdirs[0] = strdup(path);
+		snames[0] = "train";
+		nsplit = 1;
+	} else {
+		for (size_t i = 0; i < ntop; i++) {
+			snprintf(p, sizeof p, "%s/%s", path, top[i]);
+			if (has_subdir(p)) {
+				sdirs[nsplit] = strdup(p);
+				snames[nsplit++] = top[i];
+			}
 		}
 	}
-	size_t nall = ncl[0] + ncl[1], nu = 0;
-	char **all = malloc((nall ? nall : 1) * sizeof *all);
-	if (!all)
-		return -ENOMEM;
-	for (size_t i = 0; i < ncl[0]; i++)
-		all[nu++] = cl[0][i];
-	for (size_t i = 0; i < ncl[1]; i++)
-		all[nu++] = cl[1][i];
-	if (nu)
-		qsort(all, nu, sizeof *all, cmp_str);
+	/* Classes: the sorted union over every split folder. */
+	char **all = NULL;
+	size_t nall = 0, capall = 0;
+	for (size_t k = 0; rc == 0 && k < nsplit; k++) {
+		char **cl;
+		size_t ncl;
+		if ((rc = list_dir(sdirs[k], 'd', &cl, &ncl)) < 0) {
+			fail(err, rc, "%s: %s", sdirs[k], strerror(-rc));
+			break;
+		}
+		for (size_t i = 0; i < ncl; i++) {
+			if (nall == capall) {
+				capall = capall ? capall * 2 : 64;
+				char **na = realloc(all, capall * sizeof *all);
+				if (!na) {
+					rc = -ENOMEM;
+					break;
+				}
+				all = na;
+			}
+			all[nall++] = cl[i];
+			cl[i] = NULL;
+		}
+		free_list(cl, ncl);
+	}
 	size_t m = 0;
-	for (size_t i = 0; i < nu; i++)
-		if (!m || strcmp(all[m - 1], all[i]))
-			all[m++] = all[i];
-	int rc = 0;
-	if (m == 0)
-		rc = fail(err, -ENOENT, "%s: no class folders (expected %s/<class>/<image files>)",
-			  path, dirs[0]);
-	else if (m > HN_MAX_CLASSES)
+	if (rc == 0 && nall) {
+		qsort(all, nall, sizeof *all, cmp_str);
+		for (size_t i = 0; i < nall; i++)
+			if (!m || strcmp(all[m - 1], all[i]))
+				all[m++] = all[i];
+			else
+				free(all[i]), all[i] = NULL;
+		nall = m;
+	}
+	if (rc == 0 && m == 0)
+		rc = fail(err, -ENOENT, "%s: no class folders (expected %s/<class>/<images> or "
+					"%s/train/<class>/<images>)",
+			  path, path, path);
+	else if (rc == 0 && m > HN_MAX_CLASSES)
 		rc = fail(err, -EINVAL, "%s: too many classes", path);
-	else
+	else if (rc == 0)
 		rc = set_classes(s, (uint32_t)m, (const char *const *)all);
-	free(all);
-	free_list(cl[0], ncl[0]);
-	free_list(cl[1], ncl[1]);
+	free_list(all, nall);
+
+	/* The two splits this run uses. */
+	int want_test = !no_test(o->test_split);
+	for (int k = 0; rc == 0 && k < 1 + want_test; k++) {
+		const char *name = k == 0 ? o->train_split : o->test_split;
+		size_t j = 0;
+		while (j < nsplit && strcmp(snames[j], name))
+			j++;
+		if (j == nsplit) {
+			if (k == 1 && !split_layout)
+				break; /* class folders directly: no test split, train only */
+			rc = fail(err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
+				  k ? " (--test-split none trains without evaluation)" : "");
+			break;
+		}
+		char **cl;
+		size_t ncl;
+		if ((rc = list_dir(sdirs[j], 'd', &cl, &ncl)) < 0) {
+			fail(err, rc, "%s: %s", sdirs[j], strerror(-rc));
+			break;
+		}
+		struct file_list fl = {0};
+		for (size_t i = 0; rc == 0 && i < ncl; i++) {
+			snprintf(p, sizeof p, "%s/%s", sdirs[j], cl[i]);
+			rc = walk_files(p, (uint16_t)class_index(s, cl[i]), &fl, 0, err);
+		}
+		free_list(cl, ncl);
+		s->files[k] = fl.v;
+		s->info.full_count[k] = fl.n;
+	}
+	for (size_t k = 0; k < nsplit; k++)
+		free(sdirs[k]);
+	free(sdirs);
+	free(snames);
+	free_list(top, ntop);
 	if (rc < 0)
 		return rc;
-	for (int k = 0; k < 1 + test; k++)
-		if ((rc = images_list_split(s, k, dirs[k], err)) < 0)
-			return rc;
 	if (s->info.full_count[0] == 0)
-		return fail(err, -ENOENT, "%s: no TIFF/PNG/JPEG files under %s", path, dirs[0]);
+		return fail(err, -ENOENT, "%s: no image files in the training split", path);
 
 	/* Tile shape: given, or that of the first training image. */
 	s->info.h = o->tile_h;
@@ -1126,8 +1262,8 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 		     uint8_t *tiles, uint16_t *labels, char *err)
 {
 	char path[4400];
-	snprintf(path, sizeof path, "%s/train/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
-		 s->root, s->seed, epoch, bi);
+	snprintf(path, sizeof path, "%s/%s/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
+		 s->root, s->train_split, s->seed, epoch, bi);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -1205,7 +1341,7 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	}
 	s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
 	apply_limits(s, o);
-	if (s->kind == SRC_MOUNT && s->epochs_dir && !o->limit && !o->window && o->batch) {
+	if (s->kind == SRC_MOUNT && s->epochs_dir && s->views_match && !o->limit) {
 		s->use_views = 1;
 		snprintf(s->describe, sizeof s->describe,
 			 "mount %s: epoch views %s/epochs/%" PRIu64 "/<epoch>/<n>.sprite (batch %u)",
@@ -1258,7 +1394,7 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 		return store_read(s, split, idx, n, tiles, labels, err);
 	case SRC_MOUNT:
 		if (split == HN_SPLIT_TRAIN && s->use_views &&
-		    (n == (int)s->batch || batch_index + 1 == (s->info.count[0] + s->batch - 1) / s->batch)) {
+		    epoch < s->view_epochs) {
 			int rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
 			if (rc != -ENOENT)
 				return rc;
@@ -1384,8 +1520,8 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 		s->info.full_count[k] = s->info.count[k];
 	}
 	char d[sizeof s->describe];
-	snprintf(d, sizeof d, "%s", s->describe);
-	snprintf(s->describe, sizeof s->describe, "preloaded in RAM from %s", d);
+	memcpy(d, s->describe, sizeof d);
+	snprintf(s->describe, sizeof s->describe, "preloaded in RAM from %.480s", d);
 	size_t l = strlen(s->info.kind);
 	if (l + 10 < sizeof s->info.kind)
 		strcat(s->info.kind, "+preload");
