@@ -113,11 +113,13 @@ static void compare_plain(const char *what, const char *spec, const float *ref, 
 	}
 }
 
+/* loss_sum within tol (relative); correct equal, except that fp16 logits may flip a near tie */
 static void compare_result(const char *what, const char *spec, const struct hn_step_result *c,
 			   const struct hn_step_result *g, double tol)
 {
 	double d = fabs(c->loss_sum - g->loss_sum);
-	if (!(d <= tol * fabs(c->loss_sum) + 1e-6) || c->correct != g->correct) {
+	int slack = tol > 1e-3 ? 1 : 0;
+	if (!(d <= tol * fabs(c->loss_sum) + 1e-6) || abs(c->correct - g->correct) > slack) {
 		printf("FAIL %s [%s]: cpu loss %.7g correct %d, gpu loss %.7g correct %d\n", what,
 		       spec, c->loss_sum, c->correct, g->loss_sum, g->correct);
 		failures++;
