@@ -51,11 +51,11 @@
 #include "cuda/plugin.h"
 #include "trainer/backend.h"
 
-#define HN_WS_LIMIT ((size_t)1 << 30) /* largest workspace an algorithm may ask for */
+#define HN_WS_LIMIT	  ((size_t)1 << 30) /* largest workspace an algorithm may ask for */
 #define HN_AMP_INIT_SCALE 65536.0f
-#define HN_AMP_MAX_SCALE 16777216.0f
-#define HN_AMP_MIN_SCALE (1.0f / 16777216.0f)
-#define HN_AMP_GROWTH 2000
+#define HN_AMP_MAX_SCALE  16777216.0f
+#define HN_AMP_MIN_SCALE  (1.0f / 16777216.0f)
+#define HN_AMP_GROWTH	  2000
 
 struct hn_conv {
 	cudnnTensorDescriptor_t x, y;
@@ -93,11 +93,11 @@ struct hn_cuda {
 	cublasHandle_t blas;
 
 	float *params, *grads, *opt; /* one allocation each */
-	void *params16;              /* amp: fp16 copy of params */
+	void *params16;		     /* amp: fp16 copy of params */
 	float *acts, *dacts;
-	size_t act_off[HN_MAX_LAYERS + 1]; /* float offset of slot i (max_batch samples) */
-	size_t act_per[HN_MAX_LAYERS + 1]; /* floats per sample of slot i */
-	void *scratch16;                   /* amp: x16 | dx16 | y16 | w16 */
+	size_t act_off[HN_MAX_LAYERS + 1];	    /* float offset of slot i (max_batch samples) */
+	size_t act_per[HN_MAX_LAYERS + 1];	    /* floats per sample of slot i */
+	void *scratch16;			    /* amp: x16 | dx16 | y16 | w16 */
 	size_t x16_off, dx16_off, y16_off, w16_off; /* in halves */
 
 	uint8_t *d_tiles[2], *h_tiles[2];
@@ -146,29 +146,29 @@ static int blas_fail(cublasStatus_t st, const char *what, char *err)
 }
 
 /* Each macro evaluates the call once and returns from the enclosing function on failure. */
-#define CU(call, err)                                                                       \
-	do {                                                                                \
-		cudaError_t e_ = (call);                                                    \
-		if (e_ != cudaSuccess)                                                      \
-			return cu_fail(e_, #call, err);                                     \
+#define CU(call, err)                                                                              \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			return cu_fail(e_, #call, err);                                            \
 	} while (0)
-#define DNN(call, err)                                                                      \
-	do {                                                                                \
-		cudnnStatus_t s_ = (call);                                                  \
-		if (s_ != CUDNN_STATUS_SUCCESS)                                             \
-			return dnn_fail(s_, #call, err);                                    \
+#define DNN(call, err)                                                                             \
+	do {                                                                                       \
+		cudnnStatus_t s_ = (call);                                                         \
+		if (s_ != CUDNN_STATUS_SUCCESS)                                                    \
+			return dnn_fail(s_, #call, err);                                           \
 	} while (0)
-#define BLAS(call, err)                                                                     \
-	do {                                                                                \
-		cublasStatus_t b_ = (call);                                                 \
-		if (b_ != CUBLAS_STATUS_SUCCESS)                                            \
-			return blas_fail(b_, #call, err);                                   \
+#define BLAS(call, err)                                                                            \
+	do {                                                                                       \
+		cublasStatus_t b_ = (call);                                                        \
+		if (b_ != CUBLAS_STATUS_SUCCESS)                                                   \
+			return blas_fail(b_, #call, err);                                          \
 	} while (0)
-#define TRY(call)                                                                           \
-	do {                                                                                \
-		int r_ = (call);                                                            \
-		if (r_ < 0)                                                                 \
-			return r_;                                                          \
+#define TRY(call)                                                                                  \
+	do {                                                                                       \
+		int r_ = (call);                                                                   \
+		if (r_ < 0)                                                                        \
+			return r_;                                                                 \
 	} while (0)
 
 static int dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
@@ -224,16 +224,16 @@ static int check_model(const struct hn_model *m, char *err)
 	int c = m->in_c, h = m->in_h, w = m->in_w;
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		if (l->in_c != c || l->in_h != h || l->in_w != w || l->out_c <= 0 || l->out_h <= 0 ||
-		    l->out_w <= 0 || l->out_c > (1 << 20) || l->out_h > (1 << 16) ||
-		    l->out_w > (1 << 16)) {
+		if (l->in_c != c || l->in_h != h || l->in_w != w || l->out_c <= 0 ||
+		    l->out_h <= 0 || l->out_w <= 0 || l->out_c > (1 << 20) ||
+		    l->out_h > (1 << 16) || l->out_w > (1 << 16)) {
 			snprintf(err, HN_ERR_MAX, "gpu: layer %d: shapes do not chain", i);
 			return -EINVAL;
 		}
 		if (l->w_off > m->nparams || l->w_len > m->nparams - l->w_off ||
 		    l->b_off > m->nparams || l->b_len > m->nparams - l->b_off) {
-			snprintf(err, HN_ERR_MAX, "gpu: layer %d: parameters outside the allocation",
-				 i);
+			snprintf(err, HN_ERR_MAX,
+				 "gpu: layer %d: parameters outside the allocation", i);
 			return -EINVAL;
 		}
 		switch (l->kind) {
@@ -252,10 +252,11 @@ static int check_model(const struct hn_model *m, char *err)
 			    l->in_h < l->k || l->in_w < l->k ||
 			    l->out_h != (l->in_h - l->k) / l->stride + 1 ||
 			    l->out_w != (l->in_w - l->k) / l->stride + 1) {
-				snprintf(err, HN_ERR_MAX,
-					 "gpu: layer %d: maxpool geometry not supported (padding or "
-					 "shape)",
-					 i);
+				snprintf(
+					err, HN_ERR_MAX,
+					"gpu: layer %d: maxpool geometry not supported (padding or "
+					"shape)",
+					i);
 				return -EINVAL;
 			}
 			break;
@@ -266,21 +267,23 @@ static int check_model(const struct hn_model *m, char *err)
 				return -EINVAL;
 			}
 			if (l->kind == HN_LAYER_DROPOUT && !(l->p >= 0.0f && l->p < 1.0f)) {
-				snprintf(err, HN_ERR_MAX, "gpu: layer %d: dropout rate %g not in [0,1)",
-					 i, (double)l->p);
+				snprintf(err, HN_ERR_MAX,
+					 "gpu: layer %d: dropout rate %g not in [0,1)", i,
+					 (double)l->p);
 				return -EINVAL;
 			}
 			break;
 		case HN_LAYER_DENSE:
 			if (l->w_len != layer_out(l) * layer_in(l) ||
-			    (l->b_len != 0 && l->b_len != layer_out(l)) || layer_in(l) > INT32_MAX ||
-			    layer_out(l) > INT32_MAX) {
+			    (l->b_len != 0 && l->b_len != layer_out(l)) ||
+			    layer_in(l) > INT32_MAX || layer_out(l) > INT32_MAX) {
 				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad dense geometry", i);
 				return -EINVAL;
 			}
 			break;
 		default:
-			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i, (int)l->kind);
+			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i,
+				 (int)l->kind);
 			return -EINVAL;
 		}
 		c = l->out_c;
@@ -288,8 +291,8 @@ static int check_model(const struct hn_model *m, char *err)
 		w = l->out_w;
 	}
 	if ((size_t)c * h * w != (size_t)m->nclasses) {
-		snprintf(err, HN_ERR_MAX, "gpu: last layer gives %d x %d x %d, not %d classes", c, h,
-			 w, m->nclasses);
+		snprintf(err, HN_ERR_MAX, "gpu: last layer gives %d x %d x %d, not %d classes", c,
+			 h, w, m->nclasses);
 		return -EINVAL;
 	}
 	return 0;
@@ -314,14 +317,13 @@ static int ws_reserve(struct hn_cuda *st, size_t need)
 }
 
 /* First usable entry of an algorithm list: it ran (or would run) and its workspace is sane. */
-#define PICK_FIRST(perf, cnt)                                                               \
-	({                                                                                  \
-		int k_ = 0;                                                                 \
-		while (k_ < (cnt) &&                                                        \
-		       ((perf)[k_].status != CUDNN_STATUS_SUCCESS ||                        \
-			(perf)[k_].memory > HN_WS_LIMIT))                                    \
-			k_++;                                                               \
-		k_ < (cnt) ? k_ : -1;                                                       \
+#define PICK_FIRST(perf, cnt)                                                                      \
+	({                                                                                         \
+		int k_ = 0;                                                                        \
+		while (k_ < (cnt) && ((perf)[k_].status != CUDNN_STATUS_SUCCESS ||                 \
+				      (perf)[k_].memory > HN_WS_LIMIT))                            \
+			k_++;                                                                      \
+		k_ < (cnt) ? k_ : -1;                                                              \
 	})
 
 /*
@@ -355,7 +357,8 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 		i = PICK_FIRST(pf, cnt);
 	}
 	if (i < 0) {
-		snprintf(st->err, sizeof(st->err), "gpu: cuDNN has no forward algorithm for a conv");
+		snprintf(st->err, sizeof(st->err),
+			 "gpu: cuDNN has no forward algorithm for a conv");
 		return -EIO;
 	}
 	c->fa = pf[i].algo;
@@ -370,15 +373,16 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
 	cnt = 0;
 	i = -1;
-	if (find && cudnnFindConvolutionBackwardFilterAlgorithm(
-			    st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-			    &cnt, pw) == CUDNN_STATUS_SUCCESS)
+	if (find &&
+	    cudnnFindConvolutionBackwardFilterAlgorithm(st->dnn, c->x, c->y, c->cw, c->w,
+							CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+							&cnt, pw) == CUDNN_STATUS_SUCCESS)
 		i = PICK_FIRST(pw, cnt);
 	if (i < 0) {
 		cnt = 0;
 		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-			    st->dnn, c->x, c->y, c->cw, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-			    &cnt, pw),
+			    st->dnn, c->x, c->y, c->cw, c->w,
+			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &cnt, pw),
 		    st->err);
 		i = PICK_FIRST(pw, cnt);
 	}
@@ -401,10 +405,10 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
 		cnt = 0;
 		i = -1;
-		if (find && cudnnFindConvolutionBackwardDataAlgorithm(
-				    st->dnn, c->w, c->y, c->cd, c->x,
-				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt,
-				    pd) == CUDNN_STATUS_SUCCESS)
+		if (find &&
+		    cudnnFindConvolutionBackwardDataAlgorithm(st->dnn, c->w, c->y, c->cd, c->x,
+							      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+							      &cnt, pd) == CUDNN_STATUS_SUCCESS)
 			i = PICK_FIRST(pd, cnt);
 		if (i < 0) {
 			cnt = 0;
@@ -452,7 +456,8 @@ static int conv_set_n(struct hn_cuda *st, int n, int find)
 		    st->err);
 		if (on != n || oc != l->out_c || oh != l->out_h || ow != l->out_w) {
 			snprintf(st->err, sizeof(st->err),
-				 "gpu: layer %d: cuDNN computes output %dx%dx%d, model says %dx%dx%d",
+				 "gpu: layer %d: cuDNN computes output %dx%dx%d, model says "
+				 "%dx%dx%d",
 				 i, oc, oh, ow, l->out_c, l->out_h, l->out_w);
 			return -EINVAL;
 		}
@@ -494,8 +499,9 @@ static int conv_create(struct hn_cuda *st, int i)
 	for (int j = 0; j < 3; j++) {
 		DNN(cudnnCreateConvolutionDescriptor(cds[j]), st->err);
 		/* fp32 accumulation in both modes (fp16 data, fp32 compute under amp) */
-		DNN(cudnnSetConvolution2dDescriptor(*cds[j], l->pad, l->pad, l->stride, l->stride, 1,
-						    1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+		DNN(cudnnSetConvolution2dDescriptor(*cds[j], l->pad, l->pad, l->stride, l->stride,
+						    1, 1, CUDNN_CROSS_CORRELATION,
+						    CUDNN_DATA_FLOAT),
 		    st->err);
 	}
 	return 0;
@@ -553,8 +559,8 @@ static int conv_forward(struct hn_cuda *st, int i, int n)
 	} else {
 		void *x16 = half_at(st, st->x16_off), *y16 = half_at(st, st->y16_off);
 		CU(hn_k_f32_to_f16(x, x16, (size_t)n * layer_in(l), st->stream), st->err);
-		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, w16(st, l->w_off), c->cf,
-					    c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
+		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, w16(st, l->w_off),
+					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
 		    st->err);
 		CU(hn_k_f16_to_f32(y16, y, (size_t)n * layer_out(l), st->stream), st->err);
 	}
@@ -871,8 +877,8 @@ static void describe_device(struct hn_cuda *st)
 		bv = 0;
 	/* a device name too long for desc is merely cut short */
 	int w = snprintf(st->desc, sizeof(st->desc),
-			 "%s (sm_%d%d, %.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s", prop.name,
-			 prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
+			 "%s (sm_%d%d, %.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s",
+			 prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
 			 dv / 10000, (dv % 10000) / 100, dv % 100, bv / 10000, (bv / 100) % 100,
 			 bv % 100, st->amp ? "amp fp16 + fp32 master weights" : "fp32");
 	if (w < 0)
@@ -949,8 +955,8 @@ static void hn_cuda_destroy(void *state)
 		cublasDestroy(st->blas);
 	if (st->dnn)
 		cudnnDestroy(st->dnn);
-	void *dev_ptrs[] = {st->params,      st->grads,       st->opt,         st->params16,
-			    st->acts,        st->dacts,       st->scratch16,   st->d_tiles[0],
+	void *dev_ptrs[] = {st->params,	     st->grads,	      st->opt,	       st->params16,
+			    st->acts,	     st->dacts,	      st->scratch16,   st->d_tiles[0],
 			    st->d_tiles[1],  st->d_labels[0], st->d_labels[1], st->loss_tmp,
 			    st->correct_tmp, st->d_small,     st->ws};
 	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
@@ -988,8 +994,9 @@ static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labe
 	st->buf ^= 1;
 	for (int i = 0; i < n; i++)
 		if (labels[i] >= st->m.nclasses) {
-			snprintf(st->err, sizeof(st->err), "gpu: label %u of sample %d >= %d classes",
-				 labels[i], i, st->m.nclasses);
+			snprintf(st->err, sizeof(st->err),
+				 "gpu: label %u of sample %d >= %d classes", labels[i], i,
+				 st->m.nclasses);
 			return -EINVAL;
 		}
 	CU(cudaEventSynchronize(st->ev_copied[b]), st->err);
@@ -1015,8 +1022,8 @@ static int finish(struct hn_cuda *st, int b, int n, float grad_scale, int with_g
 {
 	const struct hn_model *m = &st->m;
 	CU(hn_k_softmax_xent(act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
-			     with_grad ? dact(st, m->nlayers) : NULL, st->loss_tmp,
-			     st->correct_tmp, &st->d_small->res, st->stream),
+			     with_grad ? dact(st, m->nlayers) : NULL, st->loss_tmp, st->correct_tmp,
+			     &st->d_small->res, st->stream),
 	   st->err);
 	CU(cudaMemcpyAsync(&st->h_small->res, &st->d_small->res, sizeof(struct hn_k_result),
 			   cudaMemcpyDeviceToHost, st->stream),

@@ -13,7 +13,7 @@
 
 #include "cuda/kernels.h"
 
-#define HN_K_THREADS 256
+#define HN_K_THREADS	256
 #define HN_K_MAX_BLOCKS 65535
 
 static unsigned hn_blocks(size_t count)
@@ -26,14 +26,13 @@ static unsigned hn_blocks(size_t count)
 	return (unsigned)b;
 }
 
-#define GRID_LOOP(i, count)                                                                 \
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);         \
+#define GRID_LOOP(i, count)                                                                        \
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                \
 	     i += (size_t)blockDim.x * gridDim.x)
 
 /* ---- input ---- */
 
-__global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w,
-			       int c)
+__global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w, int c)
 {
 	GRID_LOOP(i, total)
 	{
@@ -48,8 +47,8 @@ __global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int
 	}
 }
 
-extern "C" cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w,
-					 int c, cudaStream_t s)
+extern "C" cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w, int c,
+					 cudaStream_t s)
 {
 	size_t total = (size_t)n * h * w * c;
 	if (total == 0)
@@ -69,8 +68,7 @@ __global__ void k_bias_add(float *y, const float *b, size_t total, int c, int hw
 	}
 }
 
-extern "C" cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw,
-				     cudaStream_t s)
+extern "C" cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s)
 {
 	size_t total = (size_t)n * c * hw;
 	if (total == 0)
@@ -226,15 +224,15 @@ extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, 
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n,
-					int c, int ih, int iw, int oh, int ow, int k, int stride,
+extern "C" cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c,
+					int ih, int iw, int oh, int ow, int k, int stride,
 					cudaStream_t s)
 {
 	size_t total = (size_t)n * c * ih * iw;
 	if (total == 0)
 		return cudaSuccess;
-	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, dy, dx, total, ih, iw, oh, ow,
-								k, stride);
+	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, dy, dx, total, ih, iw, oh, ow, k,
+								stride);
 	return cudaGetLastError();
 }
 
@@ -275,8 +273,8 @@ __global__ void k_dropout(const float *in, float *out, size_t count, float p, fl
 	}
 }
 
-static cudaError_t dropout_launch(const float *in, float *out, size_t count, float p,
-				  uint64_t seed, uint64_t step, int layer, cudaStream_t s)
+static cudaError_t dropout_launch(const float *in, float *out, size_t count, float p, uint64_t seed,
+				  uint64_t step, int layer, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
@@ -369,15 +367,15 @@ __global__ void k_reduce_result(const float *loss_tmp, const int *correct_tmp, i
 
 extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n,
 					 int classes, float grad_scale, float *dlogits,
-					 float *loss_tmp, int *correct_tmp,
-					 struct hn_k_result *res, cudaStream_t s)
+					 float *loss_tmp, int *correct_tmp, struct hn_k_result *res,
+					 cudaStream_t s)
 {
 	cudaError_t e = cudaMemsetAsync(res, 0, sizeof(*res), s);
 	if (e != cudaSuccess || n <= 0)
 		return e;
-	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(
-		logits, labels, n, classes, grad_scale, dlogits, loss_tmp, correct_tmp,
-		&res->bad_label);
+	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(logits, labels, n, classes,
+								     grad_scale, dlogits, loss_tmp,
+								     correct_tmp, &res->bad_label);
 	e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return e;
@@ -397,8 +395,8 @@ __global__ void k_sgd(float *w, const float *grad, size_t count, float lr, float
 	}
 }
 
-__global__ void k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
-			   float mu, float wd, float inv_scale)
+__global__ void k_momentum(float *w, const float *grad, float *v, size_t count, float lr, float mu,
+			   float wd, float inv_scale)
 {
 	GRID_LOOP(i, count)
 	{
@@ -434,9 +432,8 @@ extern "C" cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count,
-				     float lr, float mu, float wd, float inv_scale,
-				     cudaStream_t s)
+extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
+				     float mu, float wd, float inv_scale, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
@@ -446,14 +443,13 @@ extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size
 }
 
 extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count,
-				 float lr, float beta1, float beta2, float eps, float wd,
-				 float c1, float c2, float inv_scale, cudaStream_t s)
+				 float lr, float beta1, float beta2, float eps, float wd, float c1,
+				 float c2, float inv_scale, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
 	k_adam<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, m, v, count, lr, beta1, beta2,
-							 eps, 1.0f - lr * wd, c1, c2,
-							 inv_scale);
+							 eps, 1.0f - lr * wd, c1, c2, inv_scale);
 	return cudaGetLastError();
 }
 
@@ -513,13 +509,11 @@ extern "C" cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t c
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_f16_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc,
-								   count);
+	k_f16_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc, count);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag,
-					 cudaStream_t s)
+extern "C" cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;

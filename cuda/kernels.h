@@ -43,16 +43,15 @@ cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw, cud
 
 /* y = max(x, 0); dx = dy where y > 0, else 0. */
 cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s);
-cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count,
-			  cudaStream_t s);
+cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count, cudaStream_t s);
 
 /*
  * Max pooling, k x k window, stride, no padding (out = (in - k) / stride + 1).
  * Ties go to the first maximum in row-major window order. Backward gathers
  * per input element (no atomics), so it is deterministic.
  */
-cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw, int oh,
-			     int ow, int k, int stride, cudaStream_t s);
+cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw, int oh, int ow,
+			     int k, int stride, cudaStream_t s);
 cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c, int ih,
 			     int iw, int oh, int ow, int k, int stride, cudaStream_t s);
 
@@ -77,10 +76,10 @@ cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n
 			      struct hn_k_result *res, cudaStream_t s);
 
 /* Optimizer updates over count parameters; g = grad * inv_scale. */
-cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
-		     float inv_scale, cudaStream_t s);
-cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
-			  float mu, float wd, float inv_scale, cudaStream_t s);
+cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd, float inv_scale,
+		     cudaStream_t s);
+cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr, float mu,
+			  float wd, float inv_scale, cudaStream_t s);
 /* AdamW; c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t), computed on the host in double. */
 cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
 		      float beta1, float beta2, float eps, float wd, float c1, float c2,

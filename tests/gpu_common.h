@@ -43,7 +43,8 @@ static inline const struct hn_backend_ops *gpu_test_load(const char *prog)
 	char info[256] = "";
 	uint64_t fr = 0, tot = 0;
 	if (probe(info, sizeof(info), &fr, &tot) < 0 || tot == 0 || fr > tot) {
-		fprintf(stderr, "%s: hn_cuda_probe failed on a machine with a GPU: %s\n", prog, info);
+		fprintf(stderr, "%s: hn_cuda_probe failed on a machine with a GPU: %s\n", prog,
+			info);
 		exit(1);
 	}
 	printf("%s: %s, %.1f of %.1f GiB free\n", prog, info, fr / 1073741824.0,

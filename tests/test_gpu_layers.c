@@ -49,14 +49,10 @@ struct shape {
 };
 
 static const struct shape shapes[] = {
-	{"c4k3", 1, 8, 8, 5},
-	{"c4k3s2p1", 3, 9, 9, 5},
-	{"c4k3-m2", 2, 10, 10, 4},
-	{"c3k3-r-m3s2", 1, 11, 11, 5},
-	{"d16", 1, 6, 6, 5},
-	{"d16-r", 3, 5, 5, 7},
-	{"d16-x0", 1, 6, 6, 5},
-	{"c8k5p2-r-m2-c8k3-r-m2-d32-r-x0", 3, 16, 16, 10},
+	{"c4k3", 1, 8, 8, 5},	   {"c4k3s2p1", 3, 9, 9, 5},
+	{"c4k3-m2", 2, 10, 10, 4}, {"c3k3-r-m3s2", 1, 11, 11, 5},
+	{"d16", 1, 6, 6, 5},	   {"d16-r", 3, 5, 5, 7},
+	{"d16-x0", 1, 6, 6, 5},	   {"c8k5p2-r-m2-c8k3-r-m2-d32-r-x0", 3, 16, 16, 10},
 	{"cnn", 1, 28, 28, 10},
 };
 
@@ -108,7 +104,8 @@ static void compare_plain(const char *what, const char *spec, const float *ref, 
 			maxerr = isfinite(e) ? e : INFINITY;
 	}
 	if (maxerr > tol * maxref + 1e-7) {
-		printf("FAIL %s [%s]: max abs err %.3g, max |cpu| %.3g\n", what, spec, maxerr, maxref);
+		printf("FAIL %s [%s]: max abs err %.3g, max |cpu| %.3g\n", what, spec, maxerr,
+		       maxref);
 		failures++;
 	}
 }
@@ -131,8 +128,8 @@ struct pair {
 	void *st[2];
 };
 
-static int pair_create(struct pair *p, const struct hn_model *m, const struct hn_optim *o,
-		       int amp, const float *init, const char *spec)
+static int pair_create(struct pair *p, const struct hn_model *m, const struct hn_optim *o, int amp,
+		       const float *init, const char *spec)
 {
 	struct hn_backend_config cfg = {.threads = 1, .max_batch = NB, .amp = 0, .seed = 7};
 	char err[HN_ERR_MAX] = "";
@@ -159,8 +156,8 @@ static void pair_destroy(struct pair *p)
 }
 
 /* One step on both; out[k] = params after. Returns -1 (and counts a failure) on error. */
-static int pair_step(struct pair *p, const char *spec, const uint8_t *tiles,
-		     const uint16_t *labels, int n, int group, int apply, float lr, uint64_t step,
+static int pair_step(struct pair *p, const char *spec, const uint8_t *tiles, const uint16_t *labels,
+		     int n, int group, int apply, float lr, uint64_t step,
 		     struct hn_step_result res[2])
 {
 	for (int k = 0; k < 2; k++) {
@@ -232,8 +229,8 @@ static void test_model(const struct shape *s, struct rng *rg)
 	for (int k = 0; k < 2; k++)
 		p.ops[k]->set_params(p.st[k], init);
 	if (pair_step(&p, s->spec, tiles, labels, NB / 2, NB, 0, 1.0f, 1, res) < 0 ||
-	    pair_step(&p, s->spec, tiles + tile * (NB / 2), labels + NB / 2, NB / 2, NB, 1, 1.0f,
-		      1, res) < 0)
+	    pair_step(&p, s->spec, tiles + tile * (NB / 2), labels + NB / 2, NB / 2, NB, 1, 1.0f, 1,
+		      res) < 0)
 		goto out_pair;
 	p.ops[1]->get_params(p.st[1], after[1]);
 	for (size_t j = 0; j < np; j++)
@@ -244,7 +241,10 @@ static void test_model(const struct shape *s, struct rng *rg)
 	/* optimizers with weight decay over three steps on different batches */
 	struct hn_optim opts[2] = {
 		{.kind = HN_OPT_MOMENTUM, .momentum = 0.9f, .weight_decay = 1e-3f},
-		{.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-4f,
+		{.kind = HN_OPT_ADAM,
+		 .beta1 = 0.9f,
+		 .beta2 = 0.999f,
+		 .eps = 1e-4f,
 		 .weight_decay = 1e-2f},
 	};
 	for (int oi = 0; oi < 2; oi++) {

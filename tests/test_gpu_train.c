@@ -21,10 +21,10 @@
 #include "trainer/backend.h"
 #include "trainer/model.h"
 
-#define NTRAIN 6000
-#define NTEST 2000
-#define BATCH 64
-#define EPOCHS 3
+#define NTRAIN	6000
+#define NTEST	2000
+#define BATCH	64
+#define EPOCHS	3
 #define MIN_ACC 0.78
 
 static uint32_t be32(const uint8_t *b)
@@ -55,8 +55,8 @@ static uint8_t *load(const char *dir, const char *split, int images, int want)
 	int hlen = images ? 16 : 8;
 	size_t rec = images ? 28 * 28 : 1;
 	uint8_t *data = malloc(rec * want);
-	if (!data || gzread(f, hdr, hlen) != hlen ||
-	    be32(hdr) != (images ? 0x803u : 0x801u) || be32(hdr + 4) < (uint32_t)want ||
+	if (!data || gzread(f, hdr, hlen) != hlen || be32(hdr) != (images ? 0x803u : 0x801u) ||
+	    be32(hdr + 4) < (uint32_t)want ||
 	    (images && (be32(hdr + 8) != 28 || be32(hdr + 12) != 28)) ||
 	    gzread(f, data, (unsigned)(rec * want)) != (int)(rec * want)) {
 		fprintf(stderr, "test_gpu_train: %s: not a 28x28 IDX file with %d records\n", path,
@@ -66,7 +66,8 @@ static uint8_t *load(const char *dir, const char *split, int images, int want)
 	gzclose(f);
 	for (int i = 0; !images && i < want; i++)
 		if (data[i] >= 10) {
-			fprintf(stderr, "test_gpu_train: %s: label %d out of range\n", path, data[i]);
+			fprintf(stderr, "test_gpu_train: %s: label %d out of range\n", path,
+				data[i]);
 			exit(1);
 		}
 	return data;
@@ -84,8 +85,7 @@ static int run(const struct hn_backend_ops *gpu, int amp, const uint8_t *trx, co
 	}
 	float *init = malloc(m.nparams * sizeof(float));
 	hn_model_init_params(&m, 1, init);
-	struct hn_optim o = {
-		.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+	struct hn_optim o = {.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
 	struct hn_backend_config cfg = {.max_batch = BATCH, .amp = amp, .seed = 3};
 	void *st = NULL;
 	if (gpu->create(&m, &o, &cfg, init, &st, err) < 0) {
