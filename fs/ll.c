@@ -1,0 +1,371 @@
+/*
+ * ll.c - the FUSE low-level operations of spritefs, in one const table.
+ *
+ * The tree is immutable while mounted, so every reply carries long entry and
+ * attribute timeouts and every open asks the kernel to keep its page cache
+ * (keep_cache): a second read of a file never reaches the daemon. Only
+ * stats.json changes; it is opened direct_io, with a snapshot taken at open
+ * and freed at release.
+ *
+ * Reads are answered with fuse_reply_iov() pointing into pinned sheets (one
+ * copy, user to kernel, done by the writev on /dev/fuse); the sheets are
+ * unpinned once the reply is written. Splice (SPLICE_WRITE) is left off: it
+ * pays when the data comes from a file descriptor, and ours is in memory,
+ * where vmsplice + splice would cost more than the single writev.
+ *
+ * Everything that would change the tree answers EROFS (the mount is also
+ * made read-only, so the kernel usually answers first).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/sfs.h"
+
+#define TIMEOUT 86400.0
+
+static struct sfs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+	st->st_nlink = a->nlink;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 1 << 20;
+	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+}
+
+static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct sfs *fs = userdata;
+	(void)fs;
+	/* 1 MiB requests: libfuse derives max_pages from max_write */
+	conn->max_write = SFS_MAX_READ;
+	conn->max_readahead = conn->max_readahead > SFS_MAX_READ ? conn->max_readahead
+								 : SFS_MAX_READ;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+				  FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE |
+				  FUSE_CAP_AUTO_INVAL_DATA);
+}
+
+static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct sfs *fs = fs_of(req);
+	struct sfs_attr a;
+	SFS_ADD(fs, lookups, 1);
+	SFS_ADD(fs, requests, 1);
+	int r = sfs_tree_lookup(fs, parent, name, &a);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a.ino;
+	e.generation = 1;
+	fill_stat(fs, &a, &e.attr);
+	int live = sfs_ino_kind(a.ino) == SFS_K_STATS_JSON;
+	e.attr_timeout = live ? 0 : TIMEOUT;
+	e.entry_timeout = TIMEOUT;
+	fuse_reply_entry(req, &e);
+}
+
+static void sfs_ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	struct sfs_attr a;
+	struct stat st;
+	SFS_ADD(fs, requests, 1);
+	int r = sfs_tree_attr(fs, ino, &a);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fill_stat(fs, &a, &st);
+	fuse_reply_attr(req, &st, sfs_ino_kind(ino) == SFS_K_STATS_JSON ? 0 : TIMEOUT);
+}
+
+static void sfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_readonly_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+				  mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			  fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			  struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			     struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void sfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	struct sfs_attr a;
+	SFS_ADD(fs, opens, 1);
+	SFS_ADD(fs, requests, 1);
+	int r = sfs_tree_attr(fs, ino, &a);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (a.dir) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
+		/* a snapshot per open: one reader sees one picture */
+		size_t len = 0;
+		char *j = sfs_stats_json(fs, &len);
+		if (!j) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		struct sfs_str *s = malloc(sizeof(*s));
+		if (!s) {
+			free(j);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		*s = (struct sfs_str){.p = j, .len = len, .cap = len};
+		fi->fh = (uint64_t)(uintptr_t)s;
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	} else {
+		fi->fh = 0;
+		fi->keep_cache = 1;
+	}
+	fi->noflush = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void sfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_str *s = (struct sfs_str *)(uintptr_t)fi->fh;
+	if (s) {
+		free(s->p);
+		free(s);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	SFS_ADD(fs, requests, 1);
+	SFS_ADD(fs, reads, 1);
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (fi->fh) {
+		struct sfs_str *s = (struct sfs_str *)(uintptr_t)fi->fh;
+		size_t o = (uint64_t)off < s->len ? (size_t)off : s->len;
+		size_t n = s->len - o < size ? s->len - o : size;
+		SFS_ADD(fs, bytes_served, n);
+		fuse_reply_buf(req, s->p + o, n);
+		return;
+	}
+	struct sfs_rbuf *rb = sfs_rbuf_get(fs, size);
+	if (!rb) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int r = sfs_tree_read(fs, ino, (uint64_t)off, size, rb);
+	if (r < 0) {
+		sfs_rbuf_release(fs, rb);
+		if (r == -EIO)
+			SFS_ADD(fs, eio, 1);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	SFS_ADD(fs, bytes_served, rb->total);
+	if (rb->flat)
+		fuse_reply_buf(req, (const char *)rb->out, rb->total);
+	else
+		fuse_reply_iov(req, rb->iov, rb->niov);
+	sfs_rbuf_release(fs, rb);
+}
+
+static void sfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	struct sfs_attr a;
+	SFS_ADD(fs, requests, 1);
+	int r = sfs_tree_attr(fs, ino, &a);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (!a.dir) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void sfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	SFS_ADD(fs, requests, 1);
+	if (size > 1 << 20)
+		size = 1 << 20;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	char name[256];
+	for (uint64_t i = off < 0 ? 0 : (uint64_t)off;; i++) {
+		struct sfs_attr a;
+		int r = sfs_tree_dirent(fs, ino, i, name, &a);
+		if (r < 0) {
+			free(buf);
+			fuse_reply_err(req, -r);
+			return;
+		}
+		if (r == 0)
+			break;
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		st.st_ino = a.ino;
+		st.st_mode = a.dir ? S_IFDIR : S_IFREG;
+		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+						(off_t)(i + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void sfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct sfs *fs = fs_of(req);
+	struct statvfs sv;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = fs->info->file_size / 4096;
+	sv.f_files = fs->info->nsheets;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void sfs_ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct sfs *fs = fs_of(req);
+	struct sfs_attr a;
+	int r = sfs_tree_attr(fs, ino, &a);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+const struct fuse_lowlevel_ops sfs_ll_ops = {
+	.init = sfs_ll_init,
+	.lookup = sfs_ll_lookup,
+	.getattr = sfs_ll_getattr,
+	.setattr = sfs_ll_setattr,
+	.mknod = sfs_ll_readonly_entry,
+	.mkdir = sfs_ll_mkdir,
+	.unlink = sfs_ll_unlink,
+	.rmdir = sfs_ll_unlink,
+	.symlink = sfs_ll_symlink,
+	.rename = sfs_ll_rename,
+	.link = sfs_ll_link,
+	.open = sfs_ll_open,
+	.read = sfs_ll_read,
+	.write = sfs_ll_write,
+	.release = sfs_ll_release,
+	.opendir = sfs_ll_opendir,
+	.readdir = sfs_ll_readdir,
+	.statfs = sfs_ll_statfs,
+	.setxattr = sfs_ll_setxattr,
+	.removexattr = sfs_ll_removexattr,
+	.access = sfs_ll_access,
+	.create = sfs_ll_create,
+	.fallocate = sfs_ll_fallocate,
+};

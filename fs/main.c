@@ -1,0 +1,437 @@
+/*
+ * main.c - spritefs: mount a sprite store as a read-only FUSE filesystem.
+ *
+ *   spritefs [-f] [-d] [-o OPTIONS] [SOURCE] MOUNTPOINT
+ *
+ * Startup is ordered so that every user mistake is reported on the terminal
+ * and nothing is mounted for it: parse options, resolve SOURCE (a store; an
+ * image folder, packed into a cache store; nothing: Fashion-MNIST), open and
+ * validate the store, build the tree, create the session, mount, and only
+ * then detach (fuse_daemonize) and start threads: fork() keeps only the
+ * calling thread, so the io_uring thread and decode workers are started in
+ * the process that will serve. Shutdown unwinds through staged labels in the
+ * reverse order. SIGTERM/SIGINT/SIGHUP end the session loop (libfuse's
+ * handlers) and the mount is taken down before exit, with status 0.
+ */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <fuse_opt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/pack.h"
+#include "common/util.h"
+#include "fs/sfs.h"
+
+#define DEFAULT_PREFETCH 8u
+#define DEFAULT_EPOCHS 100u
+#define DEFAULT_BATCH 256u
+#define MAX_DEFAULT_CACHE (16ull << 30)
+
+struct cli {
+	char *cache, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct, *cachedir;
+	int foreground, debug, help, version;
+	char *pos[3];
+	int npos;
+};
+
+#define OPT(t, f) {t, offsetof(struct cli, f), 0}
+static const struct fuse_opt cli_spec[] = {
+	OPT("cache=%s", cache),
+	OPT("prefetch=%s", prefetch),
+	OPT("epochs=%s", epochs),
+	OPT("seed=%s", seed),
+	OPT("window=%s", window),
+	OPT("batch=%s", batch),
+	OPT("workers=%s", workers),
+	OPT("direct=%s", direct),
+	OPT("cachedir=%s", cachedir),
+	{"-f", offsetof(struct cli, foreground), 1},
+	{"-d", offsetof(struct cli, debug), 1},
+	{"debug", offsetof(struct cli, debug), 1},
+	{"-h", offsetof(struct cli, help), 1},
+	{"--help", offsetof(struct cli, help), 1},
+	{"-V", offsetof(struct cli, version), 1},
+	{"--version", offsetof(struct cli, version), 1},
+	FUSE_OPT_END,
+};
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cli *c = data;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (c->npos >= 2) {
+			fprintf(stderr, "spritefs: unexpected argument '%s'\n", arg);
+			return -1;
+		}
+		c->pos[c->npos++] = strdup(arg);
+		return 0;
+	}
+	return 1; /* everything else goes to FUSE */
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: spritefs [-f] [-d] [-o OPTIONS] [SOURCE] MOUNTPOINT\n"
+		"\n"
+		"Serve a sprite store as read-only files (see docs/FORMAT.md, \"The mount\").\n"
+		"SOURCE: a store file (*.sprites); an image folder (packed once into a cache\n"
+		"store, reused while the folder is unchanged); omitted or \"default\": Fashion-MNIST\n"
+		"from %s.\n"
+		"\n"
+		"  -f                 stay in the foreground\n"
+		"  -d                 FUSE debug output (implies -f)\n"
+		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most 16G)\n"
+		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
+		"  -o epochs=N        epoch views listed per seed (default %u)\n"
+		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can be\n"
+		"                     looked up by name)\n"
+		"  -o batch=N         samples per epoch-view batch file (default %u)\n"
+		"  -o window=N        sheets per shuffle window (default 0: full shuffle when the\n"
+		"                     split fits in 3/4 of the cache, else a window of half the cache)\n"
+		"  -o workers=N       decode threads (default: number of CPUs)\n"
+		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
+		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
+		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
+		"  other -o options go to FUSE (allow_other, default_permissions, ...)\n",
+		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH);
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr, "spritefs: -o %s=%s: expected a whole number in %" PRIu64 "..%" PRIu64
+				"\n",
+			name, s, lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	uint64_t v;
+	if (parse_u64(name, s, lo, hi, &v))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void on_skip(void *ctx, const char *path, const char *why)
+{
+	unsigned long *n = ctx;
+	if ((*n)++ < 10)
+		fprintf(stderr, "spritefs: skipping %s: %s\n", path, why);
+}
+
+/*
+ * Pack an image folder into the cache (once per content fingerprint) and
+ * put the store's path in out.
+ */
+static int packed_store(const char *source, const char *cachedir, char *out, size_t cap)
+{
+	char err[SPRITE_ERR_MAX] = "";
+	char dir[PATH_MAX];
+	uint64_t fp;
+	int r = sprite_pack_fingerprint(source, &fp, err);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", source, err[0] ? err : strerror(-r));
+		return -1;
+	}
+	if (cachedir) {
+		snprintf(dir, sizeof(dir), "%s", cachedir);
+	} else if (getenv("XDG_CACHE_HOME") && getenv("XDG_CACHE_HOME")[0]) {
+		snprintf(dir, sizeof(dir), "%s/spritefs", getenv("XDG_CACHE_HOME"));
+	} else if (geteuid() == 0 || !getenv("HOME")) {
+		snprintf(dir, sizeof(dir), "/var/cache/spritefs");
+	} else {
+		snprintf(dir, sizeof(dir), "%s/.cache/spritefs", getenv("HOME"));
+	}
+	r = mkdir_p(dir);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: cannot create cache directory %s: %s\n", dir,
+			strerror(-r));
+		return -1;
+	}
+	char real[PATH_MAX];
+	const char *base = realpath(source, real) ? strrchr(real, '/') : NULL;
+	base = base && base[1] ? base + 1 : "dataset";
+	if (snprintf(out, cap, "%s/%s-%016" PRIx64 ".sprites", dir, base, fp) >= (int)cap) {
+		fprintf(stderr, "spritefs: cache path too long\n");
+		return -1;
+	}
+	sprite_store *s = NULL;
+	if (access(out, F_OK) == 0) {
+		if (sprite_store_open(out, &s, err) == 0) {
+			sprite_store_close(s);
+			return 0; /* packed before, source unchanged */
+		}
+		fprintf(stderr, "spritefs: %s: %s; packing again\n", out, err);
+	}
+	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
+	struct sprite_progress prog;
+	unsigned long skipped = 0;
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
+					.progress = &prog,
+					.on_skip = on_skip,
+					.ctx = &skipped};
+	struct sprite_pack_report rep;
+	memset(&rep, 0, sizeof(rep));
+	memset(&prog, 0, sizeof(prog));
+	r = sprite_pack(source, out, &o, &rep, err);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source, err[0] ? err : strerror(-r));
+		return -1;
+	}
+	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
+		rep.packed, skipped, rep.seconds);
+	return 0;
+}
+
+static uint64_t default_cache(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (4ull << 30);
+	uint64_t c = ram / 4;
+	return c > MAX_DEFAULT_CACHE ? MAX_DEFAULT_CACHE : c;
+}
+
+static int apply_options(struct cli *c, struct sfs_opts *o)
+{
+	o->cache_bytes = default_cache();
+	o->prefetch = DEFAULT_PREFETCH;
+	o->epochs = DEFAULT_EPOCHS;
+	o->seed = 0;
+	o->window = 0;
+	o->batch = DEFAULT_BATCH;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	o->workers = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (uint32_t)ncpu;
+	o->direct = 1;
+	if (c->cache) {
+		uint64_t v;
+		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
+			fprintf(stderr, "spritefs: -o cache=%s: expected a size of at least 1M "
+					"(e.g. 512M, 2G)\n",
+				c->cache);
+			return -1;
+		}
+		o->cache_bytes = v;
+	}
+	if (c->prefetch && parse_u32("prefetch", c->prefetch, 0, 256, &o->prefetch))
+		return -1;
+	if (c->epochs && parse_u32("epochs", c->epochs, 1, SFS_MAX_EPOCHS, &o->epochs))
+		return -1;
+	if (c->seed && parse_u64("seed", c->seed, 0, UINT64_MAX, &o->seed))
+		return -1;
+	if (c->window && parse_u32("window", c->window, 0, UINT32_MAX, &o->window))
+		return -1;
+	if (c->batch && parse_u32("batch", c->batch, 1, SFS_MAX_BATCH, &o->batch))
+		return -1;
+	if (c->workers && parse_u32("workers", c->workers, 1, 64, &o->workers))
+		return -1;
+	if (c->direct) {
+		uint32_t d;
+		if (parse_u32("direct", c->direct, 0, 1, &d))
+			return -1;
+		o->direct = (int)d;
+	}
+	o->foreground = c->foreground || c->debug;
+	o->debug = c->debug;
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cli c;
+	struct sfs *fs = NULL;
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *cfg = NULL;
+	char err[SPRITE_ERR_MAX] = "";
+	char source_store[PATH_MAX];
+	const char *source, *mnt;
+	int ret = 1, r;
+
+	memset(&c, 0, sizeof(c));
+	if (fuse_opt_parse(&args, &c, cli_spec, cli_proc) == -1)
+		return 1;
+	if (c.help) {
+		usage(stdout);
+		ret = 0;
+		goto out_args;
+	}
+	if (c.version) {
+		printf("spritefs 0.1.0 (store format %u, FUSE %s)\n", SPRITE_VERSION,
+		       fuse_pkgversion());
+		ret = 0;
+		goto out_args;
+	}
+	if (c.npos < 1) {
+		usage(stderr);
+		goto out_args;
+	}
+	mnt = c.pos[c.npos - 1];
+	source = c.npos == 2 ? c.pos[0] : NULL;
+
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		goto out_args;
+	if (apply_options(&c, &fs->o) < 0)
+		goto out_fs;
+
+	/* resolve SOURCE to a store file */
+	struct stat st;
+	if (!source || ((!strcmp(source, "default") || !strcmp(source, "fashion-mnist")) &&
+			stat(source, &st) < 0))
+		source = SPRITE_FMNIST_DIR;
+	if (stat(source, &st) < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", source, strerror(errno));
+		goto out_fs;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (packed_store(source, c.cachedir, source_store, sizeof(source_store)) < 0)
+			goto out_fs;
+	} else if (S_ISREG(st.st_mode)) {
+		if (!realpath(source, source_store))
+			snprintf(source_store, sizeof(source_store), "%s", source);
+	} else {
+		fprintf(stderr, "spritefs: %s: not a store file or an image folder\n", source);
+		goto out_fs;
+	}
+	snprintf(fs->store_path, sizeof(fs->store_path), "%s", source_store);
+
+	r = sprite_store_open(fs->store_path, &fs->store, err);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
+			err[0] ? err : strerror(r > -1000 ? -r : EINVAL));
+		goto out_fs;
+	}
+	fs->info = sprite_store_info(fs->store);
+	if (stat(fs->store_path, &st) == 0)
+		fs->mtime = st.st_mtim;
+	r = sfs_tree_init(fs, err);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path, err[0] ? err : strerror(-r));
+		goto out_tree;
+	}
+	if (fs->max_raw > fs->o.cache_bytes / 2) {
+		char a[32], b[32];
+		fprintf(stderr, "spritefs: warning: cache=%s holds fewer than 2 sheets of %s\n",
+			sprite_fmt_size(fs->o.cache_bytes, a, sizeof(a)),
+			sprite_fmt_size(fs->max_raw, b, sizeof(b)));
+	}
+	if (sfs_cache_create(fs) < 0 || sfs_epochs_create(fs) < 0) {
+		fprintf(stderr, "spritefs: out of memory\n");
+		goto out_cache;
+	}
+
+	/* FUSE options: ours first (the user's fsname wins), read-only last (always wins) */
+	{
+		char *fsname = NULL;
+		if (fuse_opt_add_opt_escaped(&fsname, fs->store_path) < 0)
+			goto out_cache;
+		size_t n = strlen(fsname) + 64;
+		char *o = malloc(n);
+		if (!o) {
+			free(fsname);
+			goto out_cache;
+		}
+		snprintf(o, n, "-osubtype=spritefs,fsname=%s", fsname);
+		free(fsname);
+		r = fuse_opt_insert_arg(&args, 1, o);
+		free(o);
+		if (r < 0 || fuse_opt_add_arg(&args, "-oro") < 0 ||
+		    (c.debug && fuse_opt_add_arg(&args, "-d") < 0))
+			goto out_cache;
+	}
+	se = fuse_session_new(&args, &sfs_ll_ops, sizeof(sfs_ll_ops), fs);
+	if (!se) {
+		fprintf(stderr, "spritefs: bad FUSE options (see spritefs -h)\n");
+		goto out_cache;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, mnt) != 0)
+		goto out_signals;
+	if (fuse_daemonize(fs->o.foreground) != 0)
+		goto out_unmount;
+	sfs_log_to_syslog(!fs->o.foreground);
+	fs->stats.started = sprite_now();
+
+	r = sfs_prefetch_start(fs, err);
+	if (r < 0) {
+		sfs_log("spritefs: cannot start the reader: %s", err[0] ? err : strerror(-r));
+		goto out_prefetch;
+	}
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		goto out_prefetch;
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	fuse_loop_cfg_set_max_threads(cfg, 32);
+	r = fuse_session_loop_mt(se, cfg);
+	/* a signal ends the loop with its number: that is the way to stop us */
+	ret = (r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP) ? 0 : 1;
+	fuse_loop_cfg_destroy(cfg);
+
+out_prefetch:
+	sfs_prefetch_stop(fs);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_cache:
+	sfs_epochs_destroy(fs);
+	sfs_cache_destroy(fs);
+out_tree:
+	sfs_tree_free(fs);
+	sprite_store_close(fs->store);
+out_fs:
+	free(fs);
+out_args:
+	for (int k = 0; k < c.npos; k++)
+		free(c.pos[k]);
+	free(c.cache);
+	free(c.prefetch);
+	free(c.epochs);
+	free(c.seed);
+	free(c.window);
+	free(c.batch);
+	free(c.workers);
+	free(c.direct);
+	free(c.cachedir);
+	fuse_opt_free_args(&args);
+	return ret;
+}

@@ -1,0 +1,508 @@
+/*
+ * prefetch.c - read stored sheets with io_uring, decode them on workers.
+ *
+ * One thread owns the ring. It takes sheet numbers from two queues (urgent:
+ * a reader sleeps on it; ahead: a prefetch hint), reads the whole stored
+ * extent of each (offsets and sizes are 4 KiB-aligned in the store, so the
+ * read is O_DIRECT-legal) into one of a few registered buffers with
+ * read_fixed, and hands the filled buffer to a pool of decode workers, which
+ * check the checksums, lz4-decompress into a fresh mapping and publish the
+ * sheet to the cache. The buffer returns to the ring thread when decoded, so
+ * the number of buffers bounds both the reads in flight and the memory held.
+ *
+ * Other threads wake the ring thread through an eventfd that the ring itself
+ * polls (IORING_OP_POLL_ADD), so the thread sleeps in one place only:
+ * io_uring_wait_cqe().
+ *
+ * O_DIRECT keeps the page cache out of the way (we hold decoded sheets
+ * ourselves; caching the compressed bytes too would double memory). When the
+ * filesystem refuses it (open or read fails with EINVAL), or with -o direct=0,
+ * the same reads go through the page cache.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "fs/sfs.h"
+
+#define WAKE_TAG UINT64_MAX
+#define MAX_BUFS 32u
+#define BUF_MEM_CAP (64ull << 20) /* bytes of I/O buffers, at most (unless one sheet is larger) */
+
+enum { Q_NONE = 0, Q_AHEAD, Q_URGENT, Q_ISSUED };
+
+struct job {
+	uint32_t sheet;
+	uint32_t buf;
+	size_t len; /* bytes read */
+};
+
+struct sfs_prefetch {
+	struct sfs *fs;
+	struct io_uring ring;
+	int ring_ok;
+	int efd;
+	int fd;          /* O_DIRECT descriptor, or the store's own */
+	int direct;
+	int registered;
+	uint8_t **bufs;
+	size_t buf_len;
+	uint32_t nbufs;
+
+	pthread_mutex_t lock;
+	uint32_t *freebufs;
+	uint32_t nfree;
+	uint32_t *urgent, *ahead; /* ring queues of sheet numbers, capacity nsheets */
+	uint32_t uh, ut, un, ah, at, an, cap;
+	uint8_t *mark;            /* Q_* per sheet */
+	int stop;
+	uint32_t inflight;
+
+	pthread_t ring_thread;
+	int ring_started;
+
+	/* decode queue */
+	pthread_mutex_t dlock;
+	pthread_cond_t dcond;
+	struct job *dq;
+	uint32_t dh, dn;
+	int dstop;
+	pthread_t *workers;
+	uint32_t nworkers;
+};
+
+static void wake(struct sfs_prefetch *p)
+{
+	uint64_t one = 1;
+	ssize_t r = write(p->efd, &one, sizeof(one));
+	(void)r;
+}
+
+static void push_q(uint32_t *q, uint32_t *t, uint32_t *n, uint32_t cap, uint32_t v)
+{
+	q[*t] = v;
+	*t = (*t + 1) % cap;
+	(*n)++;
+}
+
+static uint32_t pop_q(uint32_t *q, uint32_t *h, uint32_t *n, uint32_t cap)
+{
+	uint32_t v = q[*h];
+	*h = (*h + 1) % cap;
+	(*n)--;
+	return v;
+}
+
+void sfs_prefetch_submit(struct sfs *fs, uint32_t i, int urgent)
+{
+	struct sfs_prefetch *p = fs->pf;
+	int woke = 0;
+	pthread_mutex_lock(&p->lock);
+	uint8_t m = p->mark[i];
+	if (urgent == 2 && m != Q_AHEAD)
+		m = Q_ISSUED; /* promote only what still waits in the ahead queue */
+	if (m == Q_NONE || (urgent && m == Q_AHEAD)) {
+		if (urgent) {
+			/* un may exceed nsheets only if a sheet sat in both queues: bounded by cap */
+			if (p->un < p->cap) {
+				push_q(p->urgent, &p->ut, &p->un, p->cap, i);
+				p->mark[i] = Q_URGENT;
+				woke = 1;
+			}
+		} else if (p->an < p->cap) {
+			push_q(p->ahead, &p->at, &p->an, p->cap, i);
+			p->mark[i] = Q_AHEAD;
+			woke = 1;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (woke)
+		wake(p);
+}
+
+uint64_t sfs_prefetch_mem(struct sfs *fs)
+{
+	struct sfs_prefetch *p = fs->pf;
+	return p ? (uint64_t)p->nbufs * p->buf_len : 0;
+}
+
+/* Next sheet to read (locked), or UINT32_MAX. */
+static uint32_t next_sheet(struct sfs_prefetch *p)
+{
+	while (p->un) {
+		uint32_t i = pop_q(p->urgent, &p->uh, &p->un, p->cap);
+		if (p->mark[i] == Q_URGENT)
+			return i;
+	}
+	while (p->an) {
+		uint32_t i = pop_q(p->ahead, &p->ah, &p->an, p->cap);
+		if (p->mark[i] == Q_AHEAD)
+			return i;
+	}
+	return UINT32_MAX;
+}
+
+static void arm_wake(struct sfs_prefetch *p)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+	if (!sqe)
+		return;
+	io_uring_prep_poll_add(sqe, p->efd, POLLIN);
+	io_uring_sqe_set_data64(sqe, WAKE_TAG);
+}
+
+static void prep_read(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t done)
+{
+	const struct sprite_sheet_entry *e = &p->fs->info->sheets[sheet];
+	size_t want = ((size_t)e->stored_size + 4095) & ~(size_t)4095;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+	if (!sqe) {
+		io_uring_submit(&p->ring);
+		sqe = io_uring_get_sqe(&p->ring);
+	}
+	if (p->registered)
+		io_uring_prep_read_fixed(sqe, p->fd, p->bufs[b] + done, (unsigned)(want - done),
+					 e->offset + done, (int)b);
+	else
+		io_uring_prep_read(sqe, p->fd, p->bufs[b] + done, (unsigned)(want - done),
+				   e->offset + done);
+	io_uring_sqe_set_data64(sqe, ((uint64_t)done << 40) | ((uint64_t)b << 32) | sheet);
+	p->inflight++;
+	SFS_ADD(p->fs, inflight, 1);
+	SFS_ADD(p->fs, uring_reads, 1);
+}
+
+static void fail_sheet(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, int err)
+{
+	struct sfs *fs = p->fs;
+	sfs_log("spritefs: %s: sheet %u: read failed: %s", fs->store_path, sheet, strerror(-err));
+	SFS_ADD(fs, read_errors, 1);
+	pthread_mutex_lock(&p->lock);
+	p->freebufs[p->nfree++] = b;
+	p->mark[sheet] = Q_NONE;
+	pthread_mutex_unlock(&p->lock);
+	sfs_cache_complete(fs, sheet, NULL, 0, -EIO);
+}
+
+static void to_decode(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t len)
+{
+	pthread_mutex_lock(&p->dlock);
+	uint32_t t = (p->dh + p->dn) % p->nbufs;
+	p->dq[t] = (struct job){.sheet = sheet, .buf = b, .len = len};
+	p->dn++;
+	pthread_cond_signal(&p->dcond);
+	pthread_mutex_unlock(&p->dlock);
+}
+
+static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
+{
+	uint32_t sheet = (uint32_t)tag;
+	uint32_t b = (uint32_t)(tag >> 32) & 0xff;
+	size_t done = (size_t)(tag >> 40);
+	const struct sprite_sheet_entry *e = &p->fs->info->sheets[sheet];
+
+	p->inflight--;
+	SFS_SUB(p->fs, inflight, 1);
+	if (res == -EINVAL && p->direct) {
+		/* the filesystem took O_DIRECT at open but refuses it now: go buffered */
+		sfs_log("spritefs: %s: O_DIRECT read refused, using buffered reads", p->fs->store_path);
+		if (p->fd != sprite_store_fd(p->fs->store))
+			close(p->fd);
+		p->fd = sprite_store_fd(p->fs->store);
+		p->direct = 0;
+		p->fs->stats.direct_io = 0;
+		if (p->registered) {
+			/* registered buffers work on any descriptor; keep them */
+		}
+		prep_read(p, sheet, b, done);
+		return;
+	}
+	if (res == -EAGAIN || res == -EINTR) {
+		prep_read(p, sheet, b, done);
+		return;
+	}
+	if (res < 0) {
+		fail_sheet(p, sheet, b, res);
+		return;
+	}
+	done += (size_t)res;
+	SFS_ADD(p->fs, uring_bytes, (uint64_t)res);
+	if (done < e->stored_size) {
+		if (res == 0) {
+			fail_sheet(p, sheet, b, -EIO); /* file shrank under us */
+			return;
+		}
+		prep_read(p, sheet, b, done); /* short read: ask for the rest */
+		return;
+	}
+	to_decode(p, sheet, b, done);
+}
+
+static void *ring_main(void *arg)
+{
+	struct sfs_prefetch *p = arg;
+	arm_wake(p);
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		while (p->nfree && !p->stop) {
+			uint32_t i = next_sheet(p);
+			if (i == UINT32_MAX)
+				break;
+			p->mark[i] = Q_ISSUED;
+			uint32_t b = p->freebufs[--p->nfree];
+			pthread_mutex_unlock(&p->lock);
+			prep_read(p, i, b, 0);
+			pthread_mutex_lock(&p->lock);
+		}
+		int stop = p->stop;
+		pthread_mutex_unlock(&p->lock);
+		if (stop && p->inflight == 0)
+			break;
+		io_uring_submit(&p->ring);
+
+		struct io_uring_cqe *cqe;
+		int r = io_uring_wait_cqe(&p->ring, &cqe);
+		if (r == -EINTR)
+			continue;
+		if (r < 0) {
+			sfs_log("spritefs: io_uring wait failed: %s", strerror(-r));
+			break;
+		}
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(&p->ring, head, cqe)
+		{
+			uint64_t tag = io_uring_cqe_get_data64(cqe);
+			int res = cqe->res;
+			seen++;
+			if (tag == WAKE_TAG) {
+				uint64_t v;
+				ssize_t rr = read(p->efd, &v, sizeof(v));
+				(void)rr;
+				arm_wake(p);
+			} else {
+				on_cqe(p, tag, res);
+			}
+		}
+		io_uring_cq_advance(&p->ring, seen);
+	}
+	return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct sfs_prefetch *p = arg;
+	struct sfs *fs = p->fs;
+	char err[SPRITE_ERR_MAX];
+	for (;;) {
+		pthread_mutex_lock(&p->dlock);
+		while (!p->dn && !p->dstop)
+			pthread_cond_wait(&p->dcond, &p->dlock);
+		if (!p->dn) {
+			pthread_mutex_unlock(&p->dlock);
+			break;
+		}
+		struct job j = p->dq[p->dh];
+		p->dh = (p->dh + 1) % p->nbufs;
+		p->dn--;
+		pthread_mutex_unlock(&p->dlock);
+
+		const struct sprite_sheet_entry *e = &fs->info->sheets[j.sheet];
+		size_t map_len = ((size_t)e->raw_size + 4095) & ~(size_t)4095;
+		uint8_t *raw = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		int64_t r;
+		double t0 = sprite_now();
+		if (raw == MAP_FAILED) {
+			raw = NULL;
+			r = -ENOMEM;
+			snprintf(err, sizeof(err), "out of memory");
+		} else {
+			err[0] = 0;
+			r = sprite_sheet_decode(fs->store, j.sheet, p->bufs[j.buf], e->stored_size,
+						raw, map_len, err);
+		}
+		SFS_ADD(fs, decode_ns, (uint64_t)((sprite_now() - t0) * 1e9));
+
+		pthread_mutex_lock(&p->lock);
+		p->freebufs[p->nfree++] = j.buf;
+		p->mark[j.sheet] = Q_NONE;
+		pthread_mutex_unlock(&p->lock);
+		wake(p);
+
+		if (r < 0) {
+			if (raw)
+				munmap(raw, map_len);
+			raw = NULL;
+			if (r == -SPRITE_ECHECKSUM || r == -SPRITE_ECORRUPT) {
+				SFS_ADD(fs, checksum_failures, 1);
+				const struct sprite_split_entry *sp = &fs->info->splits[e->split];
+				sfs_log("spritefs: %s: sheet %u (split %.*s, samples %llu..%llu, offset "
+					"%llu): %s; files that need it give EIO",
+					fs->store_path, j.sheet, (int)SPRITE_SPLIT_NAME_MAX, sp->name,
+					(unsigned long long)e->first,
+					(unsigned long long)(e->first + e->count - 1),
+					(unsigned long long)e->offset, err[0] ? err : "bad sheet");
+			} else {
+				sfs_log("spritefs: %s: sheet %u: %s", fs->store_path, j.sheet,
+					err[0] ? err : strerror((int)-r));
+			}
+			sfs_cache_complete(fs, j.sheet, NULL, 0, (int)r);
+		} else {
+			SFS_ADD(fs, sheets_decoded, 1);
+			SFS_ADD(fs, raw_bytes_decoded, (uint64_t)r);
+			sfs_cache_complete(fs, j.sheet, raw, map_len, 0);
+		}
+	}
+	return NULL;
+}
+
+int sfs_prefetch_start(struct sfs *fs, char *err)
+{
+	struct sfs_prefetch *p = calloc(1, sizeof(*p));
+	int r;
+	if (!p)
+		return -ENOMEM;
+	p->fs = fs;
+	p->efd = -1;
+	p->fd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->dlock, NULL);
+	pthread_cond_init(&p->dcond, NULL);
+	fs->pf = p;
+
+	uint32_t n = fs->info->nsheets ? fs->info->nsheets : 1;
+	p->cap = n;
+	p->urgent = calloc(n, sizeof(uint32_t));
+	p->ahead = calloc(n, sizeof(uint32_t));
+	p->mark = calloc(n, 1);
+	if (!p->urgent || !p->ahead || !p->mark)
+		return -ENOMEM;
+
+	/* buffers: enough for prefetch + a few readers, within BUF_MEM_CAP */
+	p->buf_len = ((size_t)fs->max_stored + 4095) & ~(size_t)4095;
+	if (p->buf_len < 4096)
+		p->buf_len = 4096;
+	uint32_t want = fs->o.prefetch + 4;
+	if (want > MAX_BUFS)
+		want = MAX_BUFS;
+	uint64_t fit = BUF_MEM_CAP / p->buf_len;
+	if (want > fit)
+		want = fit > 2 ? (uint32_t)fit : 2;
+	p->nbufs = want;
+	p->bufs = calloc(want, sizeof(*p->bufs));
+	p->freebufs = calloc(want, sizeof(uint32_t));
+	p->dq = calloc(want, sizeof(struct job));
+	if (!p->bufs || !p->freebufs || !p->dq)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < want; b++) {
+		p->bufs[b] = mmap(NULL, p->buf_len, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p->bufs[b] == MAP_FAILED) {
+			p->bufs[b] = NULL;
+			snprintf(err, SPRITE_ERR_MAX, "cannot map %zu bytes of I/O buffers",
+				 p->buf_len);
+			return -ENOMEM;
+		}
+		p->freebufs[p->nfree++] = b;
+	}
+
+	/* O_DIRECT descriptor when asked and allowed */
+	p->fd = sprite_store_fd(fs->store);
+	if (fs->o.direct) {
+		int dfd = open(fs->store_path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (dfd >= 0) {
+			p->fd = dfd;
+			p->direct = 1;
+		}
+	}
+	fs->stats.direct_io = p->direct;
+
+	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->efd < 0) {
+		snprintf(err, SPRITE_ERR_MAX, "eventfd: %s", strerror(errno));
+		return -errno;
+	}
+	r = io_uring_queue_init(2 * want + 8, &p->ring, 0);
+	if (r < 0) {
+		snprintf(err, SPRITE_ERR_MAX, "io_uring_queue_init: %s", strerror(-r));
+		return r;
+	}
+	p->ring_ok = 1;
+	struct iovec *iov = calloc(want, sizeof(*iov));
+	if (!iov)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < want; b++)
+		iov[b] = (struct iovec){.iov_base = p->bufs[b], .iov_len = p->buf_len};
+	/* registration pins the buffers once instead of on every read; optional */
+	p->registered = io_uring_register_buffers(&p->ring, iov, want) == 0;
+	free(iov);
+
+	p->nworkers = fs->o.workers ? fs->o.workers : 1;
+	p->workers = calloc(p->nworkers, sizeof(pthread_t));
+	if (!p->workers)
+		return -ENOMEM;
+	for (uint32_t w = 0; w < p->nworkers; w++) {
+		r = pthread_create(&p->workers[w], NULL, worker_main, p);
+		if (r) {
+			p->nworkers = w;
+			snprintf(err, SPRITE_ERR_MAX, "pthread_create: %s", strerror(r));
+			return -r;
+		}
+	}
+	r = pthread_create(&p->ring_thread, NULL, ring_main, p);
+	if (r) {
+		snprintf(err, SPRITE_ERR_MAX, "pthread_create: %s", strerror(r));
+		return -r;
+	}
+	p->ring_started = 1;
+	return 0;
+}
+
+void sfs_prefetch_stop(struct sfs *fs)
+{
+	struct sfs_prefetch *p = fs->pf;
+	if (!p)
+		return;
+	if (p->ring_started) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = 1;
+		pthread_mutex_unlock(&p->lock);
+		wake(p);
+		pthread_join(p->ring_thread, NULL);
+	}
+	pthread_mutex_lock(&p->dlock);
+	p->dstop = 1;
+	pthread_cond_broadcast(&p->dcond);
+	pthread_mutex_unlock(&p->dlock);
+	for (uint32_t w = 0; w < p->nworkers; w++)
+		pthread_join(p->workers[w], NULL);
+	if (p->ring_ok)
+		io_uring_queue_exit(&p->ring);
+	if (p->efd >= 0)
+		close(p->efd);
+	if (p->direct && p->fd >= 0)
+		close(p->fd);
+	for (uint32_t b = 0; p->bufs && b < p->nbufs; b++)
+		if (p->bufs[b])
+			munmap(p->bufs[b], p->buf_len);
+	free(p->bufs);
+	free(p->freebufs);
+	free(p->dq);
+	free(p->urgent);
+	free(p->ahead);
+	free(p->mark);
+	free(p->workers);
+	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->dlock);
+	pthread_cond_destroy(&p->dcond);
+	free(p);
+	fs->pf = NULL;
+}

@@ -1,0 +1,292 @@
+/*
+ * sfs.h - private contracts between the parts of the spritefs daemon.
+ *
+ * The daemon is split by concern: main.c (command line, source resolution,
+ * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
+ * (the virtual tree: inode numbers, names, sizes, and how each file's bytes
+ * are assembled from cached sheets), cache.c (decoded sheets under a memory
+ * budget), prefetch.c (io_uring reads + decode workers), epoch.c (seeded epoch
+ * views), stats.c (counters, stats.json, logging).
+ *
+ * Everything a request needs is reachable from one struct sfs. Functions
+ * return >= 0 or a negative errno, like the rest of the project.
+ */
+#ifndef SFS_H
+#define SFS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "common/format.h"
+#include "common/store.h"
+
+/* ---- options ---------------------------------------------------------- */
+
+struct sfs_opts {
+	uint64_t cache_bytes; /* sheet cache budget */
+	uint32_t prefetch;    /* sheets ahead of a reader */
+	uint32_t epochs;      /* epoch views listed per seed */
+	uint64_t seed;        /* seed listed under epochs/ */
+	uint32_t window;      /* sheets per shuffle window; 0 = automatic */
+	uint32_t batch;       /* samples per epoch-view batch file */
+	uint32_t workers;     /* decode threads */
+	int direct;           /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
+	int foreground, debug;
+};
+
+#define SFS_MAX_SEEDS 64u        /* distinct seeds looked up under epochs/ */
+#define SFS_MAX_EPOCHS 32767u    /* epoch number fits 15 bits of an inode */
+#define SFS_MAX_BATCH 65536u     /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
+#define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
+#define SFS_MAX_READ (1u << 20)  /* largest FUSE read we negotiate */
+
+/* ---- stats ------------------------------------------------------------- */
+
+struct sfs_stats {
+	/* updated with __atomic_*; read without locks for stats.json */
+	uint64_t requests, reads, bytes_served, opens, lookups, eio;
+	uint64_t cache_hits, cache_misses, evictions;
+	uint64_t sheets_resident, bytes_resident;
+	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
+	uint64_t uring_reads, uring_bytes, buffered_reads;
+	uint64_t inflight;
+	uint64_t checksum_failures, read_errors;
+	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
+	uint64_t scratch_bytes;
+	int direct_io; /* 1 when reads bypass the page cache */
+	double started;
+};
+
+#define SFS_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
+#define SFS_SUB(fs, field, n) __atomic_sub_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
+#define SFS_GET(fs, field) __atomic_load_n(&(fs)->stats.field, __ATOMIC_RELAXED)
+
+/* ---- per split --------------------------------------------------------- */
+
+struct sfs_split {
+	uint32_t index;
+	char name[SPRITE_SPLIT_NAME_MAX + 1];
+	uint64_t count;
+	uint32_t first_sheet, nsheets;
+	uint64_t raw_bytes;       /* decoded size of all its sheets */
+	char npy_images[128];     /* images.npy header, 64-byte multiple */
+	uint32_t npy_images_len;
+	char npy_labels[128];
+	uint32_t npy_labels_len;
+	uint32_t epoch_batches;   /* batch files per epoch view */
+	uint32_t window;          /* 0: full shuffle (sprite_perm), else sheets per window */
+	int digits_batches, digits_samples, digits_epoch_batches, digits_sheets;
+
+	/* Label table, built on first need by decoding every sheet of the split. */
+	pthread_mutex_t lab_lock;
+	int lab_state;            /* 0 not built, 1 built */
+	uint16_t *labels;         /* count */
+	uint8_t *sheet_bad;       /* nsheets: 1 when the sheet could not be decoded */
+	uint64_t *class_start;    /* nclasses + 1 offsets into class_samples */
+	uint32_t *class_samples;  /* sample numbers, grouped by class, ascending */
+};
+
+struct sfs_cache;
+struct sfs_prefetch;
+struct sfs_epochs;
+
+struct sfs {
+	sprite_store *store;
+	const struct sprite_store_info *info;
+	char store_path[4096];
+	struct sfs_opts o;
+	uint64_t tile_bytes;      /* h*w*c */
+	uint32_t label_bytes;     /* 1 when nclasses <= 256, else 2 (labels.npy dtype) */
+	uint64_t max_raw;         /* largest decoded sheet */
+	uint64_t max_stored;      /* largest stored sheet */
+	struct timespec mtime;    /* of the store file: every file's mtime */
+	struct sfs_split splits[SPRITE_MAX_SPLITS];
+	char **class_dir;         /* directory name of each class under by-class/ */
+	char *dataset_json;
+	size_t dataset_json_len;
+	int pnm_c_ok;             /* by-class images exist (c is 1 or 3; else .pam) */
+
+	pthread_mutex_t seed_lock;
+	uint64_t seeds[SFS_MAX_SEEDS];
+	uint32_t nseeds;
+
+	struct sfs_cache *cache;
+	struct sfs_prefetch *pf;
+	struct sfs_epochs *ep;
+	struct sfs_stats stats;
+};
+
+/* ---- stats.c ----------------------------------------------------------- */
+
+void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sfs_log_to_syslog(int on);
+/* A malloc'd JSON snapshot of the counters; *len set. NULL on ENOMEM. */
+char *sfs_stats_json(struct sfs *fs, size_t *len);
+/* Resident set size of this process, from /proc/self/statm. */
+uint64_t sfs_rss_bytes(void);
+/* Append s to a growing buffer as a JSON string (quoted, escaped). */
+struct sfs_str {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+void sfs_str_printf(struct sfs_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sfs_str_json(struct sfs_str *s, const char *text);
+
+/* ---- cache.c ----------------------------------------------------------- */
+
+int sfs_cache_create(struct sfs *fs);
+void sfs_cache_destroy(struct sfs *fs);
+/*
+ * Pin decoded sheet i (a whole batch file) and return a pointer to its bytes,
+ * loading it through the prefetcher when absent (the caller sleeps). Returns
+ * raw size, or -EIO when the sheet fails its checksums (permanently) or could
+ * not be read. Every successful get is paired with sfs_sheet_put().
+ */
+int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw);
+void sfs_sheet_put(struct sfs *fs, uint32_t i);
+/* Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks. */
+void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n);
+/* Prefetch sheets [from, from+n) clipped to [lo, hi). */
+void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi);
+/* Nonzero when sheet i is resident or on its way. */
+int sfs_sheet_present(struct sfs *fs, uint32_t i);
+/* Called by decode workers when sheet i is done: raw (mmap'd, map_len) or err < 0. */
+void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, size_t map_len, int err);
+
+/* ---- prefetch.c -------------------------------------------------------- */
+
+int sfs_prefetch_start(struct sfs *fs, char *err);
+void sfs_prefetch_stop(struct sfs *fs);
+/*
+ * Queue a read of sheet i (already marked loading by the cache). urgent 1: a
+ * reader waits; 2: only move it to the urgent queue if it still waits ahead.
+ */
+void sfs_prefetch_submit(struct sfs *fs, uint32_t i, int urgent);
+/* Bytes held by the prefetcher (I/O buffers). */
+uint64_t sfs_prefetch_mem(struct sfs *fs);
+
+/* ---- epoch.c ----------------------------------------------------------- */
+
+int sfs_epochs_create(struct sfs *fs);
+void sfs_epochs_destroy(struct sfs *fs);
+/*
+ * Pin the sample order of (seed slot, epoch, split); *perm points at count
+ * sample numbers. Pair with sfs_epoch_put().
+ */
+int sfs_epoch_get(struct sfs *fs, uint32_t seed_slot, uint32_t epoch, uint32_t split,
+		  const uint32_t **perm, void **handle);
+void sfs_epoch_put(struct sfs *fs, void *handle);
+/* Seed slot of seed (registering it), or -ENOSPC when the table is full. */
+int sfs_seed_slot(struct sfs *fs, uint64_t seed);
+uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot);
+
+/* ---- tree.c ------------------------------------------------------------ */
+
+enum sfs_kind {
+	SFS_K_ROOT = 0,
+	SFS_K_DATASET_JSON = 1,
+	SFS_K_META_DIR,    /* /.spritefs */
+	SFS_K_STATS_JSON,  /* /.spritefs/stats.json */
+	SFS_K_SPLIT_DIR,   /* /<split> */
+	SFS_K_IMAGES_NPY,
+	SFS_K_LABELS_NPY,
+	SFS_K_BATCH_DIR,   /* /<split>/batches */
+	SFS_K_BATCH,       /* /<split>/batches/<n>.sprite */
+	SFS_K_EPOCHS_DIR,  /* /<split>/epochs */
+	SFS_K_SEED_DIR,    /* /<split>/epochs/<seed> */
+	SFS_K_EPOCH_DIR,   /* /<split>/epochs/<seed>/<epoch> */
+	SFS_K_EPOCH_BATCH, /* /<split>/epochs/<seed>/<epoch>/<n>.sprite */
+	SFS_K_BYCLASS_DIR, /* /<split>/by-class */
+	SFS_K_CLASS_DIR,   /* /<split>/by-class/<class> */
+	SFS_K_CLASS_IMG,   /* /<split>/by-class/<class>/<n>.pgm|ppm|pam */
+	SFS_K_SHEETS_DIR,  /* /<split>/sheets */
+	SFS_K_SHEET_IMG,   /* /<split>/sheets/<n>.pgm|ppm|pam */
+	SFS_K_COUNT
+};
+
+/* Inode = kind:8 | split:3 | a:21 | n:32; the root is FUSE's 1. */
+static inline uint64_t sfs_ino(unsigned kind, unsigned split, uint32_t a, uint32_t n)
+{
+	if (kind == SFS_K_ROOT)
+		return 1;
+	return ((uint64_t)kind << 56) | ((uint64_t)split << 53) | ((uint64_t)(a & 0x1fffff) << 32) |
+	       n;
+}
+static inline unsigned sfs_ino_kind(uint64_t ino)
+{
+	return ino == 1 ? SFS_K_ROOT : (unsigned)(ino >> 56);
+}
+static inline unsigned sfs_ino_split(uint64_t ino)
+{
+	return (unsigned)(ino >> 53) & 7;
+}
+static inline uint32_t sfs_ino_a(uint64_t ino)
+{
+	return (uint32_t)(ino >> 32) & 0x1fffff;
+}
+static inline uint32_t sfs_ino_n(uint64_t ino)
+{
+	return (uint32_t)ino;
+}
+/* Epoch-dir "a" field: seed slot (6 bits) and epoch (15 bits). */
+static inline uint32_t sfs_ep_a(uint32_t slot, uint32_t epoch)
+{
+	return (slot << 15) | epoch;
+}
+
+struct sfs_attr {
+	uint64_t ino;
+	int dir;
+	uint64_t size;
+	uint32_t nlink;
+};
+
+int sfs_tree_init(struct sfs *fs, char *err);
+void sfs_tree_free(struct sfs *fs);
+/* Validate an inode number; fill its attributes. -ENOENT when it names nothing. */
+int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a);
+int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sfs_attr *a);
+/*
+ * Directory entry number i (0 and 1 are "." and "..") of dir; writes its name
+ * into name (256 bytes) and its attributes. Returns 1 when it exists, 0 past
+ * the end, <0 on error.
+ */
+int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct sfs_attr *a);
+
+/*
+ * A read reply under construction: iovecs into pinned sheets or into the
+ * generated-bytes area, switched to one flat copy when it outgrows them.
+ */
+#define SFS_RB_IOV 256
+#define SFS_RB_PINS 64
+struct sfs_rbuf {
+	struct iovec iov[SFS_RB_IOV];
+	int niov;
+	uint32_t pins[SFS_RB_PINS];
+	int npins;
+	int flat;       /* bytes are in out[] */
+	uint8_t *out;   /* flat copy, cap >= request */
+	size_t out_cap;
+	uint8_t *gen;   /* generated bytes (headers, labels...) */
+	size_t gen_cap, gen_used;
+	size_t total;
+};
+/* Assemble bytes [off, off+size) of file ino (clipped at its end) into rb. */
+int sfs_tree_read(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);
+/* Release the sheets pinned by rb (after the reply was sent). */
+void sfs_rbuf_release(struct sfs *fs, struct sfs_rbuf *rb);
+/* Per-thread reply buffer sized for at least size bytes. */
+struct sfs_rbuf *sfs_rbuf_get(struct sfs *fs, size_t size);
+/* Build the label table of a split (decoding its sheets) when not yet built. */
+int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp);
+
+/* ---- ll.c -------------------------------------------------------------- */
+
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops sfs_ll_ops;
+
+#endif
