@@ -1,0 +1,382 @@
+/*
+ * test_gradcheck.c - numerical gradient checks for every CPU layer and the
+ * loss, for input and parameter gradients, and for a whole model through the
+ * backend (fused paths included).
+ *
+ * Method: central differences on a scalar objective. For a layer, the
+ * objective is L = sum(out * r) for a fixed random r, accumulated in double,
+ * so dL/dout = r is what backward receives. Conv, dense and dropout (fixed
+ * mask) are linear in each input, so central differences are exact up to
+ * float rounding and a wide step (eps = 1e-2) keeps that rounding small.
+ * ReLU and maxpool are checked at points kept more than eps away from their
+ * kinks (|x| >= 0.1; pool inputs distinct and 0.05 apart), so the finite
+ * difference never straddles one. Tolerance: |analytic - numeric| <=
+ * 5e-4 + 3e-3 * max(|analytic|, |numeric|). Large tensors are sampled (up
+ * to 300 entries each). The model check uses SGD with lr = 1 through the
+ * backend, so (params before - after) is the averaged gradient, against
+ * differences of evaluate()'s loss.
+ * Exit 0 pass, 1 fail, printing the layer, configuration and entry.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/perm.h"
+#include "trainer/backend.h"
+#include "trainer/layers.h"
+#include "trainer/model.h"
+
+static int failures;
+static struct sprite_rng rng;
+
+static float urand(float lo, float hi)
+{
+	return lo + (hi - lo) * sprite_rng_uniform(&rng);
+}
+
+static void fill(float *p, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = urand(lo, hi);
+}
+
+/* One layer under test, with its tensors and scratch. */
+struct gc {
+	struct hn_layer l;
+	int n;
+	const char *what;
+	float *x, *w, *b, *out, *r;
+	float *dx, *dw, *db;
+	float *col, *tmp, *dcol, *mask;
+	int32_t *idx;
+	size_t xn, wn, bn, on;
+};
+
+static void run_forward(struct gc *g)
+{
+	switch (g->l.kind) {
+	case HN_LAYER_CONV2D:
+		hn_conv2d_forward(g->out, g->col, g->tmp, g->x, g->w, g->b, g->n, &g->l, 0);
+		break;
+	case HN_LAYER_DENSE:
+		hn_dense_forward(g->out, g->x, g->w, g->b, g->n, &g->l, 0);
+		break;
+	case HN_LAYER_MAXPOOL:
+		hn_maxpool_forward(g->out, g->idx, g->x, g->n, &g->l);
+		break;
+	case HN_LAYER_RELU:
+		hn_relu_forward(g->out, g->x, g->on);
+		break;
+	case HN_LAYER_DROPOUT:
+		hn_dropout_forward(g->out, g->x, g->mask, g->on);
+		break;
+	}
+}
+
+static void run_backward(struct gc *g)
+{
+	switch (g->l.kind) {
+	case HN_LAYER_CONV2D:
+		hn_conv2d_backward(g->dx, g->dw, g->db, g->col, g->tmp, g->dcol, g->r, NULL, g->x,
+				   g->w, g->n, &g->l, 1);
+		break;
+	case HN_LAYER_DENSE:
+		hn_dense_backward(g->dx, g->dw, g->db, g->tmp, g->r, NULL, g->x, g->w, g->n, &g->l);
+		break;
+	case HN_LAYER_MAXPOOL:
+		hn_maxpool_backward(g->dx, g->r, g->idx, g->n, &g->l);
+		break;
+	case HN_LAYER_RELU:
+		hn_relu_backward(g->dx, g->r, g->out, g->on);
+		break;
+	case HN_LAYER_DROPOUT:
+		hn_dropout_backward(g->dx, g->r, g->mask, g->on);
+		break;
+	}
+}
+
+static double objective(struct gc *g)
+{
+	run_forward(g);
+	double s = 0;
+	for (size_t i = 0; i < g->on; i++)
+		s += (double)g->out[i] * g->r[i];
+	return s;
+}
+
+static int close_enough(double a, double num)
+{
+	return fabs(a - num) <= 5e-4 + 3e-3 * fmax(fabs(a), fabs(num));
+}
+
+/* Compare analytic gradient an[] of tensor v[] against central differences. */
+static void check_tensor(struct gc *g, const char *tname, float *v, size_t len, const float *an,
+			 float eps)
+{
+	size_t count = len < 300 ? len : 300;
+	for (size_t t = 0; t < count; t++) {
+		size_t i = len <= 300 ? t : (size_t)sprite_rng_below(&rng, len);
+		float keep = v[i];
+		v[i] = keep + eps;
+		double lp = objective(g);
+		v[i] = keep - eps;
+		double lm = objective(g);
+		v[i] = keep;
+		double num = (lp - lm) / (2.0 * eps);
+		if (!close_enough(an[i], num)) {
+			fprintf(stderr, "FAIL: %s: d%s[%zu] analytic %.6g numeric %.6g\n", g->what,
+				tname, i, an[i], num);
+			failures++;
+			return;
+		}
+	}
+}
+
+static void gc_alloc(struct gc *g)
+{
+	const struct hn_layer *l = &g->l;
+	g->xn = (size_t)g->n * l->in_c * l->in_h * l->in_w;
+	g->on = (size_t)g->n * l->out_c * l->out_h * l->out_w;
+	g->wn = l->w_len;
+	g->bn = l->b_len;
+	g->x = calloc(g->xn, sizeof(float));
+	g->dx = calloc(g->xn, sizeof(float));
+	g->out = calloc(g->on, sizeof(float));
+	g->r = calloc(g->on, sizeof(float));
+	g->tmp = calloc(g->on, sizeof(float));
+	g->mask = calloc(g->on, sizeof(float));
+	g->idx = calloc(g->on, sizeof(int32_t));
+	g->w = calloc(g->wn + 1, sizeof(float));
+	g->dw = calloc(g->wn + 1, sizeof(float));
+	g->b = calloc(g->bn + 1, sizeof(float));
+	g->db = calloc(g->bn + 1, sizeof(float));
+	size_t cn = l->kind == HN_LAYER_CONV2D ? hn_conv2d_col_floats(l, g->n) : 1;
+	g->col = calloc(cn, sizeof(float));
+	g->dcol = calloc(cn, sizeof(float));
+	fill(g->r, g->on, -1, 1);
+	fill(g->w, g->wn, -0.5f, 0.5f);
+	fill(g->b, g->bn, -0.5f, 0.5f);
+}
+
+static void gc_free(struct gc *g)
+{
+	free(g->x), free(g->dx), free(g->out), free(g->r), free(g->tmp), free(g->mask);
+	free(g->idx), free(g->w), free(g->dw), free(g->b), free(g->db), free(g->col), free(g->dcol);
+}
+
+static void gc_run(struct gc *g, float eps)
+{
+	objective(g); /* forward fills col / idx for backward */
+	run_backward(g);
+	check_tensor(g, "x", g->x, g->xn, g->dx, eps);
+	if (g->wn) {
+		check_tensor(g, "w", g->w, g->wn, g->dw, eps);
+		check_tensor(g, "b", g->b, g->bn, g->db, eps);
+	}
+}
+
+static void check_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
+{
+	char what[96];
+	struct gc g = {.n = n, .what = what};
+	snprintf(what, sizeof what, "conv2d c%d %dx%d oc%d k%d s%d p%d n%d", c, h, w, oc, k, s, p,
+		 n);
+	g.l = (struct hn_layer){.kind = HN_LAYER_CONV2D, .in_c = c, .in_h = h, .in_w = w,
+				.out_c = oc, .k = k, .stride = s, .pad = p};
+	g.l.out_h = (h + 2 * p - k) / s + 1;
+	g.l.out_w = (w + 2 * p - k) / s + 1;
+	g.l.w_len = (size_t)oc * c * k * k;
+	g.l.b_len = (size_t)oc;
+	gc_alloc(&g);
+	fill(g.x, g.xn, -1, 1);
+	gc_run(&g, 1e-2f);
+	gc_free(&g);
+}
+
+static void check_dense(int in_f, int out_f, int n)
+{
+	char what[64];
+	struct gc g = {.n = n, .what = what};
+	snprintf(what, sizeof what, "dense %d->%d n%d", in_f, out_f, n);
+	g.l = (struct hn_layer){.kind = HN_LAYER_DENSE, .in_c = in_f, .in_h = 1, .in_w = 1,
+				.out_c = out_f, .out_h = 1, .out_w = 1};
+	g.l.w_len = (size_t)in_f * out_f;
+	g.l.b_len = (size_t)out_f;
+	gc_alloc(&g);
+	fill(g.x, g.xn, -1, 1);
+	gc_run(&g, 1e-2f);
+	gc_free(&g);
+}
+
+static void check_pool(int c, int h, int w, int k, int s, int n)
+{
+	char what[64];
+	struct gc g = {.n = n, .what = what};
+	snprintf(what, sizeof what, "maxpool c%d %dx%d k%d s%d n%d", c, h, w, k, s, n);
+	g.l = (struct hn_layer){.kind = HN_LAYER_MAXPOOL, .in_c = c, .in_h = h, .in_w = w,
+				.out_c = c, .k = k, .stride = s};
+	g.l.out_h = (h - k) / s + 1;
+	g.l.out_w = (w - k) / s + 1;
+	gc_alloc(&g);
+	/* distinct values 0.05 apart in shuffled order: no tie within eps */
+	for (size_t i = 0; i < g.xn; i++)
+		g.x[i] = 0.05f * (float)i;
+	for (size_t i = g.xn - 1; i > 0; i--) {
+		size_t j = (size_t)sprite_rng_below(&rng, i + 1);
+		float t = g.x[i];
+		g.x[i] = g.x[j];
+		g.x[j] = t;
+	}
+	gc_run(&g, 1e-2f);
+	gc_free(&g);
+}
+
+static void check_elementwise(enum hn_layer_kind kind, float p)
+{
+	char what[64];
+	struct gc g = {.n = 4, .what = what};
+	snprintf(what, sizeof what, "%s %dx3x5x5%s", kind == HN_LAYER_RELU ? "relu" : "dropout",
+		 g.n, kind == HN_LAYER_DROPOUT ? " (fixed mask)" : "");
+	g.l = (struct hn_layer){.kind = kind, .in_c = 3, .in_h = 5, .in_w = 5, .out_c = 3,
+				.out_h = 5, .out_w = 5, .p = p};
+	gc_alloc(&g);
+	for (size_t i = 0; i < g.xn; i++) /* |x| >= 0.1: ReLU's kink is out of reach */
+		g.x[i] = (sprite_rng_uniform(&rng) < 0.5f ? -1 : 1) * urand(0.1f, 1.0f);
+	if (kind == HN_LAYER_DROPOUT)
+		hn_dropout_mask(g.mask, g.on, p, 9, 3);
+	gc_run(&g, 1e-2f);
+	gc_free(&g);
+}
+
+static void check_softmax(int n, int k, float spread)
+{
+	float *z = malloc(sizeof(float) * n * k), *p = malloc(sizeof(float) * n * k);
+	float *dz = malloc(sizeof(float) * n * k);
+	uint16_t *lab = malloc(sizeof(uint16_t) * n);
+	fill(z, (size_t)n * k, -spread, spread);
+	for (int s = 0; s < n; s++)
+		lab[s] = (uint16_t)sprite_rng_below(&rng, (uint64_t)k);
+	hn_softmax_ce_forward(p, z, lab, n, k, NULL);
+	hn_softmax_ce_backward(dz, p, lab, n, k, 0.5f); /* scale: gradient of 0.5 * loss sum */
+	const float eps = 1e-2f;
+	for (int i = 0; i < n * k; i++) {
+		float keep = z[i];
+		z[i] = keep + eps;
+		double lp = 0.5 * hn_softmax_ce_forward(p, z, lab, n, k, NULL);
+		z[i] = keep - eps;
+		double lm = 0.5 * hn_softmax_ce_forward(p, z, lab, n, k, NULL);
+		z[i] = keep;
+		double num = (lp - lm) / (2 * eps);
+		if (!close_enough(dz[i], num)) {
+			fprintf(stderr,
+				"FAIL: softmax CE n%d k%d spread %g: dlogits[%d] analytic %.6g "
+				"numeric %.6g\n",
+				n, k, spread, i, dz[i], num);
+			failures++;
+			break;
+		}
+	}
+	free(z), free(p), free(dz), free(lab);
+}
+
+/*
+ * Whole model through the backend: SGD, lr = 1, one applied step gives
+ * params - grad; the numeric gradient is d(mean loss)/dparam from evaluate().
+ * ReLU kinks are possible here, so eps is small and a few outliers among the
+ * sampled params are tolerated only if rare (<= 2%) -- a wrong layer fails
+ * nearly every entry.
+ */
+static void check_model(const char *spec, int c, int h, int w, int nclasses, int n)
+{
+	char err[HN_ERR_MAX];
+	struct hn_model m;
+	if (hn_model_build(spec, c, h, w, nclasses, &m, err)) {
+		fprintf(stderr, "FAIL: model %s: %s\n", spec, err);
+		failures++;
+		return;
+	}
+	float *p0 = malloc(sizeof(float) * m.nparams), *p1 = malloc(sizeof(float) * m.nparams);
+	hn_model_init_params(&m, 77, p0);
+	for (size_t i = 0; i < m.nparams; i++) /* non-zero biases exercise their gradients */
+		if (p0[i] == 0)
+			p0[i] = urand(-0.1f, 0.1f);
+	uint8_t *tiles = malloc((size_t)n * c * h * w);
+	uint16_t *lab = malloc(sizeof(uint16_t) * n);
+	for (size_t i = 0; i < (size_t)n * c * h * w; i++)
+		tiles[i] = (uint8_t)sprite_rng_below(&rng, 256);
+	for (int s = 0; s < n; s++)
+		lab[s] = (uint16_t)sprite_rng_below(&rng, (uint64_t)nclasses);
+	struct hn_optim o = {.kind = HN_OPT_SGD};
+	struct hn_backend_config cfg = {.threads = 1, .max_batch = n, .seed = 1};
+	void *st = NULL;
+	if (hn_backend_cpu.create(&m, &o, &cfg, p0, &st, err)) {
+		fprintf(stderr, "FAIL: model %s: create: %s\n", spec, err);
+		failures++;
+		return;
+	}
+	struct hn_step_result res;
+	hn_backend_cpu.train_step(st, tiles, lab, n, n, 1, 1.0f, 1, &res);
+	hn_backend_cpu.get_params(st, p1);
+	size_t count = m.nparams < 200 ? m.nparams : 200, bad = 0, first = 0;
+	double worst_a = 0, worst_n = 0;
+	const float eps = 1e-3f;
+	for (size_t t = 0; t < count; t++) {
+		size_t i = m.nparams <= 200 ? t : (size_t)sprite_rng_below(&rng, m.nparams);
+		double an = (double)p0[i] - p1[i];
+		float keep = p0[i];
+		p0[i] = keep + eps;
+		hn_backend_cpu.set_params(st, p0);
+		hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
+		double lp = res.loss_sum / n;
+		p0[i] = keep - eps;
+		hn_backend_cpu.set_params(st, p0);
+		hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
+		double lm = res.loss_sum / n;
+		p0[i] = keep;
+		double num = (lp - lm) / (2.0 * eps);
+		if (!close_enough(an, num)) {
+			if (!bad++)
+				first = i, worst_a = an, worst_n = num;
+		}
+	}
+	if (bad > count / 50) {
+		fprintf(stderr,
+			"FAIL: backend model %s: %zu of %zu sampled params off (first: param %zu "
+			"analytic %.6g numeric %.6g)\n",
+			spec, bad, count, first, worst_a, worst_n);
+		failures++;
+	}
+	hn_backend_cpu.destroy(st);
+	free(p0), free(p1), free(tiles), free(lab);
+}
+
+int main(void)
+{
+	sprite_rng_init(&rng, 99, 0);
+	/* c, h, w, oc, k, stride, pad, n */
+	check_conv(1, 6, 6, 3, 3, 1, 0, 2);
+	check_conv(2, 7, 5, 3, 3, 2, 1, 2);
+	check_conv(3, 6, 6, 2, 5, 1, 2, 2);
+	check_conv(2, 8, 8, 3, 4, 3, 1, 1);
+	check_conv(4, 5, 5, 2, 1, 1, 0, 2);
+	check_conv(2, 9, 9, 2, 3, 2, 0, 2);
+	check_dense(20, 7, 3);
+	check_dense(5, 1, 1);
+	check_pool(2, 6, 6, 2, 2, 2);
+	check_pool(2, 7, 7, 3, 2, 2); /* overlapping windows */
+	check_pool(1, 9, 8, 3, 3, 2);
+	check_elementwise(HN_LAYER_RELU, 0);
+	check_elementwise(HN_LAYER_DROPOUT, 0.4f);
+	check_softmax(6, 10, 3);
+	check_softmax(3, 4, 30);
+	check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6);
+	check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4);
+	check_model("d16-r-d8", 2, 4, 4, 3, 5);
+	if (failures) {
+		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_gradcheck: all layers and models passed\n");
+	return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * act.c - elementwise layers: the input conversion, ReLU and inverted dropout.
+ *
+ * ReLU runs in place (the backend aliases its input and output buffers), and
+ * its backward reads the output's sign, which is the same mask as the input's.
+ * Dropout keeps a float mask of 0 or 1/(1-p) so forward and backward are one
+ * multiply each; the mask comes from sprite_rng (common/perm.h) seeded by
+ * (seed, step), so a step's mask does not depend on anything but those two
+ * numbers and the layer's position in the stream.
+ */
+#include "common/perm.h"
+#include "trainer/layers.h"
+
+void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
+		      int w)
+{
+	const size_t hw = (size_t)h * w;
+	const float scale = 1.0f / 255.0f;
+
+	for (int s = 0; s < n; s++) {
+		const uint8_t *restrict src = tiles + (size_t)s * hw * c;
+		float *restrict dst = out + (size_t)s * hw * c;
+		if (c == 1) {
+			for (size_t i = 0; i < hw; i++)
+				dst[i] = src[i] * scale;
+			continue;
+		}
+		for (int ch = 0; ch < c; ch++)
+			for (size_t i = 0; i < hw; i++)
+				dst[ch * hw + i] = src[i * c + ch] * scale;
+	}
+}
+
+void hn_relu_forward(float *out, const float *in, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+}
+
+void hn_relu_backward(float *din, const float *dout, const float *out, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void hn_dropout_mask(float *restrict mask, size_t count, float p, uint64_t seed, uint64_t step)
+{
+	struct sprite_rng r;
+	const float keep = 1.0f / (1.0f - p);
+
+	/* a salt keeps the dropout stream apart from the sample order's (seed, epoch) stream */
+	sprite_rng_init(&r, seed ^ 0x64726f706f757421ULL, step);
+	for (size_t i = 0; i < count; i++)
+		mask[i] = sprite_rng_uniform(&r) < p ? 0.0f : keep;
+}
+
+void hn_dropout_forward(float *restrict out, const float *restrict in, const float *restrict mask,
+			size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		out[i] = in[i] * mask[i];
+}
+
+void hn_dropout_backward(float *restrict din, const float *restrict dout,
+			 const float *restrict mask, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		din[i] = dout[i] * mask[i];
+}

@@ -1,0 +1,85 @@
+/*
+ * layers.h - the CPU layers behind backend_cpu.c (private to trainer/).
+ *
+ * Each layer is a <layer>_forward / <layer>_backward pair with the same
+ * argument order, as in llm.c: outputs first, then inputs, then parameters,
+ * then sizes. Activations are NCHW float32, batch-major (n samples of one
+ * struct hn_layer shape each). Backward functions ADD parameter gradients
+ * into dw/db (accumulation over micro-batches is the caller's business) and
+ * OVERWRITE the input gradient din; din may be NULL when the layer below
+ * needs no gradient (the first layer), which skips that work.
+ *
+ * Scratch buffers are passed in, never allocated here: the backend sizes
+ * them once for its max batch (no malloc per step).
+ */
+#ifndef HN_LAYERS_H
+#define HN_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/backend.h"
+
+/* Input tile: n HWC uint8 tiles -> n CHW float tiles, scaled by 1/255. */
+void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
+		      int w);
+
+/*
+ * conv2d (im2col over the whole batch + one sgemm).
+ * col:  scratch, hn_conv2d_col_floats(l, n) floats: the im2col matrix
+ *       [in_c*k*k][n*out_h*out_w]; forward leaves it filled, and backward
+ *       may reuse it (col_valid = 1) instead of rebuilding it from in.
+ * tmp:  scratch, n*out_c*out_h*out_w floats (the GEMM's [out_c][n*P] result).
+ * relu: fuse a following ReLU into the forward (out = max(0, conv + b)).
+ * dcol: scratch like col, used only when din != NULL.
+ * dout_relu: the output whose > 0 mask gates dout (a fused ReLU), or NULL.
+ */
+size_t hn_conv2d_col_floats(const struct hn_layer *l, int n);
+void hn_conv2d_forward(float *out, float *col, float *tmp, const float *in, const float *w,
+		       const float *b, int n, const struct hn_layer *l, int relu);
+void hn_conv2d_backward(float *din, float *dw, float *db, float *col, float *tmp, float *dcol,
+			const float *dout, const float *out_relu, const float *in, const float *w,
+			int n, const struct hn_layer *l, int col_valid);
+void hn_im2col(float *restrict col, const float *restrict in, int n, const struct hn_layer *l);
+void hn_col2im(float *restrict din, const float *restrict dcol, int n, const struct hn_layer *l);
+
+/* maxpool: idx (n*out floats' worth of int32) records the argmax within each sample's input. */
+void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
+			const struct hn_layer *l);
+void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
+			 const struct hn_layer *l);
+
+/* relu: may run in place (out == in); backward reads the output mask. */
+void hn_relu_forward(float *out, const float *in, size_t count);
+void hn_relu_backward(float *din, const float *dout, const float *out, size_t count);
+
+/* dense: out[n][o] = in[n][i] . w[o][i] + b[o] (+ fused ReLU). */
+void hn_dense_forward(float *out, const float *in, const float *w, const float *b, int n,
+		      const struct hn_layer *l, int relu);
+void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float *dout,
+		       const float *out_relu, const float *in, const float *w, int n,
+		       const struct hn_layer *l);
+
+/*
+ * dropout (inverted): mask[i] = 0 or 1/(1-p), drawn from sprite_rng seeded
+ * by (seed, step) so a step's mask is reproducible; out = in * mask.
+ */
+void hn_dropout_mask(float *mask, size_t count, float p, uint64_t seed, uint64_t step);
+void hn_dropout_forward(float *out, const float *in, const float *mask, size_t count);
+void hn_dropout_backward(float *din, const float *dout, const float *mask, size_t count);
+
+/*
+ * softmax cross-entropy, numerically stable (max subtracted, log-sum-exp).
+ * forward: probs (n*k), returns the loss summed over the batch; *correct
+ * gets the argmax hits. backward: dlogits = (probs - onehot) * scale.
+ */
+double hn_softmax_ce_forward(float *probs, const float *logits, const uint16_t *labels, int n,
+			     int k, int *correct);
+void hn_softmax_ce_backward(float *dlogits, const float *probs, const uint16_t *labels, int n,
+			    int k, float scale);
+
+/* Optimizer update over all parameters at once (optim.c). t = step count after this update. */
+void hn_optim_update(const struct hn_optim *o, float *params, float *grads, float *state,
+		     size_t nparams, float lr, uint64_t t);
+
+#endif

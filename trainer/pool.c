@@ -1,0 +1,85 @@
+/*
+ * pool.c - max pooling (k x k window, stride, no padding) with argmax indices.
+ *
+ * The forward pass records, per output element, the index of the winning
+ * input within its channel plane (int32: planes are small even when batches
+ * are not), so backward is a scatter with no comparisons and no recompute.
+ * Ties go to the first element in row-major order. The common 2x2 stride-2
+ * case has its own loop: it is most of the pooling in the built-in models.
+ */
+#include <string.h>
+
+#include "trainer/layers.h"
+
+void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
+			const struct hn_layer *l)
+{
+	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k,
+		  S = l->stride;
+	const size_t planes = (size_t)n * l->in_c;
+
+	for (size_t pl = 0; pl < planes; pl++) {
+		const float *restrict src = in + pl * H * W;
+		float *restrict dst = out + pl * OH * OW;
+		int32_t *restrict id = idx + pl * OH * OW;
+		if (K == 2 && S == 2) {
+			for (int oh = 0; oh < OH; oh++) {
+				const float *r0 = src + (size_t)(2 * oh) * W, *r1 = r0 + W;
+				for (int ow = 0; ow < OW; ow++) {
+					int j = 2 * ow;
+					float m = r0[j];
+					int32_t at = 2 * oh * W + j;
+					if (r0[j + 1] > m) {
+						m = r0[j + 1];
+						at = 2 * oh * W + j + 1;
+					}
+					if (r1[j] > m) {
+						m = r1[j];
+						at = (2 * oh + 1) * W + j;
+					}
+					if (r1[j + 1] > m) {
+						m = r1[j + 1];
+						at = (2 * oh + 1) * W + j + 1;
+					}
+					dst[oh * OW + ow] = m;
+					id[oh * OW + ow] = at;
+				}
+			}
+			continue;
+		}
+		for (int oh = 0; oh < OH; oh++) {
+			for (int ow = 0; ow < OW; ow++) {
+				int32_t at = oh * S * W + ow * S;
+				float m = src[at];
+				for (int ki = 0; ki < K; ki++) {
+					for (int kj = 0; kj < K; kj++) {
+						int32_t i = (oh * S + ki) * W + ow * S + kj;
+						if (src[i] > m) {
+							m = src[i];
+							at = i;
+						}
+					}
+				}
+				dst[oh * OW + ow] = m;
+				id[oh * OW + ow] = at;
+			}
+		}
+	}
+}
+
+void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
+			 const struct hn_layer *l)
+{
+	const size_t in_plane = (size_t)l->in_h * l->in_w, out_plane = (size_t)l->out_h * l->out_w;
+	const size_t planes = (size_t)n * l->in_c;
+
+	memset(din, 0, sizeof(float) * planes * in_plane);
+	for (size_t pl = 0; pl < planes; pl++) {
+		float *restrict dst = din + pl * in_plane;
+		const float *restrict src = dout + pl * out_plane;
+		const int32_t *restrict id = idx + pl * out_plane;
+		/* += : overlapping windows (stride < k) may pick the same input twice */
+		for (size_t o = 0; o < out_plane; o++)
+			dst[id[o]] += src[o];
+	}
+}
