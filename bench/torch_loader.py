@@ -33,7 +33,16 @@ def main():
         return 77
     torch.set_num_threads(a.threads)
     t_setup = time.perf_counter()
-    ds = torchvision.datasets.ImageFolder(a.root, transform=transforms.ToTensor())
+    class Folder(torchvision.datasets.ImageFolder):
+        # A subset export can leave a class folder empty; ImageFolder refuses
+        # those, so classes are the folders that hold files.
+        def find_classes(self, directory):
+            import os
+            names = sorted(e.name for e in os.scandir(directory)
+                           if e.is_dir() and any(os.scandir(e.path)))
+            return names, {n: i for i, n in enumerate(names)}
+
+    ds = Folder(a.root, transform=transforms.ToTensor())
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
     dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=False,
