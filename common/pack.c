@@ -1,0 +1,1010 @@
+/*
+ * pack.c - turn an ImageFolder tree or a folder of IDX files into a sprite
+ * store (contract in pack.h).
+ *
+ * The source is listed first (names sorted bytewise at every level, hidden
+ * entries ignored), so the sample order is fixed before any decoding starts.
+ * Decoding then runs on `jobs` worker threads over a ring of tile slots:
+ * workers claim small chunks of items in order and decode each into its
+ * slot; the calling thread consumes slots strictly in item order, hands good
+ * tiles to the store writer and bad ones to on_skip. The store bytes are thus
+ * the same whatever the number of jobs, the memory held is bounded by the ring
+ * (not the data set), and the writer (lz4, I/O) overlaps with decoding.
+ */
+#include "common/pack.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "common/image.h"
+#include "common/store.h"
+
+#define PACK_RING_BYTES (256u << 20) /* tile memory of the decode ring */
+#define PACK_RING_MAX 2048u
+#define PACK_MAX_FILE (1ull << 30) /* larger source files are refused */
+
+/* Fashion-MNIST's names; "T-shirt/top" loses its '/' since class names are
+ * folder names on the mount (store.c refuses '/'). */
+static const char *const fmnist_classes[10] = {
+	"T-shirt_top", "Trouser", "Pullover", "Dress", "Coat",
+	"Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
+};
+
+static void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void seterr(char *err, const char *fmt, ...)
+{
+	if (!err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- listing ----------------------------------------------------------- */
+
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+
+static int strv_push(struct strv *s, const char *str)
+{
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 16;
+		char **nv = realloc(s->v, ncap * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		s->v = nv;
+		s->cap = ncap;
+	}
+	if (!(s->v[s->n] = strdup(str)))
+		return -ENOMEM;
+	s->n++;
+	return 0;
+}
+
+static void strv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *join(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *p = malloc(la + lb + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, a, la);
+	p[la] = '/';
+	memcpy(p + la + 1, b, lb + 1);
+	return p;
+}
+
+/* Kind of a directory entry (following symlinks): 'd', 'f' or 0. */
+static int entry_kind(const char *dir, const struct dirent *de)
+{
+	if (de->d_type == DT_DIR)
+		return 'd';
+	if (de->d_type == DT_REG)
+		return 'f';
+	char *p = join(dir, de->d_name);
+	struct stat st;
+	int k = 0;
+	if (p && stat(p, &st) == 0)
+		k = S_ISDIR(st.st_mode) ? 'd' : S_ISREG(st.st_mode) ? 'f' : 0;
+	free(p);
+	return k;
+}
+
+/* Sorted names of the visible entries of dir of the given kind (0: any). */
+static int list_dir(const char *dir, int kind, struct strv *out, char *err)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		int e = errno;
+		seterr(err, "%s: cannot open: %s", dir, strerror(e));
+		return -e;
+	}
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (kind && entry_kind(dir, de) != kind)
+			continue;
+		if ((r = strv_push(out, de->d_name)) < 0)
+			break;
+	}
+	closedir(d);
+	if (r < 0) {
+		seterr(err, "out of memory listing %s", dir);
+		return r;
+	}
+	qsort(out->v, out->n, sizeof *out->v, cmp_str);
+	return 0;
+}
+
+struct item {
+	char *path;
+	uint32_t split; /* index into the source's split list */
+	uint16_t label;
+};
+
+struct items {
+	struct item *v;
+	size_t n, cap;
+};
+
+static int items_push(struct items *it, char *path, uint32_t split, uint16_t label)
+{
+	if (it->n == it->cap) {
+		size_t ncap = it->cap ? it->cap * 2 : 1024;
+		struct item *nv = realloc(it->v, ncap * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		it->v = nv;
+		it->cap = ncap;
+	}
+	it->v[it->n++] = (struct item){path, split, label};
+	return 0;
+}
+
+/* Every visible file under dir, depth first, names in byte order. */
+static int walk_files(const char *dir, uint32_t split, uint16_t label, struct items *it,
+		      int depth, char *err)
+{
+	if (depth > 32) {
+		seterr(err, "%s: folders nested too deep", dir);
+		return -ELOOP;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		int e = errno;
+		seterr(err, "%s: cannot open: %s", dir, strerror(e));
+		return -e;
+	}
+	struct strv names = {0};
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d)) && r == 0) {
+		if (de->d_name[0] == '.')
+			continue;
+		int k = entry_kind(dir, de);
+		if (!k)
+			continue;
+		/* Tag the kind in the first byte so one sort keeps byte order of names. */
+		char buf[NAME_MAX + 2];
+		buf[0] = (char)k;
+		snprintf(buf + 1, sizeof buf - 1, "%s", de->d_name);
+		r = strv_push(&names, buf);
+	}
+	closedir(d);
+	if (r < 0) {
+		seterr(err, "out of memory listing %s", dir);
+		strv_free(&names);
+		return r;
+	}
+	/* Order by name only (the kind tag is skipped). */
+	for (size_t i = 1; i < names.n; i++) {
+		char *x = names.v[i];
+		size_t j = i;
+		for (; j > 0 && strcmp(names.v[j - 1] + 1, x + 1) > 0; j--)
+			names.v[j] = names.v[j - 1];
+		names.v[j] = x;
+	}
+	for (size_t i = 0; i < names.n && r == 0; i++) {
+		char *p = join(dir, names.v[i] + 1);
+		if (!p) {
+			r = -ENOMEM;
+			break;
+		}
+		if (names.v[i][0] == 'd') {
+			r = walk_files(p, split, label, it, depth + 1, err);
+			free(p);
+		} else if ((r = items_push(it, p, split, label)) < 0) {
+			free(p);
+		}
+	}
+	if (r == -ENOMEM)
+		seterr(err, "out of memory listing %s", dir);
+	strv_free(&names);
+	return r;
+}
+
+struct source {
+	struct strv split_names; /* store split names, "train" first */
+	struct strv split_dirs;
+	struct strv classes;     /* sorted union of class folder names */
+	struct items items;      /* in store order */
+};
+
+static void source_free(struct source *s)
+{
+	strv_free(&s->split_names);
+	strv_free(&s->split_dirs);
+	strv_free(&s->classes);
+	for (size_t i = 0; i < s->items.n; i++)
+		free(s->items.v[i].path);
+	free(s->items.v);
+}
+
+static int has_subdir(const char *dir)
+{
+	struct strv v = {0};
+	int r = list_dir(dir, 'd', &v, NULL);
+	int yes = r == 0 && v.n > 0;
+	strv_free(&v);
+	return yes;
+}
+
+static int is_split_name(const char *n)
+{
+	return !strcmp(n, "train") || !strcmp(n, "test") || !strcmp(n, "val") ||
+	       !strcmp(n, "valid") || !strcmp(n, "validation");
+}
+
+static int list_folder(const char *src, struct source *s, char *err)
+{
+	struct strv top = {0};
+	int r = list_dir(src, 'd', &top, err);
+	if (r < 0)
+		return r;
+	int split_layout = 0;
+	for (size_t i = 0; i < top.n; i++) {
+		char *p = join(src, top.v[i]);
+		if (p && is_split_name(top.v[i]) && has_subdir(p))
+			split_layout = 1;
+		free(p);
+	}
+	if (!split_layout) {
+		r = strv_push(&s->split_names, "train");
+		if (r == 0)
+			r = strv_push(&s->split_dirs, src);
+	} else {
+		/* "train" first, then the other split folders in byte order. */
+		for (int pass = 0; pass < 2 && r == 0; pass++)
+			for (size_t i = 0; i < top.n && r == 0; i++) {
+				if ((pass == 0) != !strcmp(top.v[i], "train"))
+					continue;
+				char *p = join(src, top.v[i]);
+				if (!p) {
+					r = -ENOMEM;
+					break;
+				}
+				if (has_subdir(p)) {
+					if (strlen(top.v[i]) >= SPRITE_SPLIT_NAME_MAX) {
+						seterr(err, "%s: split name longer than %u bytes", p,
+						       SPRITE_SPLIT_NAME_MAX - 1);
+						r = -ENAMETOOLONG;
+					} else if (s->split_names.n == SPRITE_MAX_SPLITS) {
+						seterr(err, "%s: more than %u splits", src,
+						       SPRITE_MAX_SPLITS);
+						r = -E2BIG;
+					} else if ((r = strv_push(&s->split_names, top.v[i])) ==
+						   0) {
+						r = strv_push(&s->split_dirs, p);
+					}
+				}
+				free(p);
+			}
+	}
+	strv_free(&top);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			seterr(err, "out of memory");
+		return r;
+	}
+
+	/* Classes: the sorted union of class folder names over all splits. */
+	struct strv *per = calloc(s->split_dirs.n, sizeof *per);
+	if (!per) {
+		seterr(err, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->split_dirs.n && r == 0; i++) {
+		r = list_dir(s->split_dirs.v[i], 'd', &per[i], err);
+		for (size_t k = 0; k < per[i].n && r == 0; k++)
+			r = strv_push(&s->classes, per[i].v[k]);
+	}
+	if (r == 0) {
+		qsort(s->classes.v, s->classes.n, sizeof *s->classes.v, cmp_str);
+		size_t u = 0;
+		for (size_t i = 0; i < s->classes.n; i++) {
+			if (u && !strcmp(s->classes.v[u - 1], s->classes.v[i]))
+				free(s->classes.v[i]);
+			else
+				s->classes.v[u++] = s->classes.v[i];
+		}
+		s->classes.n = u;
+		if (u > SPRITE_MAX_CLASSES) {
+			seterr(err, "%s: %zu classes, more than %u", src, u, SPRITE_MAX_CLASSES);
+			r = -E2BIG;
+		}
+	}
+	for (size_t i = 0; i < s->split_dirs.n && r == 0; i++) {
+		for (size_t k = 0; k < per[i].n && r == 0; k++) {
+			char **hit = bsearch(&per[i].v[k], s->classes.v, s->classes.n,
+					     sizeof *s->classes.v, cmp_str);
+			uint16_t label = (uint16_t)(hit - s->classes.v);
+			char *p = join(s->split_dirs.v[i], per[i].v[k]);
+			if (!p) {
+				r = -ENOMEM;
+				seterr(err, "out of memory");
+				break;
+			}
+			r = walk_files(p, (uint32_t)i, label, &s->items, 0, err);
+			free(p);
+		}
+	}
+	for (size_t i = 0; i < s->split_dirs.n; i++)
+		strv_free(&per[i]);
+	free(per);
+	return r;
+}
+
+/* ---- IDX ------------------------------------------------------------- */
+
+/* Path of an IDX file in dir, plain or .gz, or NULL when neither exists. */
+static char *idx_path(const char *dir, const char *base)
+{
+	char name[64];
+	struct stat st;
+	for (int gz = 0; gz < 2; gz++) {
+		snprintf(name, sizeof name, "%s%s", base, gz ? ".gz" : "");
+		char *p = join(dir, name);
+		if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode))
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
+static int is_idx_source(const char *src)
+{
+	char *a = idx_path(src, "train-images-idx3-ubyte");
+	char *b = idx_path(src, "t10k-images-idx3-ubyte");
+	int yes = a || b;
+	free(a);
+	free(b);
+	return yes;
+}
+
+static int is_fashion(const char *src)
+{
+	char real[PATH_MAX];
+	if (realpath(src, real) && !strcmp(real, SPRITE_FMNIST_DIR))
+		return 1;
+	const char *base = strrchr(real, '/');
+	base = base ? base + 1 : real;
+	for (const char *p = base; *p; p++)
+		if (!strncasecmp(p, "fashion", 7))
+			return 1;
+	return 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+struct idx_split {
+	const char *name;
+	int64_t n;
+	uint32_t h, w;
+	uint8_t *px, *labels;
+};
+
+static int pack_idx(const char *src, const char *store, const struct sprite_pack_options *o,
+		    const char *dsname, struct sprite_pack_report *rep, char *err)
+{
+	static const char *const bases[2][3] = {
+		{"train", "train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
+		{"test", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"},
+	};
+	struct idx_split sp[2] = {{0}};
+	char *names_buf = NULL;
+	const char **names = NULL;
+	uint8_t *tile = NULL;
+	sprite_writer *w = NULL;
+	int nsp = 0, r = 0;
+	unsigned maxlabel = 0;
+
+	for (int i = 0; i < 2; i++) {
+		char *ip = idx_path(src, bases[i][1]);
+		if (!ip)
+			continue;
+		char *lp = idx_path(src, bases[i][2]);
+		if (!lp) {
+			seterr(err, "%s: no matching %s[.gz] for %s", src, bases[i][2], ip);
+			free(ip);
+			r = -ENOENT;
+			goto out;
+		}
+		struct idx_split *s = &sp[nsp++];
+		s->name = bases[i][0];
+		s->n = sprite_idx_load_images(ip, &s->h, &s->w, &s->px, err);
+		int64_t nl = s->n < 0 ? 0 : sprite_idx_load_labels(lp, &s->labels, err);
+		rep->bytes_in += file_size(ip) + file_size(lp);
+		if (s->n >= 0 && nl >= 0 && nl != s->n) {
+			seterr(err, "%s holds %lld images but %s holds %lld labels", ip,
+			       (long long)s->n, lp, (long long)nl);
+			nl = -SPRITE_ECORRUPT;
+		}
+		free(ip);
+		free(lp);
+		if (s->n < 0 || nl < 0) {
+			r = s->n < 0 ? (int)s->n : (int)nl;
+			goto out;
+		}
+		if (nsp > 1 && (s->h != sp[0].h || s->w != sp[0].w)) {
+			seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src,
+			       s->name, s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
+			r = -SPRITE_ECORRUPT;
+			goto out;
+		}
+		for (int64_t k = 0; k < s->n; k++)
+			if (s->labels[k] > maxlabel)
+				maxlabel = s->labels[k];
+		rep->found += (uint64_t)s->n;
+	}
+	if (rep->found == 0) {
+		seterr(err, "%s: the IDX files hold no images", src);
+		r = -ENODATA;
+		goto out;
+	}
+
+	uint32_t nclasses;
+	if (is_fashion(src)) {
+		if (maxlabel >= 10) {
+			seterr(err, "%s: label %u out of range for Fashion-MNIST", src, maxlabel);
+			r = -SPRITE_ECORRUPT;
+			goto out;
+		}
+		nclasses = 10;
+		names = malloc(nclasses * sizeof *names);
+		if (!names)
+			goto nomem;
+		for (uint32_t i = 0; i < nclasses; i++)
+			names[i] = fmnist_classes[i];
+	} else {
+		nclasses = maxlabel + 1;
+		names = malloc(nclasses * sizeof *names);
+		names_buf = malloc(nclasses * 12);
+		if (!names || !names_buf)
+			goto nomem;
+		for (uint32_t i = 0; i < nclasses; i++) {
+			snprintf(names_buf + 12 * i, 12, "%u", i);
+			names[i] = names_buf + 12 * i;
+		}
+	}
+
+	uint32_t th = o->tile_h ? o->tile_h : sp[0].h;
+	uint32_t tw = o->tile_w ? o->tile_w : sp[0].w;
+	uint32_t tc = o->tile_c ? o->tile_c : 1;
+	struct sprite_writer_params wp = {
+		.name = dsname,
+		.tile_h = th,
+		.tile_w = tw,
+		.tile_c = tc,
+		.sheet_tiles = o->sheet_tiles,
+		.codec = o->codec,
+		.nclasses = nclasses,
+		.class_names = names,
+	};
+	r = sprite_writer_open(store, &wp, &w, err);
+	if (r < 0)
+		goto out;
+	tile = malloc((size_t)th * tw * tc);
+	if (!tile)
+		goto nomem;
+	if (o->progress)
+		sprite_progress_start(o->progress, "pack", rep->found);
+	for (int i = 0; i < nsp && r == 0; i++) {
+		struct idx_split *s = &sp[i];
+		if ((r = sprite_writer_begin_split(w, s->name)) < 0)
+			break;
+		size_t isz = (size_t)s->h * s->w;
+		for (int64_t k = 0; k < s->n; k++) {
+			struct sprite_image im = {s->h, s->w, 1, s->px + (size_t)k * isz};
+			const uint8_t *t = im.px;
+			if (th != s->h || tw != s->w || tc != 1) {
+				if ((r = sprite_image_fit(&im, th, tw, tc, tile)) < 0)
+					break;
+				t = tile;
+			}
+			if ((r = sprite_writer_add(w, t, s->labels[k])) < 0)
+				break;
+			rep->packed++;
+			rep->split_count[i]++;
+			if (o->progress && (k & 1023) == 1023) {
+				sprite_progress_add(o->progress, 1024);
+				sprite_progress_draw(o->progress);
+			}
+		}
+	}
+	if (r < 0) {
+		seterr(err, "%s: write error: %s", store, strerror(-r));
+		goto out;
+	}
+	r = sprite_writer_finish(w, err);
+	w = NULL;
+	if (o->progress)
+		sprite_progress_end(o->progress);
+	goto out;
+nomem:
+	seterr(err, "out of memory");
+	r = -ENOMEM;
+out:
+	sprite_writer_abort(w);
+	for (int i = 0; i < 2; i++) {
+		free(sp[i].px);
+		free(sp[i].labels);
+	}
+	free(names);
+	free(names_buf);
+	free(tile);
+	return r;
+}
+
+/* ---- the decode ring ------------------------------------------------- */
+
+struct slot {
+	int ready;                /* decoded (or failed) and not yet consumed */
+	int bad;                  /* why says what is wrong; tile is garbage */
+	uint64_t size;            /* source bytes */
+	char why[SPRITE_ERR_MAX];
+};
+
+struct ring {
+	pthread_mutex_t mu;
+	pthread_cond_t cv_ready, cv_space;
+	const struct items *items;
+	uint32_t th, tw, tc;
+	size_t tile_bytes;
+	size_t nslots, chunk;
+	uint8_t *tiles;
+	struct slot *slots;
+	size_t next;     /* first unclaimed item */
+	size_t consumed; /* items the writer has taken */
+	int stop;
+};
+
+/* Read a whole file into *buf (grown as needed, reused across calls). */
+static int read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len, char *why)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, SPRITE_ERR_MAX, "cannot open: %s", strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, SPRITE_ERR_MAX, "not a regular file");
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > PACK_MAX_FILE) {
+		close(fd);
+		snprintf(why, SPRITE_ERR_MAX, "file too large (%lld bytes)", (long long)st.st_size);
+		return -EFBIG;
+	}
+	size_t want = (size_t)st.st_size;
+	if (want + 1 > *cap) {
+		size_t ncap = want + 1 > 65536 ? want + 1 : 65536;
+		uint8_t *nb = realloc(*buf, ncap);
+		if (!nb) {
+			close(fd);
+			snprintf(why, SPRITE_ERR_MAX, "out of memory");
+			return -ENOMEM;
+		}
+		*buf = nb;
+		*cap = ncap;
+	}
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = read(fd, *buf + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			snprintf(why, SPRITE_ERR_MAX, "read error: %s", strerror(e));
+			return -e;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	*len = got;
+	return 0;
+}
+
+struct worker_buf {
+	uint8_t *data;
+	size_t cap;
+};
+
+static void decode_item(struct ring *R, struct worker_buf *wb, size_t i)
+{
+	struct slot *sl = &R->slots[i % R->nslots];
+	uint8_t *tile = R->tiles + (i % R->nslots) * R->tile_bytes;
+	const char *path = R->items->v[i].path;
+	struct sprite_image im;
+	size_t len = 0;
+
+	sl->bad = 1;
+	sl->size = 0;
+	if (read_file(path, &wb->data, &wb->cap, &len, sl->why) < 0)
+		return;
+	sl->size = len;
+	/* An empty name keeps the path out of the reason: on_skip gets it apart. */
+	if (sprite_image_decode(wb->data, len, "", &im, sl->why) < 0)
+		return;
+	int r = sprite_image_fit(&im, R->th, R->tw, R->tc, tile);
+	sprite_image_free(&im);
+	if (r < 0) {
+		snprintf(sl->why, SPRITE_ERR_MAX, "cannot fit to the tile: %s", strerror(-r));
+		return;
+	}
+	sl->bad = 0;
+}
+
+static void *worker(void *arg)
+{
+	struct ring *R = arg;
+	struct worker_buf wb = {0};
+	size_t n = R->items->n;
+	pthread_mutex_lock(&R->mu);
+	for (;;) {
+		while (!R->stop && R->next < n && R->next >= R->consumed + R->nslots)
+			pthread_cond_wait(&R->cv_space, &R->mu);
+		if (R->stop || R->next >= n)
+			break;
+		size_t j = R->next, k = R->chunk;
+		if (k > n - j)
+			k = n - j;
+		if (k > R->consumed + R->nslots - j)
+			k = R->consumed + R->nslots - j;
+		R->next = j + k;
+		pthread_mutex_unlock(&R->mu);
+		for (size_t i = j; i < j + k; i++)
+			decode_item(R, &wb, i);
+		pthread_mutex_lock(&R->mu);
+		for (size_t i = j; i < j + k; i++)
+			R->slots[i % R->nslots].ready = 1;
+		pthread_cond_signal(&R->cv_ready);
+	}
+	pthread_mutex_unlock(&R->mu);
+	free(wb.data);
+	return NULL;
+}
+
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+/* Shape of the first image that decodes, or 0 when none does. */
+static int probe_shape(const struct items *it, uint32_t *h, uint32_t *w, uint32_t *c)
+{
+	for (size_t i = 0; i < it->n; i++) {
+		struct sprite_image im;
+		if (sprite_image_load(it->v[i].path, &im, NULL) == 0) {
+			*h = im.h;
+			*w = im.w;
+			*c = im.c;
+			sprite_image_free(&im);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
+		       const char *dsname, struct sprite_pack_report *rep, char *err)
+{
+	struct source s = {0};
+	struct ring R = {0};
+	pthread_t *tids = NULL;
+	int nthreads = 0, r;
+	sprite_writer *w = NULL;
+
+	r = list_folder(src, &s, err);
+	if (r < 0)
+		goto out;
+	rep->found = s.items.n;
+	if (s.items.n == 0) {
+		seterr(err,
+		       "%s: no images found (expected %s/<class>/<image> or "
+		       "%s/<split>/<class>/<image>, or IDX files)",
+		       src, src, src);
+		r = -ENODATA;
+		goto out;
+	}
+
+	uint32_t h = 0, wd = 0, c = 0;
+	if (!o->tile_h || !o->tile_w || !o->tile_c) {
+		if (!probe_shape(&s.items, &h, &wd, &c)) {
+			h = wd = c = 1; /* nothing decodes: the loop reports every file */
+		}
+	}
+	R.th = o->tile_h ? o->tile_h : h;
+	R.tw = o->tile_w ? o->tile_w : wd;
+	R.tc = o->tile_c ? o->tile_c : c;
+	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
+
+	const char **cn = malloc((s.classes.n ? s.classes.n : 1) * sizeof *cn);
+	if (!cn) {
+		r = -ENOMEM;
+		seterr(err, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < s.classes.n; i++)
+		cn[i] = s.classes.v[i];
+	struct sprite_writer_params wp = {
+		.name = dsname,
+		.tile_h = R.th,
+		.tile_w = R.tw,
+		.tile_c = R.tc,
+		.sheet_tiles = o->sheet_tiles,
+		.codec = o->codec,
+		.nclasses = (uint32_t)s.classes.n,
+		.class_names = cn,
+	};
+	r = sprite_writer_open(store, &wp, &w, err);
+	free(cn);
+	if (r < 0)
+		goto out;
+
+	int jobs = o->jobs > 0 ? o->jobs : online_cpus();
+	if (jobs > 256)
+		jobs = 256;
+	size_t slots = PACK_RING_BYTES / (R.tile_bytes ? R.tile_bytes : 1);
+	if (slots > PACK_RING_MAX)
+		slots = PACK_RING_MAX;
+	if (slots < (size_t)jobs * 2)
+		slots = (size_t)jobs * 2;
+	R.nslots = slots;
+	R.chunk = slots / (4 * (size_t)jobs);
+	if (R.chunk < 1)
+		R.chunk = 1;
+	if (R.chunk > 16)
+		R.chunk = 16;
+	R.items = &s.items;
+	R.tiles = malloc(slots * R.tile_bytes);
+	R.slots = calloc(slots, sizeof *R.slots);
+	tids = calloc((size_t)jobs, sizeof *tids);
+	if (!R.tiles || !R.slots || !tids) {
+		r = -ENOMEM;
+		seterr(err, "out of memory for %zu tiles of %zu bytes", slots, R.tile_bytes);
+		goto out;
+	}
+	pthread_mutex_init(&R.mu, NULL);
+	pthread_cond_init(&R.cv_ready, NULL);
+	pthread_cond_init(&R.cv_space, NULL);
+	for (; nthreads < jobs; nthreads++) {
+		if (pthread_create(&tids[nthreads], NULL, worker, &R) != 0)
+			break;
+	}
+	if (nthreads == 0) {
+		r = -EAGAIN;
+		seterr(err, "cannot start decode threads");
+		goto out_sync;
+	}
+	if (o->progress)
+		sprite_progress_start(o->progress, "pack", s.items.n);
+
+	int64_t cur_split = -1, store_split = -1;
+	for (size_t i = 0; i < s.items.n; i++) {
+		struct slot *sl = &R.slots[i % R.nslots];
+		pthread_mutex_lock(&R.mu);
+		while (!sl->ready)
+			pthread_cond_wait(&R.cv_ready, &R.mu);
+		pthread_mutex_unlock(&R.mu);
+
+		const struct item *it = &s.items.v[i];
+		rep->bytes_in += sl->size;
+		if (sl->bad) {
+			rep->skipped++;
+			if (o->on_skip)
+				o->on_skip(o->ctx, it->path, sl->why);
+			if (o->strict && r == 0) {
+				seterr(err, "%s: %s (--strict)", it->path, sl->why);
+				r = -SPRITE_ECORRUPT;
+			}
+		} else if (r == 0) {
+			if ((int64_t)it->split != cur_split) {
+				cur_split = it->split;
+				store_split++;
+				r = sprite_writer_begin_split(w, s.split_names.v[it->split]);
+			}
+			if (r == 0)
+				r = sprite_writer_add(w, R.tiles + (i % R.nslots) * R.tile_bytes,
+						      it->label);
+			if (r < 0) {
+				seterr(err, "%s: write error: %s", store, strerror(-r));
+			} else {
+				rep->packed++;
+				rep->split_count[store_split]++;
+			}
+		}
+		pthread_mutex_lock(&R.mu);
+		sl->ready = 0;
+		R.consumed = i + 1;
+		if (r < 0)
+			R.stop = 1;
+		pthread_cond_broadcast(&R.cv_space);
+		pthread_mutex_unlock(&R.mu);
+		if (o->progress) {
+			sprite_progress_add(o->progress, 1);
+			if ((i & 255) == 0)
+				sprite_progress_draw(o->progress);
+		}
+		if (r < 0)
+			break;
+	}
+
+out_sync:
+	pthread_mutex_lock(&R.mu);
+	R.stop = 1;
+	pthread_cond_broadcast(&R.cv_space);
+	pthread_mutex_unlock(&R.mu);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(tids[i], NULL);
+	pthread_cond_destroy(&R.cv_ready);
+	pthread_cond_destroy(&R.cv_space);
+	pthread_mutex_destroy(&R.mu);
+	if (o->progress)
+		sprite_progress_end(o->progress);
+	if (r == 0 && rep->packed == 0) {
+		seterr(err, "%s: none of the %llu files is a usable image", src,
+		       (unsigned long long)rep->found);
+		r = -ENODATA;
+	}
+	if (r == 0) {
+		r = sprite_writer_finish(w, err);
+		w = NULL;
+	}
+out:
+	sprite_writer_abort(w);
+	free(tids);
+	free(R.tiles);
+	free(R.slots);
+	source_free(&s);
+	return r;
+}
+
+int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
+		struct sprite_pack_report *rep, char *err)
+{
+	struct sprite_pack_options defaults = {0};
+	struct sprite_pack_report local;
+	if (!o)
+		o = &defaults;
+	if (!rep)
+		rep = &local;
+	memset(rep, 0, sizeof *rep);
+	if (!source || !store) {
+		seterr(err, "no source or store given");
+		return -EINVAL;
+	}
+	if ((o->tile_h > SPRITE_MAX_TILE_SIDE || o->tile_w > SPRITE_MAX_TILE_SIDE ||
+	     o->tile_c > SPRITE_MAX_CHANNELS) ||
+	    (o->tile_c && o->tile_c != 1 && o->tile_c != 3 && o->tile_c != 4)) {
+		seterr(err, "bad tile shape %ux%ux%u (sides up to %u, channels 1, 3 or 4)",
+		       o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
+		return -EINVAL;
+	}
+	struct stat st;
+	if (stat(source, &st) < 0) {
+		int e = errno;
+		seterr(err, "%s: %s", source, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		seterr(err, "%s: not a folder (give an image folder or a folder of IDX files)",
+		       source);
+		return -ENOTDIR;
+	}
+
+	char dsname[SPRITE_NAME_MAX], real[PATH_MAX];
+	const char *nm = o->name;
+	if (!nm) {
+		const char *b = realpath(source, real) ? real : source;
+		const char *slash = strrchr(b, '/');
+		nm = slash && slash[1] ? slash + 1 : b;
+	}
+	/* Longer names are cut to what the header holds. */
+	size_t nl = strnlen(nm, SPRITE_NAME_MAX - 1);
+	memcpy(dsname, nm, nl);
+	dsname[nl] = 0;
+
+	double t0 = sprite_now();
+	int r = is_idx_source(source) ? pack_idx(source, store, o, dsname, rep, err)
+				      : pack_folder(source, store, o, dsname, rep, err);
+	rep->seconds = sprite_now() - t0;
+	if (r == 0 && stat(store, &st) == 0)
+		rep->bytes_out = (uint64_t)st.st_size;
+	return r;
+}
+
+/* ---- fingerprint ------------------------------------------------------- */
+
+static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, char *err)
+{
+	if (depth > 32)
+		return 0;
+	struct strv names = {0};
+	int r = list_dir(dir, 0, &names, err);
+	for (size_t i = 0; i < names.n && r == 0; i++) {
+		char *p = join(dir, names.v[i]);
+		struct stat st;
+		if (!p) {
+			r = -ENOMEM;
+			break;
+		}
+		if (stat(p, &st) == 0) {
+			uint64_t rec[4] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+					   (uint64_t)st.st_mtim.tv_nsec,
+					   (uint64_t)(st.st_mode & S_IFMT)};
+			XXH3_64bits_update(h, p + skip, strlen(p + skip) + 1);
+			XXH3_64bits_update(h, rec, sizeof rec);
+			if (S_ISDIR(st.st_mode))
+				r = fp_walk(h, p, skip, depth + 1, err);
+		}
+		free(p);
+	}
+	strv_free(&names);
+	return r;
+}
+
+int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
+{
+	struct stat st;
+	if (stat(source, &st) < 0) {
+		int e = errno;
+		seterr(err, "%s: %s", source, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		seterr(err, "%s: not a folder", source);
+		return -ENOTDIR;
+	}
+	XXH3_state_t *h = XXH3_createState();
+	if (!h) {
+		seterr(err, "out of memory");
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(h);
+	int r = fp_walk(h, source, strlen(source), 0, err);
+	if (r == 0)
+		*out = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return r;
+}

@@ -1,0 +1,635 @@
+/*
+ * pack.c - the spritefs-pack command: pack an image source into a sprite
+ * store, verify or describe a store, or export a store back to an image
+ * folder.
+ *
+ * Packing itself lives in common/pack.c (spritefs packs image folders on
+ * mount with the same code); this file only parses arguments, prints skipped
+ * files and the summary, and picks exit codes: 0 ok, 1 error (or a bad image
+ * under --strict), 2 usage. --export is here because it is a tool for people
+ * and benchmarks (it writes the many-small-files tree that PyTorch reads), not
+ * something the library needs; it decodes sheets on --jobs threads and writes
+ * each tile as DIR/<split>/<class>/<index>.<ext>, with indexes zero-padded so
+ * that packing the exported tree again keeps the sample order within a class.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tiffio.h>
+
+#include "common/batch.h"
+#include "common/image.h"
+#include "common/pack.h"
+#include "common/store.h"
+#include "common/util.h"
+
+#ifndef SPRITEFS_VERSION
+#define SPRITEFS_VERSION "unknown"
+#endif
+
+#define PROG "spritefs-pack"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [options] SOURCE STORE   pack an image folder or IDX folder\n"
+		"       " PROG " --verify STORE           check every checksum and field\n"
+		"       " PROG " --info STORE             describe a store\n"
+		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
+		"                                          write a store out as DIR/<split>/<class>/<n>.<ext>\n"
+		"\n"
+		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
+		"SOURCE/<class>/<image>) of TIFF, PNG or JPEG files, or a folder of IDX files\n"
+		"(train-images-idx3-ubyte[.gz], ... as Fashion-MNIST ships).\n"
+		"\n"
+		"options:\n"
+		"  --tile HxW[xC]      tile shape (default: the first image's, or the IDX dims)\n"
+		"  --sheet N           tiles per sheet (default 1024)\n"
+		"  --compress lz4|none sheet compression (default lz4)\n"
+		"  --jobs N            decode/encode threads (default: all cores)\n"
+		"  --strict            any bad image makes the pack fail\n"
+		"  --name NAME         data set name (default: SOURCE's folder name)\n"
+		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
+		"  --split S           export only split S\n"
+		"  --limit N           export at most N images per split\n"
+		"  -q, --quiet         print only errors and skipped files\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version\n"
+		"\n"
+		"exit status: 0 ok, 1 error (or a bad image with --strict), 2 usage\n");
+}
+
+static int parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || v > max || s[0] == '-')
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c)
+{
+	unsigned long a, b, d = 0;
+	char *e;
+	a = strtoul(s, &e, 10);
+	if (e == s || *e != 'x')
+		return -EINVAL;
+	s = e + 1;
+	b = strtoul(s, &e, 10);
+	if (e == s || (*e && *e != 'x'))
+		return -EINVAL;
+	if (*e == 'x') {
+		s = e + 1;
+		d = strtoul(s, &e, 10);
+		if (e == s || *e)
+			return -EINVAL;
+		if (d != 1 && d != 3 && d != 4)
+			return -EINVAL;
+	}
+	if (a == 0 || b == 0 || a > SPRITE_MAX_TILE_SIDE || b > SPRITE_MAX_TILE_SIDE)
+		return -EINVAL;
+	*h = (uint32_t)a;
+	*w = (uint32_t)b;
+	*c = (uint32_t)d;
+	return 0;
+}
+
+static double mb(uint64_t b)
+{
+	return (double)b / 1e6;
+}
+
+/* ---- pack ------------------------------------------------------------ */
+
+static void on_skip(void *ctx, const char *path, const char *why)
+{
+	fprintf(stderr, PROG ": skipped %s: %s\n", path, why);
+}
+
+static int do_pack(const char *src, const char *dst, struct sprite_pack_options *o, int quiet)
+{
+	struct sprite_pack_report rep;
+	struct sprite_progress prog;
+	char err[SPRITE_ERR_MAX] = "";
+	o->on_skip = on_skip;
+	o->progress = quiet ? NULL : &prog;
+	int r = sprite_pack(src, dst, o, &rep, err);
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
+		if (rep.skipped)
+			fprintf(stderr, PROG ": found %llu, packed %llu, skipped %llu\n",
+				(unsigned long long)rep.found, (unsigned long long)rep.packed,
+				(unsigned long long)rep.skipped);
+		return 1;
+	}
+	if (quiet)
+		return 0;
+	printf(PROG ": found %llu, packed %llu, skipped %llu\n", (unsigned long long)rep.found,
+	       (unsigned long long)rep.packed, (unsigned long long)rep.skipped);
+	sprite_store *s = NULL;
+	if (sprite_store_open(dst, &s, err) == 0) {
+		const struct sprite_store_info *in = sprite_store_info(s);
+		printf(PROG ": %s: %ux%ux%u tiles, %u classes, %u sheets;", dst, in->tile_h,
+		       in->tile_w, in->tile_c, in->nclasses, in->nsheets);
+		for (uint32_t i = 0; i < in->nsplits; i++)
+			printf(" %s %llu", in->splits[i].name,
+			       (unsigned long long)in->splits[i].count);
+		printf("\n");
+		sprite_store_close(s);
+	}
+	printf(PROG ": %.1f MB in, %.1f MB out (ratio %.2f)\n", mb(rep.bytes_in),
+	       mb(rep.bytes_out), rep.bytes_out ? (double)rep.bytes_in / rep.bytes_out : 0.0);
+	printf(PROG ": %.2f s, %.0f images/s\n", rep.seconds,
+	       rep.seconds > 0 ? (double)rep.found / rep.seconds : 0.0);
+	return 0;
+}
+
+/* ---- verify / info ---------------------------------------------------- */
+
+static int do_verify(const char *path, int quiet)
+{
+	char err[SPRITE_ERR_MAX] = "";
+	sprite_store *s;
+	int r = sprite_store_open(path, &s, err);
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+		return 1;
+	}
+	r = sprite_store_verify(s, err);
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+		sprite_store_close(s);
+		return 1;
+	}
+	const struct sprite_store_info *in = sprite_store_info(s);
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < in->nsplits; i++)
+		n += in->splits[i].count;
+	if (!quiet)
+		printf(PROG ": %s: ok (%u sheets, %llu samples)\n", path, in->nsheets,
+		       (unsigned long long)n);
+	sprite_store_close(s);
+	return 0;
+}
+
+static int do_info(const char *path)
+{
+	char err[SPRITE_ERR_MAX] = "", a[32], b[32];
+	sprite_store *s;
+	int r = sprite_store_open(path, &s, err);
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+		return 1;
+	}
+	const struct sprite_store_info *in = sprite_store_info(s);
+	uint64_t raw = 0, stored = 0, tiles = 0;
+	uint32_t nlz4 = 0;
+	for (uint32_t i = 0; i < in->nsheets; i++) {
+		raw += in->sheets[i].raw_size;
+		stored += in->sheets[i].stored_size;
+		nlz4 += in->sheets[i].codec == SPRITE_CODEC_LZ4;
+	}
+	printf("store:       %s\n", path);
+	printf("name:        %s\n", in->name);
+	printf("tile:        %ux%ux%u (%u bytes)\n", in->tile_h, in->tile_w, in->tile_c,
+	       in->tile_h * in->tile_w * in->tile_c);
+	printf("sheet tiles: %u\n", in->sheet_tiles);
+	printf("sheets:      %u\n", in->nsheets);
+	for (uint32_t i = 0; i < in->nsplits; i++) {
+		const struct sprite_split_entry *sp = &in->splits[i];
+		tiles += sp->count;
+		printf("split:       %s %llu samples, sheets %u..%u\n", sp->name,
+		       (unsigned long long)sp->count, sp->first_sheet,
+		       sp->first_sheet + sp->nsheets - (sp->nsheets ? 1 : 0));
+	}
+	printf("samples:     %llu\n", (unsigned long long)tiles);
+	printf("classes:     %u:", in->nclasses);
+	for (uint32_t i = 0; i < in->nclasses; i++)
+		printf("%s %s", i ? "," : "", in->class_names[i]);
+	printf("\n");
+	printf("file size:   %s (%llu bytes)\n", sprite_fmt_size(in->file_size, a, sizeof a),
+	       (unsigned long long)in->file_size);
+	printf("sheet bytes: %s raw, %s stored\n", sprite_fmt_size(raw, a, sizeof a),
+	       sprite_fmt_size(stored, b, sizeof b));
+	printf("compression: %s, ratio %.2f\n",
+	       nlz4 == in->nsheets ? "lz4" : nlz4 ? "lz4 (some sheets raw)" : "none",
+	       stored ? (double)raw / stored : 0.0);
+	sprite_store_close(s);
+	return 0;
+}
+
+/* ---- export ----------------------------------------------------------- */
+
+enum fmt { FMT_TIFF, FMT_TIFF_LZW, FMT_PNG, FMT_PNM };
+
+struct export {
+	const sprite_store *s;
+	const struct sprite_store_info *in;
+	const char *dir;
+	enum fmt fmt;
+	int split; /* -1: all */
+	uint64_t limit;
+	char **class_dir; /* sanitized class folder names */
+	int width[SPRITE_MAX_SPLITS];
+	pthread_mutex_t mu;
+	uint32_t next_sheet;
+	uint64_t written;
+	int failed;
+	char err[SPRITE_ERR_MAX];
+};
+
+static int mkdir_p(const char *path)
+{
+	char tmp[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof tmp)
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* A class name as a folder name: no '/', not hidden, not empty. */
+static char *sanitize(const char *name)
+{
+	size_t n = strlen(name);
+	char *d = malloc(n + 2);
+	if (!d)
+		return NULL;
+	size_t k = 0;
+	if (n == 0 || name[0] == '.')
+		d[k++] = '_';
+	for (size_t i = 0; i < n; i++)
+		d[k++] = name[i] == '/' ? '_' : name[i];
+	d[k] = 0;
+	return d;
+}
+
+static int write_tile(struct export *E, const char *path, const uint8_t *px, char *err)
+{
+	uint32_t h = E->in->tile_h, w = E->in->tile_w, c = E->in->tile_c;
+	switch (E->fmt) {
+	case FMT_TIFF:
+		return sprite_tiff_write(path, px, h, w, c, COMPRESSION_NONE, err);
+	case FMT_TIFF_LZW:
+		return sprite_tiff_write(path, px, h, w, c, COMPRESSION_LZW, err);
+	case FMT_PNG:
+		return sprite_png_write(path, px, h, w, c, err);
+	case FMT_PNM: {
+		char hdr[32];
+		int hl = sprite_pnm_header(hdr, sizeof hdr, h, w, c);
+		if (hl < 0) {
+			snprintf(err, SPRITE_ERR_MAX, "%ux%ux%u tiles have no PNM form", h, w, c);
+			return hl;
+		}
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			int e = errno;
+			snprintf(err, SPRITE_ERR_MAX, "cannot create %.180s: %s", path, strerror(e));
+			return -e;
+		}
+		size_t n = (size_t)h * w * c;
+		int ok = write(fd, hdr, (size_t)hl) == hl && write(fd, px, n) == (ssize_t)n;
+		int e = errno;
+		if (close(fd) < 0 || !ok) {
+			snprintf(err, SPRITE_ERR_MAX, "cannot write %.180s: %s", path, strerror(e));
+			return -EIO;
+		}
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static void *export_worker(void *arg)
+{
+	struct export *E = arg;
+	const struct sprite_store_info *in = E->in;
+	static const char *const ext[] = {"tif", "tif", "png", NULL};
+	const char *e = E->fmt == FMT_PNM ? (in->tile_c == 1 ? "pgm" : "ppm") : ext[E->fmt];
+	void *raw = NULL;
+	size_t cap = 0;
+	char err[SPRITE_ERR_MAX], path[4096];
+	uint64_t done = 0;
+	for (;;) {
+		pthread_mutex_lock(&E->mu);
+		uint32_t i = E->next_sheet++;
+		int stop = E->failed;
+		pthread_mutex_unlock(&E->mu);
+		if (stop || i >= in->nsheets)
+			break;
+		const struct sprite_sheet_entry *se = &in->sheets[i];
+		if ((E->split >= 0 && se->split != E->split) || se->first >= E->limit)
+			continue;
+		if (se->raw_size > cap) {
+			free(raw);
+			cap = se->raw_size;
+			raw = malloc(cap);
+			if (!raw) {
+				cap = 0;
+				snprintf(err, sizeof err, "out of memory for sheet %u", i);
+				goto fail;
+			}
+		}
+		int64_t n = sprite_store_read_sheet(E->s, i, raw, cap, err);
+		if (n < 0)
+			goto fail;
+		struct sprite_batch b;
+		if (sprite_batch_parse(raw, (size_t)n, &b, err) < 0)
+			goto fail;
+		size_t tb = (size_t)b.h * b.w * b.c;
+		const char *sname = in->splits[se->split].name;
+		for (uint32_t k = 0; k < b.count; k++) {
+			uint64_t id = b.ids[k];
+			if (id >= E->limit)
+				break;
+			if (b.labels[k] >= in->nclasses) {
+				snprintf(err, sizeof err, "sheet %u: label %u out of range", i,
+					 b.labels[k]);
+				goto fail;
+			}
+			snprintf(path, sizeof path, "%s/%s/%s/%0*llu.%s", E->dir, sname,
+				 E->class_dir[b.labels[k]], E->width[se->split],
+				 (unsigned long long)id, e);
+			if (write_tile(E, path, b.tiles + k * tb, err) < 0)
+				goto fail;
+			done++;
+		}
+		continue;
+fail:
+		pthread_mutex_lock(&E->mu);
+		if (!E->failed) {
+			E->failed = 1;
+			memcpy(E->err, err, sizeof err);
+		}
+		pthread_mutex_unlock(&E->mu);
+		break;
+	}
+	free(raw);
+	pthread_mutex_lock(&E->mu);
+	E->written += done;
+	pthread_mutex_unlock(&E->mu);
+	return NULL;
+}
+
+static int do_export(const char *path, const char *dir, const char *format, const char *split,
+		     uint64_t limit, int jobs, int quiet)
+{
+	struct export E = {0};
+	char err[SPRITE_ERR_MAX] = "";
+	sprite_store *s;
+	int r = sprite_store_open(path, &s, err), rc = 1;
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+		return 1;
+	}
+	E.s = s;
+	E.in = sprite_store_info(s);
+	E.dir = dir;
+	E.limit = limit;
+	E.split = -1;
+	if (!strcmp(format, "tiff")) {
+		E.fmt = FMT_TIFF;
+	} else if (!strcmp(format, "tiff-lzw")) {
+		E.fmt = FMT_TIFF_LZW;
+	} else if (!strcmp(format, "png")) {
+		E.fmt = FMT_PNG;
+	} else if (!strcmp(format, "pgm") || !strcmp(format, "pnm")) {
+		E.fmt = FMT_PNM;
+		if (E.in->tile_c != 1 && E.in->tile_c != 3) {
+			fprintf(stderr, PROG ": %s: %u-channel tiles have no PNM form\n", path,
+				E.in->tile_c);
+			goto out;
+		}
+	} else {
+		fprintf(stderr, PROG ": unknown format '%s' (tiff, tiff-lzw, png, pgm)\n", format);
+		rc = 2;
+		goto out;
+	}
+	if (split) {
+		E.split = sprite_store_find_split(s, split);
+		if (E.split < 0) {
+			fprintf(stderr, PROG ": %s: no split named '%s'\n", path, split);
+			goto out;
+		}
+	}
+	E.class_dir = calloc(E.in->nclasses ? E.in->nclasses : 1, sizeof *E.class_dir);
+	if (!E.class_dir)
+		goto oom;
+	for (uint32_t i = 0; i < E.in->nclasses; i++)
+		if (!(E.class_dir[i] = sanitize(E.in->class_names[i])))
+			goto oom;
+	char p[4096];
+	for (uint32_t sp = 0; sp < E.in->nsplits; sp++) {
+		if (E.split >= 0 && (uint32_t)E.split != sp)
+			continue;
+		uint64_t n = E.in->splits[sp].count;
+		if (n > limit)
+			n = limit;
+		int wdt = 1;
+		for (uint64_t v = n > 0 ? n - 1 : 0; v >= 10; v /= 10)
+			wdt++;
+		E.width[sp] = wdt;
+		for (uint32_t c = 0; c < E.in->nclasses; c++) {
+			snprintf(p, sizeof p, "%s/%s/%s", dir, E.in->splits[sp].name,
+				 E.class_dir[c]);
+			if ((r = mkdir_p(p)) < 0) {
+				fprintf(stderr, PROG ": cannot create %s: %s\n", p, strerror(-r));
+				goto out;
+			}
+		}
+	}
+	if (jobs <= 0) {
+		long nc = sysconf(_SC_NPROCESSORS_ONLN);
+		jobs = nc < 1 ? 1 : nc > 64 ? 64 : (int)nc;
+	}
+	pthread_mutex_init(&E.mu, NULL);
+	double t0 = sprite_now();
+	pthread_t tids[64];
+	int nt = 0;
+	for (; nt < jobs && nt < 64; nt++)
+		if (pthread_create(&tids[nt], NULL, export_worker, &E) != 0)
+			break;
+	if (nt == 0)
+		export_worker(&E);
+	for (int i = 0; i < nt; i++)
+		pthread_join(tids[i], NULL);
+	double dt = sprite_now() - t0;
+	pthread_mutex_destroy(&E.mu);
+	if (E.failed) {
+		fprintf(stderr, PROG ": %s: %s\n", path, E.err);
+		goto out;
+	}
+	if (!quiet)
+		printf(PROG ": exported %llu images to %s in %.2f s (%.0f images/s)\n",
+		       (unsigned long long)E.written, dir, dt, dt > 0 ? E.written / dt : 0.0);
+	rc = 0;
+	goto out;
+oom:
+	fprintf(stderr, PROG ": out of memory\n");
+out:
+	if (E.class_dir)
+		for (uint32_t i = 0; i < E.in->nclasses; i++)
+			free(E.class_dir[i]);
+	free(E.class_dir);
+	sprite_store_close(s);
+	return rc;
+}
+
+/* ---- main ------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	enum { OPT_TILE = 256, OPT_SHEET, OPT_COMPRESS, OPT_JOBS, OPT_STRICT, OPT_NAME,
+	       OPT_VERIFY, OPT_INFO, OPT_EXPORT, OPT_FORMAT, OPT_SPLIT, OPT_LIMIT };
+	static const struct option longopts[] = {
+		{"tile", required_argument, NULL, OPT_TILE},
+		{"sheet", required_argument, NULL, OPT_SHEET},
+		{"compress", required_argument, NULL, OPT_COMPRESS},
+		{"jobs", required_argument, NULL, OPT_JOBS},
+		{"strict", no_argument, NULL, OPT_STRICT},
+		{"name", required_argument, NULL, OPT_NAME},
+		{"verify", no_argument, NULL, OPT_VERIFY},
+		{"info", no_argument, NULL, OPT_INFO},
+		{"export", required_argument, NULL, OPT_EXPORT},
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"split", required_argument, NULL, OPT_SPLIT},
+		{"limit", required_argument, NULL, OPT_LIMIT},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4};
+	int mode_verify = 0, mode_info = 0, quiet = 0, opt;
+	const char *export_dir = NULL, *format = "tiff", *split = NULL;
+	uint64_t limit = UINT64_MAX;
+	uint32_t v;
+
+	while ((opt = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_TILE:
+			if (parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
+				fprintf(stderr,
+					PROG ": bad --tile '%s' (HxW or HxWxC, sides 1..%u, "
+					     "C 1, 3 or 4)\n",
+					optarg, SPRITE_MAX_TILE_SIDE);
+				return 2;
+			}
+			break;
+		case OPT_SHEET:
+			if (parse_u32(optarg, SPRITE_MAX_SHEET_TILES, &o.sheet_tiles) < 0 ||
+			    o.sheet_tiles == 0) {
+				fprintf(stderr, PROG ": bad --sheet '%s' (1..%u)\n", optarg,
+					SPRITE_MAX_SHEET_TILES);
+				return 2;
+			}
+			break;
+		case OPT_COMPRESS:
+			if (!strcmp(optarg, "lz4")) {
+				o.codec = SPRITE_CODEC_LZ4;
+			} else if (!strcmp(optarg, "none") || !strcmp(optarg, "raw")) {
+				o.codec = SPRITE_CODEC_RAW;
+			} else {
+				fprintf(stderr, PROG ": bad --compress '%s' (lz4 or none)\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_JOBS:
+			if (parse_u32(optarg, 256, &v) < 0 || v == 0) {
+				fprintf(stderr, PROG ": bad --jobs '%s' (1..256)\n", optarg);
+				return 2;
+			}
+			o.jobs = (int)v;
+			break;
+		case OPT_STRICT:
+			o.strict = 1;
+			break;
+		case OPT_NAME:
+			o.name = optarg;
+			break;
+		case OPT_VERIFY:
+			mode_verify = 1;
+			break;
+		case OPT_INFO:
+			mode_info = 1;
+			break;
+		case OPT_EXPORT:
+			export_dir = optarg;
+			break;
+		case OPT_FORMAT:
+			format = optarg;
+			break;
+		case OPT_SPLIT:
+			split = optarg;
+			break;
+		case OPT_LIMIT: {
+			char *e;
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &e, 10);
+			if (errno || e == optarg || *e || optarg[0] == '-') {
+				fprintf(stderr, PROG ": bad --limit '%s'\n", optarg);
+				return 2;
+			}
+			limit = n;
+			break;
+		}
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf(PROG " " SPRITEFS_VERSION "\n");
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	int nargs = argc - optind;
+	if (mode_verify + mode_info + (export_dir != NULL) > 1) {
+		fprintf(stderr, PROG ": --verify, --info and --export do not go together\n");
+		return 2;
+	}
+	if (mode_verify || mode_info || export_dir) {
+		if (nargs != 1) {
+			fprintf(stderr, PROG ": expected one STORE argument\n");
+			usage(stderr);
+			return 2;
+		}
+		const char *store = argv[optind];
+		if (mode_verify)
+			return do_verify(store, quiet);
+		if (mode_info)
+			return do_info(store);
+		return do_export(store, export_dir, format, split, limit, o.jobs, quiet);
+	}
+	if (nargs != 2) {
+		fprintf(stderr, PROG ": expected SOURCE and STORE\n");
+		usage(stderr);
+		return 2;
+	}
+	return do_pack(argv[optind], argv[optind + 1], &o, quiet);
+}
