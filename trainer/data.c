@@ -1109,8 +1109,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		char why[SPRITE_ERR_MAX] = "";
 		rc = sprite_image_load(s->files[0][0].path, &im, why);
 		if (rc < 0)
-			return fail(err, rc, "%s: %s", s->files[0][0].path,
-				    why[0] ? why : strerror(-rc));
+			return fail(err, rc, "%s", why[0] ? why : strerror(-rc));
 		if (!s->info.h || !s->info.w) {
 			s->info.h = im.h;
 			s->info.w = im.w;
@@ -1140,8 +1139,8 @@ static int images_read(hn_source *s, int split, const uint32_t *idx, int n, uint
 		struct sprite_image im;
 		char why[SPRITE_ERR_MAX] = "";
 		int rc = sprite_image_load(f->path, &im, why);
-		if (rc < 0)
-			return fail(err, rc, "%s: %s", f->path, why[0] ? why : strerror(-rc));
+		if (rc < 0) /* the decoder's message names the file */
+			return fail(err, rc, "%s", why[0] ? why : strerror(-rc));
 		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
 				      tiles + (size_t)k * s->tile_bytes);
 		sprite_image_free(&im);

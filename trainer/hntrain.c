@@ -30,6 +30,8 @@
 #include "trainer/data.h"
 #include "trainer/model.h"
 
+#define HN_LOSS_DIVERGED 1e4 /* mean loss per sample; ln(classes) is where training starts */
+
 enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE };
 
 struct opts {
@@ -249,7 +251,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	int lr_given = 0;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DATA: o->data = optarg; break;
 		case O_SPLIT: o->split = optarg; break;
@@ -361,7 +363,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	if (!o->data)
 		die(2, "--data PATH is required (see --help)");
 	if (!lr_given)
-		o->lr = o->optim.kind == HN_OPT_ADAM ? 0.001 : 0.01;
+		o->lr = -1; /* the optimizer's default, once --resume has said which */
 	if (o->stop_after && o->stop_after > o->epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o->stop_after,
 		    o->epochs);
@@ -446,6 +448,9 @@ int main(int argc, char **argv)
 		o.window = ck.window;
 	}
 
+	if (o.lr < 0)
+		o.lr = o.optim.kind == HN_OPT_ADAM ? 0.001 : 0.01;
+
 	struct hn_source_options so = {
 		.train_split = o.split,
 		.test_split = o.test_split,
@@ -467,8 +472,8 @@ int main(int argc, char **argv)
 	struct hn_model m;
 	if (hn_model_build(o.model, (int)di->c, (int)di->h, (int)di->w, (int)di->nclasses, &m,
 			   err) < 0)
-		die(1, "model \"%s\" does not fit the data (%ux%ux%u tiles, %u classes): %s", o.model,
-		    di->h, di->w, di->c, di->nclasses, err);
+		die(1, "--model %s with %ux%ux%u tiles and %u classes: %s", o.model, di->h, di->w,
+		    di->c, di->nclasses, err);
 
 	if (o.resume) {
 		if (ck.in_c != m.in_c || ck.in_h != m.in_h || ck.in_w != m.in_w ||
@@ -628,12 +633,18 @@ int main(int argc, char **argv)
 					die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
 					    e + 1, b, strerror(-rc));
 				compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
-				if (!isfinite(res.loss_sum))
+				/*
+				 * A mean cross-entropy above HN_LOSS_DIVERGED means logits wrong
+				 * by that much: the run has diverged even if the stable loss
+				 * has not overflowed to NaN yet.
+				 */
+				double mean = res.loss_sum / (bt->n ? bt->n : 1);
+				if (!isfinite(mean) || mean > HN_LOSS_DIVERGED)
 					die(1, "the loss became %s at epoch %" PRIu64 ", step %" PRIu64
 					       " (batch %" PRIu64 "): training diverged; try a lower "
 					       "--lr (now %g)",
-					    isnan(res.loss_sum) ? "NaN" : "infinite", e + 1, step + 1, b,
-					    lr);
+					    isnan(mean) ? "NaN" : isinf(mean) ? "infinite" : "huge",
+					    e + 1, step + 1, b, lr);
 				loss += res.loss_sum;
 				correct += (uint64_t)res.correct;
 				seen += (uint64_t)bt->n;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# hntrain_bad_input - every bad input ends with a clear message naming the
+# problem and a non-zero exit, never a crash: options, paths, files that are
+# not data, a model that does not fit the tiles, a loss that diverges.
+source "$(dirname "$0")/hntrain_common.sh"
+
+"$MKSTORE" "$TMP/d.sprites" --count-train 200 --count-test 40 --tile 28x28x1 --classes 4 \
+	--sheet 64 >/dev/null || fail "mkstore"
+"$MKSTORE" "$TMP/tiny.sprites" --count-train 100 --count-test 10 --tile 4x4x1 --classes 3 \
+	>/dev/null || fail "mkstore"
+D=(--data "$TMP/d.sprites")
+
+expect_fail "--data PATH is required"
+expect_fail "unknown.*--bogus" "${D[@]}" --bogus
+expect_fail "--batch: expected" "${D[@]}" --batch 0
+expect_fail "--batch: expected" "${D[@]}" --batch abc
+expect_fail "--lr: expected" "${D[@]}" --lr -1
+expect_fail "--optim: expected sgd, momentum or adam" "${D[@]}" --optim rmsprop
+expect_fail "--schedule: expected" "${D[@]}" --schedule linear
+expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
+expect_fail "--affinity: expected a CPU list" "${D[@]}" --affinity 1-x
+expect_fail "unexpected argument" "${D[@]}" extra
+expect_fail "needs a value" "${D[@]}" --epochs
+expect_fail "--stop-after" "${D[@]}" --epochs 2 --stop-after 3
+expect_fail "No such file" --data "$TMP/missing"
+head -c 10000 /dev/urandom >"$TMP/noise.bin"
+expect_fail "noise.bin.*not a readable store" --data "$TMP/noise.bin"
+head -c 5000 "$TMP/d.sprites" >"$TMP/trunc.sprites"
+expect_fail "trunc.sprites" --data "$TMP/trunc.sprites"
+mkdir -p "$TMP/empty"
+expect_fail "no class folders" --data "$TMP/empty"
+mkdir -p "$TMP/junk/train/a" "$TMP/junk/test/a"
+echo "not an image" >"$TMP/junk/train/a/x.png"
+echo "not an image" >"$TMP/junk/test/a/y.png"
+expect_fail "x.png" --data "$TMP/junk"
+expect_fail "no split.*valid" "${D[@]}" --test-split valid
+expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
+expect_fail "q17.*bad layer" "${D[@]}" --model q17
+# A learning rate far too high: the loss explodes (NaN, or a mean above 1e4);
+# the message names the epoch and step and suggests a lower --lr.
+expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
+	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
+echo "PASS"

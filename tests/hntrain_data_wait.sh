@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# hntrain_data_wait - data wait and compute are told apart: one loader
+# decoding a TIFF tree cannot keep up with a small mlp, so the compute thread
+# waits for a good share of the epoch; with --preload it hardly waits. In
+# both, compute + data wait fit in the epoch's wall time.
+source "$(dirname "$0")/hntrain_common.sh"
+: "${SPRITEFS_PACK:?SPRITEFS_PACK not set: spritefs-pack --export makes the TIFF tree}"
+
+"$MKSTORE" "$TMP/d.sprites" --count-train 3000 --count-test 10 --tile 28x28x1 --classes 4 \
+	>/dev/null || fail "mkstore"
+"$SPRITEFS_PACK" --export "$TMP/tiff" --format tiff-lzw "$TMP/d.sprites" >/dev/null || fail "export"
+run() {
+	local log=$1
+	shift
+	"$HNTRAIN" --quiet --data "$TMP/tiff" --test-split none --model mlp --threads 1 \
+		--log "$TMP/$log" "$@" >/dev/null || fail "hntrain $* exited $?"
+}
+run slow.jsonl --loaders 1 --queue 2
+run pre.jsonl --loaders 1 --queue 2 --preload
+/usr/bin/python3 - "$TMP/slow.jsonl" "$TMP/pre.jsonl" <<'PY' || fail "data wait accounting"
+import json, sys
+slow, pre = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+for e in (slow, pre):
+    assert e["data_wait_s"] >= 0 and e["compute_s"] > 0, e
+    assert e["compute_s"] + e["data_wait_s"] <= e["wall_s"] * 1.05 + 0.01, e
+s1 = slow["data_wait_s"] / slow["wall_s"]
+s2 = pre["data_wait_s"] / pre["wall_s"]
+print(f"image folder, 1 loader: data wait {slow['data_wait_s']:.3f} s = {s1:.1%} of the epoch")
+print(f"preloaded:              data wait {pre['data_wait_s']:.4f} s = {s2:.1%} of the epoch")
+assert s1 > 0.10, "decoding TIFF files on one loader should make compute wait"
+assert s2 < s1, "preloaded data should wait less than decoding files"
+PY
+echo "PASS"

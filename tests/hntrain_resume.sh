@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# hntrain_resume - a checkpoint continues a run exactly: 4 epochs in one go
+# and 2 epochs + --resume for the other 2 end with bit-identical weights, for
+# momentum and for adam (optimizer state), with a cosine schedule and
+# gradient accumulation; a damaged checkpoint is refused by name.
+source "$(dirname "$0")/hntrain_common.sh"
+
+"$MKSTORE" "$TMP/d.sprites" --count-train 500 --count-test 100 --tile 12x12x1 --classes 4 \
+	--sheet 64 >/dev/null || fail "mkstore"
+
+for optim in momentum adam; do
+	args=(--data "$TMP/d.sprites" --model c8k3-r-m2-d32-r --optim "$optim" --epochs 4
+	      --batch 32 --accum 2 --schedule cosine --warmup 5 --seed 11)
+	full=$(hash_of "${args[@]}")
+	half=$(hash_of "${args[@]}" --stop-after 2 --checkpoint "$TMP/$optim.ckpt")
+	[[ -s $TMP/$optim.ckpt ]] || fail "no checkpoint written"
+	ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary checkpoint file was left behind"
+	[[ $half != "$full" ]] || fail "$optim: 2 epochs give the same weights as 4"
+	resumed=$(hash_of --data "$TMP/d.sprites" --epochs 4 --schedule cosine --warmup 5 \
+		--resume "$TMP/$optim.ckpt" --checkpoint "$TMP/$optim.ckpt")
+	echo "$optim: 4 epochs $full, 2 epochs $half, 2 + resume 2: $resumed"
+	[[ $resumed == "$full" ]] || fail "$optim: resumed run ends with $resumed, the full run with $full"
+	# The checkpoint now holds epoch 4: resuming again trains nothing, same weights.
+	again=$(hash_of --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/$optim.ckpt")
+	[[ $again == "$full" ]] || fail "$optim: the epoch-4 checkpoint holds other weights"
+done
+
+# Mismatches and damage are refused with a message.
+expect_fail "trains model" --data "$TMP/d.sprites" --model mlp --epochs 4 --resume "$TMP/adam.ckpt"
+expect_fail "seed" --data "$TMP/d.sprites" --seed 12 --epochs 4 --resume "$TMP/adam.ckpt"
+"$MKSTORE" "$TMP/e.sprites" --count-train 300 --count-test 50 --tile 12x12x1 --classes 4 >/dev/null
+expect_fail "samples per epoch" --data "$TMP/e.sprites" --epochs 4 --resume "$TMP/adam.ckpt"
+cp "$TMP/adam.ckpt" "$TMP/flip.ckpt"
+printf '\x55' | dd of="$TMP/flip.ckpt" bs=1 seek=3000 conv=notrunc status=none
+expect_fail "checksum" --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/flip.ckpt"
+head -c 1000 "$TMP/adam.ckpt" >"$TMP/short.ckpt"
+expect_fail "truncated|too short" --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/short.ckpt"
+expect_fail "not an hntrain checkpoint" --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/d.sprites"
+expect_fail "No such file" --data "$TMP/d.sprites" --resume "$TMP/none.ckpt"
+echo "PASS"
