@@ -36,7 +36,7 @@
 #include "common/batch.h"
 #include "common/util.h"
 
-#define ALIGN_UP(x) (((x) + (uint64_t)SPRITE_ALIGN - 1) & ~((uint64_t)SPRITE_ALIGN - 1))
+#define ALIGN_UP(x)    (((x) + (uint64_t)SPRITE_ALIGN - 1) & ~((uint64_t)SPRITE_ALIGN - 1))
 #define CLASS_NAME_MAX 255u /* bytes of one class name, without the NUL */
 
 struct sprite_store {
@@ -44,7 +44,7 @@ struct sprite_store {
 	struct sprite_store_info info;
 	struct sprite_split_entry splits[SPRITE_MAX_SPLITS];
 	struct sprite_sheet_entry *sheets;
-	char *names;        /* the names block */
+	char *names;	    /* the names block */
 	const char **class; /* nclasses pointers into names */
 };
 
@@ -137,8 +137,8 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 		return fail(err, SPRITE_ECORRUPT, "tile size %ux%u out of range (1..%u)", h->tile_h,
 			    h->tile_w, SPRITE_MAX_TILE_SIDE);
 	if (h->tile_c == 0 || h->tile_c > SPRITE_MAX_CHANNELS)
-		return fail(err, SPRITE_ECORRUPT, "tile channels %u out of range (1..%u)", h->tile_c,
-			    SPRITE_MAX_CHANNELS);
+		return fail(err, SPRITE_ECORRUPT, "tile channels %u out of range (1..%u)",
+			    h->tile_c, SPRITE_MAX_CHANNELS);
 	if (h->sheet_tiles == 0 || h->sheet_tiles > SPRITE_MAX_SHEET_TILES)
 		return fail(err, SPRITE_ECORRUPT, "sheet tiles %u out of range (1..%u)",
 			    h->sheet_tiles, SPRITE_MAX_SHEET_TILES);
@@ -165,8 +165,9 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 	/* Every sheet takes at least one aligned block: bounds nsheets before any allocation. */
 	uint64_t blocks = (h->file_size - SPRITE_HEADER_SIZE) / SPRITE_ALIGN;
 	if (h->nsheets > blocks)
-		return fail(err, SPRITE_ECORRUPT, "sheet count %u cannot fit in a file of %llu bytes",
-			    h->nsheets, (unsigned long long)h->file_size);
+		return fail(err, SPRITE_ECORRUPT,
+			    "sheet count %u cannot fit in a file of %llu bytes", h->nsheets,
+			    (unsigned long long)h->file_size);
 	if (h->index_offset % SPRITE_ALIGN || h->index_offset < SPRITE_HEADER_SIZE ||
 	    h->index_offset > h->file_size)
 		return fail(err, SPRITE_ECORRUPT, "index offset %llu out of range",
@@ -194,12 +195,15 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 			return fail(err, SPRITE_ECORRUPT, "split %u: bad name", i);
 		for (uint32_t j = 0; j < i; j++)
 			if (strcmp(h->splits[j].name, sp->name) == 0)
-				return fail(err, SPRITE_ECORRUPT, "split %u: name \"%s\" repeated", i,
-					    sp->name);
+				return fail(err, SPRITE_ECORRUPT, "split %u: name \"%s\" repeated",
+					    i, sp->name);
 		if (sp->first_sheet != sheets)
 			return fail(err, SPRITE_ECORRUPT,
 				    "split %u (%s): first sheet %u, expected %llu", i, sp->name,
 				    sp->first_sheet, (unsigned long long)sheets);
+		if (sp->count > UINT32_MAX) /* sample ids are uint32 */
+			return fail(err, SPRITE_ECORRUPT, "split %u (%s): %llu samples exceed 2^32",
+				    i, sp->name, (unsigned long long)sp->count);
 		uint64_t want = (sp->count + h->sheet_tiles - 1) / h->sheet_tiles;
 		if (sp->count > (uint64_t)h->nsheets * h->sheet_tiles || sp->nsheets != want)
 			return fail(err, SPRITE_ECORRUPT,
@@ -215,8 +219,7 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 	return 0;
 }
 
-static int check_index(const struct sprite_header *h, const struct sprite_sheet_entry *e,
-		       char *err)
+static int check_index(const struct sprite_header *h, const struct sprite_sheet_entry *e, char *err)
 {
 	uint64_t prev_end = SPRITE_HEADER_SIZE;
 	uint32_t split = 0;
@@ -227,29 +230,32 @@ static int check_index(const struct sprite_header *h, const struct sprite_sheet_
 		const struct sprite_split_entry *sp = &h->splits[split];
 		uint32_t k = i - sp->first_sheet;
 		uint64_t first = (uint64_t)k * h->sheet_tiles;
-		uint64_t count = sp->count - first < h->sheet_tiles ? sp->count - first
-								    : h->sheet_tiles;
+		uint64_t count =
+			sp->count - first < h->sheet_tiles ? sp->count - first : h->sheet_tiles;
 
 		if (e->offset % SPRITE_ALIGN || e->offset < SPRITE_HEADER_SIZE)
-			return fail(err, SPRITE_ECORRUPT, "index entry %u: offset %llu out of range",
-				    i, (unsigned long long)e->offset);
+			return fail(err, SPRITE_ECORRUPT,
+				    "index entry %u: offset %llu out of range", i,
+				    (unsigned long long)e->offset);
 		if (e->offset > h->file_size || e->stored_size > h->file_size - e->offset)
 			return fail(err, SPRITE_ECORRUPT, "index entry %u: offset past end of file",
 				    i);
 		if (e->offset < prev_end)
-			return fail(err, SPRITE_ECORRUPT, "index entry %u: overlaps the previous %s",
-				    i, i ? "sheet" : "header");
+			return fail(err, SPRITE_ECORRUPT,
+				    "index entry %u: overlaps the previous %s", i,
+				    i ? "sheet" : "header");
 		if (e->stored_size == 0 || e->offset + e->stored_size > h->index_offset)
 			return fail(err, SPRITE_ECORRUPT,
 				    "index entry %u: stored size %u out of range", i,
 				    e->stored_size);
 		prev_end = e->offset + e->stored_size;
 		if (e->split != split || e->first != first || e->count != count)
-			return fail(err, SPRITE_ECORRUPT,
-				    "index entry %u: split %u first %llu count %u, expected split %u "
-				    "first %llu count %llu",
-				    i, e->split, (unsigned long long)e->first, e->count, split,
-				    (unsigned long long)first, (unsigned long long)count);
+			return fail(
+				err, SPRITE_ECORRUPT,
+				"index entry %u: split %u first %llu count %u, expected split %u "
+				"first %llu count %llu",
+				i, e->split, (unsigned long long)e->first, e->count, split,
+				(unsigned long long)first, (unsigned long long)count);
 		if (e->raw_size != sheet_raw_size(e->count, h->tile_h, h->tile_w, h->tile_c))
 			return fail(err, SPRITE_ECORRUPT,
 				    "index entry %u: raw size %u does not match %u tiles", i,
@@ -295,8 +301,10 @@ static int load_names(sprite_store *s, const struct sprite_header *h, char *err)
 		if (!z)
 			return fail(err, SPRITE_ECORRUPT, "class name %u is not NUL-terminated", i);
 		if (!valid_class_name(p, (size_t)(z - p)))
-			return fail(err, SPRITE_ECORRUPT, "class name %u is empty, too long or has "
-						       "'/' or control characters", i);
+			return fail(err, SPRITE_ECORRUPT,
+				    "class name %u is empty, too long or has "
+				    "'/' or control characters",
+				    i);
 		s->class[i] = p;
 		off += (size_t)(z - p) + 1;
 	}
@@ -470,8 +478,10 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 	if (e->codec == SPRITE_CODEC_LZ4) {
 		int n = LZ4_decompress_safe(stored, raw, (int)e->stored_size, (int)e->raw_size);
 		if (n != (int)e->raw_size)
-			return fail(err, SPRITE_ECORRUPT, "sheet %u: lz4 data does not decode to %u "
-							  "bytes", i, e->raw_size);
+			return fail(err, SPRITE_ECORRUPT,
+				    "sheet %u: lz4 data does not decode to %u "
+				    "bytes",
+				    i, e->raw_size);
 	} else if (stored != raw) {
 		memcpy(raw, stored, e->raw_size);
 	}
@@ -577,10 +587,10 @@ struct sprite_writer {
 	char *names; /* names block */
 	size_t names_size;
 
-	uint8_t *sheet;  /* one full sheet laid out as a batch file */
+	uint8_t *sheet;	 /* one full sheet laid out as a batch file */
 	uint8_t *packed; /* lz4 output, padded to SPRITE_ALIGN */
 	size_t packed_cap;
-	uint32_t fill;   /* tiles in the current sheet */
+	uint32_t fill; /* tiles in the current sheet */
 	size_t tile_bytes;
 	int in_split;
 	enum sprite_codec codec;
@@ -605,8 +615,8 @@ static void writer_free(sprite_writer *w)
 	free(w);
 }
 
-int sprite_writer_open(const char *path, const struct sprite_writer_params *p,
-		       sprite_writer **out, char *err)
+int sprite_writer_open(const char *path, const struct sprite_writer_params *p, sprite_writer **out,
+		       char *err)
 {
 	int r;
 	*out = NULL;

@@ -52,7 +52,8 @@ static void make_tile(uint64_t seed, uint32_t split, uint64_t i, uint32_t nclass
 	float ca = cosf(ang), sa = sinf(ang);
 	float amp = 60.0f + 30.0f * sprite_rng_uniform(&r);
 	/* the object: an ellipse on a black background, as in Fashion-MNIST */
-	float rx = 0.30f + 0.15f * sprite_rng_uniform(&r), ry = 0.30f + 0.15f * sprite_rng_uniform(&r);
+	float rx = 0.30f + 0.15f * sprite_rng_uniform(&r),
+	      ry = 0.30f + 0.15f * sprite_rng_uniform(&r);
 
 	for (uint32_t y = 0; y < h; y++) {
 		for (uint32_t x = 0; x < w; x++) {

@@ -47,12 +47,14 @@ static void check_layout(void)
 			CHECK(hd.ids_offset % 64 == 0 && hd.ids_offset >= 64 + 2 * n &&
 				      hd.ids_offset < 64 + 2 * n + 64,
 			      "n=%u ids at %u", n, hd.ids_offset);
-			CHECK(hd.tiles_offset % 64 == 0 && hd.tiles_offset >= hd.ids_offset + 4 * n &&
+			CHECK(hd.tiles_offset % 64 == 0 &&
+				      hd.tiles_offset >= hd.ids_offset + 4 * n &&
 				      hd.tiles_offset < hd.ids_offset + 4 * n + 64,
 			      "n=%u tiles at %u", n, hd.tiles_offset);
 			CHECK(hd.total_size == hd.tiles_offset + (uint64_t)n * h * w * c,
 			      "n=%u total %llu", n, (unsigned long long)hd.total_size);
-			CHECK(hd.count == n && hd.h == h && hd.w == w && hd.c == c, "n=%u shape", n);
+			CHECK(hd.count == n && hd.h == h && hd.w == w && hd.c == c, "n=%u shape",
+			      n);
 
 			/* init + parse round trip */
 			size_t len = (size_t)hd.total_size;
@@ -162,7 +164,8 @@ static void check_hostile(void)
 				continue;
 			uint64_t end = (uint64_t)(out.tiles - b) +
 				       (uint64_t)out.count * out.h * out.w * out.c;
-			CHECK(end <= len && (const uint8_t *)out.ids + 4ull * out.count <= out.tiles &&
+			CHECK(end <= len &&
+				      (const uint8_t *)out.ids + 4ull * out.count <= out.tiles &&
 				      (const uint8_t *)out.labels + 2ull * out.count <=
 					      (const uint8_t *)out.ids,
 			      "flip %zu.%d accepted out of bounds", byte, bit);

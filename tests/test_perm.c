@@ -44,10 +44,10 @@ static const struct pcase cases[] = {
 	{42, 0, 1000, 64, 4},
 	{7, 2, 1001, 100, 3},
 	{9, 1, 50, 7, 1},
-	{3, 4, 100, 1000, 2},   /* one sheet larger than the data */
+	{3, 4, 100, 1000, 2},	  /* one sheet larger than the data */
 	{11, 5, 5000, 1024, 100}, /* window covers every sheet */
 	{0, 9, 70000, 1024, 8},
-	{2, 2, 1025, 1024, 1},  /* short last sheet of one sample */
+	{2, 2, 1025, 1024, 1}, /* short last sheet of one sample */
 };
 
 static uint32_t *make(const struct pcase *c)
@@ -185,8 +185,8 @@ int main(int argc, char **argv)
 	sprite_rng_init(&r, 12345, 678);
 	for (size_t k = 0; ref && k < n; k++) {
 		uint64_t v = sprite_rng_next(&r);
-		CHECK(v == ref[k], "rng output %zu: %llu vs python %llu", k,
-		      (unsigned long long)v, (unsigned long long)ref[k]);
+		CHECK(v == ref[k], "rng output %zu: %llu vs python %llu", k, (unsigned long long)v,
+		      (unsigned long long)ref[k]);
 	}
 	free(ref);
 	/* permutations */

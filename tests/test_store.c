@@ -45,7 +45,7 @@ struct shape {
 	uint32_t h, w, c, sheet;
 	enum sprite_codec codec;
 	uint64_t count[2]; /* train, test; 0 = no such split */
-	int noisy;         /* incompressible pixels: lz4 falls back to raw */
+	int noisy;	   /* incompressible pixels: lz4 falls back to raw */
 	uint32_t nclasses;
 };
 
@@ -69,10 +69,11 @@ static void gen(const struct shape *sh, uint32_t split, uint64_t i, uint8_t *til
 static int write_store(const char *path, const struct shape *sh)
 {
 	char err[SPRITE_ERR_MAX];
-	const char *names[] = {"t-shirt", "trouser", "pullover", "dress", "coat", "sandal",
-			       "shirt", "sneaker", "bag", "ankle boot"};
-	struct sprite_writer_params p = {"unit", sh->h, sh->w, sh->c, sh->sheet, sh->codec,
-					 sh->nclasses, sh->nclasses <= 10 ? names : NULL};
+	const char *names[] = {"t-shirt", "trouser", "pullover", "dress", "coat",
+			       "sandal",  "shirt",   "sneaker",	 "bag",	  "ankle boot"};
+	struct sprite_writer_params p = {
+		"unit",	   sh->h,     sh->w,	    sh->c,
+		sh->sheet, sh->codec, sh->nclasses, sh->nclasses <= 10 ? names : NULL};
 	sprite_writer *w;
 	int r = sprite_writer_open(path, &p, &w, err);
 	if (r < 0) {
@@ -240,10 +241,9 @@ static void check_roundtrip(const struct shape *sh, int idx)
 			if (r)
 				break;
 			if (have != sheet) {
-				int64_t n = sprite_store_read_sheet(s, sheet, raw,
-								    SPRITE_BATCH_HEADER_SIZE +
-									    (size_t)T * (6 + tb) + 256,
-								    err);
+				int64_t n = sprite_store_read_sheet(
+					s, sheet, raw,
+					SPRITE_BATCH_HEADER_SIZE + (size_t)T * (6 + tb) + 256, err);
 				CHECK(n == sprite_store_sheet_raw_size(s, sheet),
 				      "case %d read sheet %u: %s", idx, sheet, err);
 				if (n < 0)
@@ -266,8 +266,7 @@ static void check_roundtrip(const struct shape *sh, int idx)
 			}
 		}
 		uint32_t sheet, slot;
-		CHECK(sprite_store_locate(s, (uint32_t)sp, sh->count[s2], &sheet, &slot) ==
-			      -ERANGE,
+		CHECK(sprite_store_locate(s, (uint32_t)sp, sh->count[s2], &sheet, &slot) == -ERANGE,
 		      "case %d locate past end", idx);
 	}
 	CHECK(nsheets == in->nsheets, "case %d nsheets", idx);
@@ -362,8 +361,8 @@ static void expect_open(const char *what, uint8_t *b, size_t len, int code, cons
 	spit(path, b, len);
 	sprite_store *s = NULL;
 	int r = sprite_store_open(path, &s, err);
-	CHECK(r == -code && strstr(err, want), "%s: got %d '%s', want %d '%s'", what, r, err,
-	      -code, want);
+	CHECK(r == -code && strstr(err, want), "%s: got %d '%s', want %d '%s'", what, r, err, -code,
+	      want);
 	if (r == 0)
 		sprite_store_close(s);
 	else
@@ -452,8 +451,7 @@ static void check_damage(void)
 		    "version 2 is newer than 1");
 	b = realloc(copy(), base_len + 4096);
 	memset(b + base_len, 0, 4096);
-	expect_open("trailing data", b, base_len + 4096, SPRITE_ECORRUPT,
-		    "header says");
+	expect_open("trailing data", b, base_len + 4096, SPRITE_ECORRUPT, "header says");
 
 	/* header fields out of range, behind a valid checksum */
 	struct {
@@ -767,10 +765,11 @@ int main(void)
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
 		{32, 32, 3, 64, SPRITE_CODEC_LZ4, {128, 64}, 0, 10},  /* full sheets only */
-		{128, 128, 3, 2, SPRITE_CODEC_LZ4, {5, 0}, 1, 10},   /* lz4 cannot shrink noise */
-		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},        /* one tile per sheet */
-		{16, 16, 1, 0, SPRITE_CODEC_LZ4, {1500, 10}, 0, 300}, /* default 1024, 300 classes */
-		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},        /* only a test split */
+		{128, 128, 3, 2, SPRITE_CODEC_LZ4, {5, 0}, 1, 10},    /* lz4 cannot shrink noise */
+		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},	      /* one tile per sheet */
+		{16, 16, 1, 0, SPRITE_CODEC_LZ4, {1500, 10}, 0, 300}, /* default 1024, 300 classes
+								       */
+		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_roundtrip(&cases[i], (int)i);
