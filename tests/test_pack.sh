@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# test_pack.sh - spritefs-pack end to end.
+#
+#   test_pack.sh SPRITEFS_PACK MKTREE
+#
+# Builds small trees with mktree (gray and RGB lossless trees, a mixed tree
+# with corrupt/truncated/empty/non-image files, IDX files plain and gzip),
+# packs them and checks: summary counts and skipped-file lines, --strict,
+# the roundtrip (pack -> --export png -> pixels and labels equal to an
+# independent decode of the sources with PIL + numpy, under /usr/bin/python3;
+# only that comparison is skipped when those are missing), identical store
+# bytes with --jobs 1 and --jobs 4, --verify on a good store and on stores
+# with a flipped byte in a sheet, the index and the header, and a truncated
+# one, the errors for a missing source, an unwritable store and an empty set,
+# usage errors (exit 2), and the real Fashion-MNIST (60000/10000, 10 classes,
+# 28x28x1) when the Debian package is installed.
+set -uo pipefail
+
+PACK=${1:?spritefs-pack path}
+MKTREE=${2:?mktree path}
+FMNIST=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+PY=/usr/bin/python3
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_pack.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() {
+	echo "FAIL: $*" >&2
+	fails=$((fails + 1))
+}
+
+have_py=0
+if [[ -x $PY ]] && $PY -c 'import PIL, numpy' 2>/dev/null; then
+	have_py=1
+else
+	echo "note: $PY with PIL and numpy not found: pixel comparisons skipped" >&2
+fi
+
+# expect_rc WANT CMD... : run, keep output in $T/out, check the exit status.
+expect_rc() {
+	local want=$1
+	shift
+	"$@" >"$T/out" 2>&1
+	local rc=$?
+	if [[ $rc -ne $want ]]; then
+		fail "exit $rc (want $want): $*"
+		sed 's/^/    /' "$T/out" >&2
+		return 1
+	fi
+	return 0
+}
+
+# Independent decode + comparison with an export (see the file header).
+compare_py() { # SRC EXPORT MODE(gray|rgb|idx)
+	$PY - "$@" <<'EOF'
+import os, sys, gzip
+import numpy as np
+from PIL import Image
+src, exp, mode = sys.argv[1:4]
+
+def load(path):
+    im = Image.open(path)
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        a = np.array(im).astype(np.uint32) >> 8
+        return a.astype(np.uint8)
+    if mode == "gray":
+        return np.array(im.convert("L"))
+    return np.array(im.convert("RGB"))
+
+def idx(path):
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rb") as f:
+        b = f.read()
+    nd = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+bad = 0
+if mode == "idx":
+    pre = {"train": "train", "test": "t10k"}
+    for split, p in pre.items():
+        base = os.path.join(src, p)
+        ext = ".gz" if os.path.exists(base + "-images-idx3-ubyte.gz") else ""
+        ims = idx(base + "-images-idx3-ubyte" + ext)
+        labs = idx(base + "-labels-idx1-ubyte" + ext)
+        names = sorted(os.listdir(os.path.join(exp, split)))
+        got = {}
+        for c in names:
+            for f in os.listdir(os.path.join(exp, split, c)):
+                got[int(f.split(".")[0])] = (c, os.path.join(exp, split, c, f))
+        n = len(got)
+        if n == 0 or max(got) != n - 1:
+            print("export of %s: %d files, ids not 0..n-1" % (split, n)); bad += 1; continue
+        for i in range(n):
+            c, f = got[i]
+            a = np.array(Image.open(f))
+            if c != names[labs[i]] and not (c.isdigit() and int(c) == labs[i]):
+                print("%s %d: class %s, IDX label %d" % (split, i, c, labs[i])); bad += 1; break
+            if not np.array_equal(a, ims[i]):
+                print("%s %d: pixels differ from the IDX file" % (split, i)); bad += 1; break
+        print("idx %s: %d samples compared" % (split, n))
+    sys.exit(1 if bad else 0)
+
+classes = sorted(set(c for s in os.listdir(src) for c in os.listdir(os.path.join(src, s))))
+for split in sorted(os.listdir(src)):
+    files = []
+    for c in sorted(os.listdir(os.path.join(src, split)), key=lambda s: s.encode()):
+        for f in sorted(os.listdir(os.path.join(src, split, c)), key=lambda s: s.encode()):
+            if not f.startswith("."):
+                files.append((c, os.path.join(src, split, c, f)))
+    got = {}
+    for c in os.listdir(os.path.join(exp, split)):
+        for f in os.listdir(os.path.join(exp, split, c)):
+            got[int(f.split(".")[0])] = (c, os.path.join(exp, split, c, f))
+    if len(got) != len(files):
+        print("%s: %d exported, %d sources" % (split, len(got), len(files))); bad += 1; continue
+    for i, (c, f) in enumerate(files):
+        gc, gf = got[i]
+        if gc != c:
+            print("%s %d: class %s, source class %s (%s)" % (split, i, gc, c, f)); bad += 1; break
+        want = load(f).astype(int)
+        have = np.array(Image.open(gf)).astype(int)
+        tol = 3 if f.endswith(".jpg") else 0
+        if want.shape != have.shape or np.abs(want - have).max() > tol:
+            print("%s %d: pixels differ from %s (shape %s vs %s, max diff %s)" % (
+                split, i, f, want.shape, have.shape,
+                np.abs(want - have).max() if want.shape == have.shape else "-"))
+            bad += 1; break
+    print("%s: %d samples compared" % (split, len(files)))
+sys.exit(1 if bad else 0)
+EOF
+}
+
+# ---- lossless trees: roundtrip against PIL ------------------------------------
+for mode in gray rgb; do
+	"$MKTREE" $mode "$T/$mode" 12 >"$T/counts" || { fail "mktree $mode"; continue; }
+	read -r _ good _ bad <"$T/counts"
+	expect_rc 0 "$PACK" --jobs 2 "$T/$mode" "$T/$mode.sprites" || continue
+	grep -q "found $good, packed $good, skipped 0" "$T/out" ||
+		fail "$mode: summary wrong: $(head -1 "$T/out")"
+	want_c=$([[ $mode == gray ]] && echo 1 || echo 3)
+	expect_rc 0 "$PACK" --info "$T/$mode.sprites" &&
+		grep -q "tile: *20x24x$want_c" "$T/out" || fail "$mode: tile shape not 20x24x$want_c"
+	grep -q "classes: *3: ant, bee, cat" "$T/out" || fail "$mode: classes: $(grep classes "$T/out")"
+	grep -q "split: *train 36 samples" "$T/out" || fail "$mode: train count"
+	grep -q "split: *test 18 samples" "$T/out" || fail "$mode: test count"
+	expect_rc 0 "$PACK" --export "$T/$mode.png" --format png "$T/$mode.sprites" || continue
+	n=$(find "$T/$mode.png" -type f -name '*.png' | wc -l)
+	[[ $n -eq $good ]] || fail "$mode: exported $n png files, want $good"
+	if ((have_py)); then
+		compare_py "$T/$mode" "$T/$mode.png" $mode >"$T/cmp" 2>&1 ||
+			{ fail "$mode: roundtrip differs from PIL"; sed 's/^/    /' "$T/cmp" >&2; }
+	fi
+done
+
+# ---- mixed tree: bad files, counts, --strict, --tile, determinism --------------
+"$MKTREE" mixed "$T/mixed" 40 >"$T/counts" || fail "mktree mixed"
+read -r _ good _ bad <"$T/counts"
+total=$((good + bad))
+if expect_rc 0 "$PACK" --jobs 1 "$T/mixed" "$T/m1.sprites"; then
+	grep -q "found $total, packed $good, skipped $bad" "$T/out" ||
+		fail "mixed: summary: $(grep found "$T/out")"
+	nskip=$(grep -c "^spritefs-pack: skipped " "$T/out")
+	[[ $nskip -eq $bad ]] || fail "mixed: $nskip 'skipped' lines, want $bad"
+	grep -q "skipped .*/ant/zz-truncated.tif: .*TIFF" "$T/out" ||
+		fail "mixed: truncated TIFF reason: $(grep zz-truncated.tif "$T/out" | head -1)"
+	grep -q "skipped .*/ant/zz-empty.png: empty file" "$T/out" || fail "mixed: empty file reason"
+	grep -q "skipped .*/ant/zz-notes.txt: not a PNG/TIFF/JPEG file" "$T/out" ||
+		fail "mixed: text file reason"
+	grep -q "skipped .*/ant/zz-cut.jpg: bad JPEG" "$T/out" || fail "mixed: cut JPEG reason"
+	grep -q "hidden" "$T/out" && fail "mixed: hidden file was considered"
+	# The first image (ant/f0000.tif) is gray 8x8: the tile shape comes from it.
+	expect_rc 0 "$PACK" --info "$T/m1.sprites" && grep -q "tile: *8x8x1" "$T/out" ||
+		fail "mixed: default tile not from the first image"
+fi
+expect_rc 0 "$PACK" --jobs 4 "$T/mixed" "$T/m4.sprites" &&
+	{ cmp -s "$T/m1.sprites" "$T/m4.sprites" || fail "store bytes differ between --jobs 1 and 4"; }
+expect_rc 1 "$PACK" --strict "$T/mixed" "$T/strict.sprites" &&
+	{ grep -q -- "--strict" "$T/out" || fail "--strict: message: $(tail -1 "$T/out")"; }
+[[ -e $T/strict.sprites ]] && fail "--strict left a store behind"
+ls "$T"/strict.sprites.tmp* >/dev/null 2>&1 && fail "--strict left a temp file behind"
+expect_rc 0 "$PACK" --tile 16x12x3 --sheet 7 --compress none "$T/mixed" "$T/t.sprites" &&
+	expect_rc 0 "$PACK" --info "$T/t.sprites" && {
+	grep -q "tile: *16x12x3" "$T/out" || fail "--tile 16x12x3 not applied"
+	grep -q "sheet tiles: *7$" "$T/out" || fail "--sheet 7 not applied"
+	grep -q "compression: *none" "$T/out" || fail "--compress none not applied"
+}
+expect_rc 0 "$PACK" --verify "$T/t.sprites"
+# exports in every format, with --split and --limit
+for f in tiff tiff-lzw pgm png; do
+	expect_rc 0 "$PACK" --export "$T/ex-$f" --format $f --limit 10 --jobs 3 "$T/m1.sprites" &&
+		{ n=$(find "$T/ex-$f" -type f | wc -l); [[ $n -eq 10 ]] || fail "export $f --limit 10: $n files"; }
+done
+expect_rc 0 "$PACK" --export "$T/ex-all" --format tiff "$T/m1.sprites" &&
+	expect_rc 0 "$PACK" --jobs 2 "$T/ex-all" "$T/re.sprites" &&
+	{ grep -q "found $good, packed $good, skipped 0" "$T/out" || fail "repack of export: $(head -1 "$T/out")"; }
+expect_rc 1 "$PACK" --export "$T/ex-none" --split nosuch "$T/m1.sprites"
+
+# ---- verify: damaged stores -----------------------------------------------------
+flip() { # FILE OFFSET
+	local b
+	b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	printf "$(printf '\\%03o' $(((b ^ 0x5a) & 255)))" |
+		dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+if [[ -f $T/m1.sprites ]]; then
+	expect_rc 0 "$PACK" --verify "$T/m1.sprites"
+	cp "$T/m1.sprites" "$T/bad-sheet.sprites"
+	flip "$T/bad-sheet.sprites" $((4096 + 300))
+	expect_rc 1 "$PACK" --verify "$T/bad-sheet.sprites" &&
+		{ grep -qi "sheet 0" "$T/out" || fail "flipped sheet byte: message does not name sheet 0: $(cat "$T/out")"; }
+	cp "$T/m1.sprites" "$T/bad-header.sprites"
+	flip "$T/bad-header.sprites" 20
+	expect_rc 1 "$PACK" --verify "$T/bad-header.sprites"
+	size=$(stat -c %s "$T/m1.sprites")
+	cp "$T/m1.sprites" "$T/bad-index.sprites"
+	index_offset=$(od -An -tu8 -j 56 -N8 "$T/m1.sprites" | tr -d ' ')
+	flip "$T/bad-index.sprites" $((index_offset + 10))
+	expect_rc 1 "$PACK" --verify "$T/bad-index.sprites"
+	head -c $((size / 2)) "$T/m1.sprites" >"$T/short.sprites"
+	expect_rc 1 "$PACK" --verify "$T/short.sprites"
+	expect_rc 1 "$PACK" --info "$T/short.sprites"
+fi
+
+# ---- IDX, plain and gzip ------------------------------------------------------------
+"$MKTREE" idx "$T/idx" 300 9 7 >/dev/null || fail "mktree idx"
+mkdir -p "$T/idxgz"
+for f in "$T"/idx/*; do gzip -c "$f" >"$T/idxgz/$(basename "$f").gz"; done
+for d in idx idxgz; do
+	expect_rc 0 "$PACK" --name idx "$T/$d" "$T/$d.sprites" || continue
+	grep -q "found 451, packed 451, skipped 0" "$T/out" || fail "$d: summary $(head -1 "$T/out")"
+	grep -q "train 300 test 151" "$T/out" || fail "$d: split counts: $(sed -n 2p "$T/out")"
+	expect_rc 0 "$PACK" --info "$T/$d.sprites" && {
+		grep -q "tile: *9x7x1" "$T/out" || fail "$d: tile"
+		grep -q "classes: *5: 0, 1, 2, 3, 4" "$T/out" || fail "$d: classes: $(grep classes "$T/out")"
+	}
+	if ((have_py)); then
+		expect_rc 0 "$PACK" --export "$T/$d.png" --format png "$T/$d.sprites" &&
+			{ compare_py "$T/$d" "$T/$d.png" idx >"$T/cmp" 2>&1 ||
+				{ fail "$d: export differs from the IDX files"; sed 's/^/    /' "$T/cmp" >&2; }; }
+	fi
+done
+cmp -s "$T/idx.sprites" "$T/idxgz.sprites" || fail "IDX plain and gzip give different stores"
+# a truncated IDX file is an error naming it
+cp -r "$T/idx" "$T/idxbad"
+truncate -s 1000 "$T/idxbad/train-images-idx3-ubyte"
+expect_rc 1 "$PACK" "$T/idxbad" "$T/idxbad.sprites" &&
+	{ grep -q "train-images-idx3-ubyte: truncated" "$T/out" || fail "truncated IDX: $(cat "$T/out")"; }
+
+# ---- errors and usage ---------------------------------------------------------------
+expect_rc 1 "$PACK" "$T/nosuch" "$T/x.sprites" &&
+	{ grep -q "$T/nosuch" "$T/out" || fail "missing source not named"; }
+expect_rc 1 "$PACK" "$T/gray" "$T/nosuchdir/x.sprites"
+touch "$T/afile"
+expect_rc 1 "$PACK" "$T/gray" "$T/afile/x.sprites"
+mkdir -p "$T/empty/train/cls"
+expect_rc 1 "$PACK" "$T/empty" "$T/e.sprites" &&
+	{ grep -q "no images" "$T/out" || fail "empty set: $(cat "$T/out")"; }
+mkdir -p "$T/allbad/c"
+echo nope >"$T/allbad/c/a.png"
+expect_rc 1 "$PACK" "$T/allbad" "$T/ab.sprites"
+expect_rc 2 "$PACK"
+expect_rc 2 "$PACK" --tile 0x5 "$T/gray" "$T/x.sprites"
+expect_rc 2 "$PACK" --compress zstd "$T/gray" "$T/x.sprites"
+expect_rc 2 "$PACK" --jobs -1 "$T/gray" "$T/x.sprites"
+expect_rc 2 "$PACK" --verify
+expect_rc 0 "$PACK" --help && { grep -q "usage" "$T/out" || fail "--help"; }
+expect_rc 0 "$PACK" --version && { grep -q "spritefs-pack [0-9]" "$T/out" || fail "--version"; }
+
+# ---- the real Fashion-MNIST -----------------------------------------------------------
+if [[ -f $FMNIST/train-images-idx3-ubyte.gz || -f $FMNIST/train-images-idx3-ubyte ]]; then
+	if expect_rc 0 "$PACK" "$FMNIST" "$T/fm.sprites"; then
+		grep -q "found 70000, packed 70000, skipped 0" "$T/out" || fail "fashion-mnist: $(head -1 "$T/out")"
+		grep -q "train 60000 test 10000" "$T/out" || fail "fashion-mnist: splits"
+		expect_rc 0 "$PACK" --info "$T/fm.sprites" && {
+			grep -q "tile: *28x28x1" "$T/out" || fail "fashion-mnist: tile"
+			grep -q "classes: *10: T-shirt_top, Trouser, .*, Ankle boot" "$T/out" ||
+				fail "fashion-mnist: classes: $(grep classes "$T/out")"
+		}
+		expect_rc 0 "$PACK" --verify "$T/fm.sprites"
+		if ((have_py)); then
+			expect_rc 0 "$PACK" --export "$T/fm.png" --format png --limit 200 "$T/fm.sprites"
+			$PY - "$FMNIST" "$T/fm.png" <<'EOF' || fail "fashion-mnist: export differs from the IDX files"
+import gzip, os, sys
+import numpy as np
+from PIL import Image
+src, exp = sys.argv[1:3]
+names = ["T-shirt_top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+for split, pre in (("train", "train"), ("test", "t10k")):
+    ims = np.frombuffer(gzip.open(os.path.join(src, pre + "-images-idx3-ubyte.gz")).read(), np.uint8, offset=16).reshape(-1, 28, 28)
+    labs = np.frombuffer(gzip.open(os.path.join(src, pre + "-labels-idx1-ubyte.gz")).read(), np.uint8, offset=8)
+    n = 0
+    for c in os.listdir(os.path.join(exp, split)):
+        for f in os.listdir(os.path.join(exp, split, c)):
+            i = int(f.split(".")[0])
+            a = np.array(Image.open(os.path.join(exp, split, c, f)))
+            assert names[labs[i]] == c, (split, i, c, labs[i])
+            assert np.array_equal(a, ims[i]), (split, i)
+            n += 1
+    assert n == 200, n
+print("ok")
+EOF
+		fi
+	fi
+else
+	echo "note: $FMNIST not installed: Fashion-MNIST part skipped" >&2
+fi
+
+if ((fails)); then
+	echo "test_pack: $fails failures" >&2
+	exit 1
+fi
+echo "test_pack: ok"
