@@ -379,6 +379,13 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "spritefs: bad FUSE options (see spritefs -h)\n");
 		goto out_cache;
 	}
+	/*
+	 * libfuse only takes over signals left at their default; a background job
+	 * of a non-interactive shell starts with SIGINT ignored, and we want both
+	 * of these to unmount cleanly wherever we were started from.
+	 */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)

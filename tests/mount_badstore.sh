@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# mount_badstore.sh - spritefs refuses a bad store before mounting: truncated,
+# bad magic, a future version, an empty file, a directory of no images, a
+# missing file. Each gives a non-zero exit, a message naming the file and
+# the problem, and no mount. Bad options are refused the same way.
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+
+"$MKSTORE" "$T/good.sprites" --count-train 300 --count-test 10 --sheet 64 >"$T/mkstore.log" 2>&1 ||
+	fail "mkstore"
+size=$(stat -c %s "$T/good.sprites")
+head -c $((size - 5000)) "$T/good.sprites" >"$T/truncated.sprites"
+{ printf 'NOTSPRIT'; tail -c +9 "$T/good.sprites"; } >"$T/magic.sprites"
+cp "$T/good.sprites" "$T/future.sprites"
+printf '\x07\x00\x00\x00' | dd of="$T/future.sprites" bs=1 seek=8 conv=notrunc status=none
+: >"$T/empty.sprites"
+mkdir -p "$T/mnt" "$T/noimages"
+
+# file | words the message must contain
+cases=(
+	"truncated.sprites|truncated"
+	"magic.sprites|magic"
+	"future.sprites|version 7"
+	"empty.sprites|magic"
+	"missing.sprites|No such file"
+)
+for c in "${cases[@]}"; do
+	IFS='|' read -r f words <<<"$c"
+	MOUNTS+=("$T/mnt")
+	rc=0
+	timeout 60 "$SPRITEFS" -f "$T/$f" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
+	[[ $rc -ne 0 ]] || fail "$f: spritefs exited 0"
+	[[ $rc -ne 124 ]] || fail "$f: spritefs mounted it (timed out)"
+	grep -q "$T/$f" "$T/out.log" || fail "$f: message does not name the file: $(cat "$T/out.log")"
+	grep -qi "$words" "$T/out.log" || fail "$f: message lacks '$words': $(cat "$T/out.log")"
+	is_mounted "$T/mnt" && fail "$f: left a mount"
+	echo "$f: exit $rc: $(head -1 "$T/out.log")"
+done
+# an image folder with nothing to pack
+rc=0
+timeout 60 "$SPRITEFS" -f -o cachedir="$T/cache" "$T/noimages" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "empty image folder: exit $rc"
+echo "noimages: exit $rc: $(tail -1 "$T/out.log")"
+# bad options
+for o in cache=lots prefetch=-1 batch=0 epochs=99999999 direct=2; do
+	rc=0
+	timeout 60 "$SPRITEFS" -f -o "$o" "$T/good.sprites" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
+	[[ $rc -ne 0 && $rc -ne 124 ]] || fail "-o $o: exit $rc"
+	grep -q "${o%%=*}" "$T/out.log" || fail "-o $o: message does not name the option"
+	is_mounted "$T/mnt" && fail "-o $o: left a mount"
+done
+echo "PASS"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# mount_signals.sh - SIGTERM and SIGINT unmount cleanly (mount gone from
+# /proc/mounts, daemon exits 0); without -f the daemon detaches after the
+# store is validated and serves until unmounted.
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+
+"$MKSTORE" "$T/s.sprites" --count-train 700 --count-test 50 --sheet 64 >"$T/mkstore.log" 2>&1 ||
+	fail "mkstore"
+for sig in TERM INT; do
+	sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt"
+	cat "$T/mnt/train/batches/"*.sprite >/dev/null || fail "reading before SIG$sig"
+	exec 3<"$T/mnt/train/images.npy" # an open file must not hold the exit up
+	kill -s "$sig" "$SFS_PID"
+	rc=0
+	timeout 20 tail --pid="$SFS_PID" -f /dev/null || fail "daemon still running 20 s after SIG$sig"
+	wait "$SFS_PID" || rc=$?
+	exec 3<&-
+	[[ $rc -eq 0 ]] || fail "exit status $rc after SIG$sig"
+	is_mounted "$T/mnt" && fail "still mounted after SIG$sig"
+	echo "SIG$sig: unmounted, exit 0"
+done
+
+# daemon mode: the command returns once mounted
+"$SPRITEFS" -o cache=8M "$T/s.sprites" "$T/mnt" >"$T/daemon.log" 2>&1 || fail "daemon mode: $(cat "$T/daemon.log")"
+MOUNTS+=("$T/mnt")
+is_mounted "$T/mnt" || fail "daemon mode: not mounted after spritefs returned"
+cmp <(cat "$T/mnt/train/batches/00.sprite") <(cat "$T/mnt/train/batches/0.sprite") ||
+	fail "daemon mode: reads differ"
+"$MOUNT_CHECK" "$T/s.sprites" "$T/mnt" --only batches,json >"$T/check.log" 2>&1 ||
+	fail "daemon mode: $(tail -3 "$T/check.log")"
+fusermount3 -u "$T/mnt" || fail "daemon mode: fusermount3 -u"
+for _ in $(seq 100); do is_mounted "$T/mnt" || break; sleep 0.05; done
+is_mounted "$T/mnt" && fail "daemon mode: still mounted"
+echo "daemon mode: mounted, served, unmounted"
+echo "PASS"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# mount_views.sh - every view of the mount (batch files, images.npy,
+# labels.npy, by-class images, sheet images, epoch views, dataset.json) is
+# byte-exact against the store, checked by mount_check (an independent
+# decode), over a matrix of stores and options: gray and RGB and RGBA tiles,
+# lz4 and raw sheets, partial last sheets, full and windowed shuffles, O_DIRECT
+# and buffered reads, the store on disk and on tmpfs. Prints the combination
+# that failed.
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+
+# name | mkstore args | spritefs -o options | mount_check args
+matrix=(
+	"gray-lz4|--count-train 3000 --count-test 517 --sheet 256|cache=64M|--epochs 2 --order 3"
+	"rgb-raw-windowed|--count-train 1003 --count-test 100 --tile 32x30x3 --sheet 64 --codec none --classes 7|cache=2M,batch=100,prefetch=4,seed=11|--seed 11 --epochs 2"
+	"rgba-buffered|--count-train 500 --count-test 0 --tile 9x7x4 --sheet 50 --classes 3|cache=16M,direct=0,batch=33,window=3|--epochs 1"
+	"gray-one-sheet|--count-train 10 --count-test 1 --sheet 1024 --classes 2|cache=8M,batch=3,workers=1,prefetch=0|--epochs 3 --direct"
+)
+for row in "${matrix[@]}"; do
+	IFS='|' read -r name mk opts chk <<<"$row"
+	for where in disk tmpfs; do
+		dir=$T/$where
+		[[ $where == tmpfs ]] && dir=$(mktemp -d /dev/shm/sfs-test.XXXXXX)
+		mkdir -p "$dir"
+		# shellcheck disable=SC2086
+		"$MKSTORE" "$dir/s.sprites" $mk >"$T/mkstore.log" 2>&1 || fail "[$name/$where] mkstore $mk"
+		sfs_mount "$T/spritefs.log" "$dir/s.sprites" "$T/mnt" -o "$opts"
+		# shellcheck disable=SC2086
+		"$MOUNT_CHECK" "$dir/s.sprites" "$T/mnt" $chk >"$T/check.log" 2>&1 ||
+			fail "[$name/$where] mount_check $chk with -o $opts: $(tail -5 "$T/check.log")"
+		echo "[$name/$where] $(tail -1 "$T/check.log")"
+		if [[ $name == *windowed* ]] && ! grep -q '"order": "windowed"' "$T/mnt/dataset.json"; then
+			fail "[$name/$where] expected a windowed order: $(cat "$T/mnt/dataset.json")"
+		fi
+		direct=$(sed -n 's/.*"direct_io": \([a-z]*\).*/\1/p' "$T/mnt/.spritefs/stats.json")
+		if [[ $opts == *direct=0* && $direct != false ]]; then
+			fail "[$name/$where] direct=0 but stats say direct_io=$direct"
+		fi
+		[[ $(stat_field "$T/mnt" uring_reads) -gt 0 ]] || fail "[$name/$where] no io_uring reads counted"
+		sfs_umount "$T/mnt"
+		[[ $where == tmpfs ]] && rm -rf "$dir"
+	done
+done
+echo "PASS"
