@@ -54,6 +54,23 @@ static void seterr(char *err, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Put "path: " in front of err unless it already names path. */
+static void prefix_err(char *err, const char *path)
+{
+	if (!err || strstr(err, path))
+		return;
+	char tmp[SPRITE_ERR_MAX];
+	memcpy(tmp, err, sizeof tmp);
+	tmp[sizeof tmp - 1] = 0;
+	size_t pl = strnlen(path, SPRITE_ERR_MAX / 2), tl = strlen(tmp);
+	if (pl + 2 + tl >= SPRITE_ERR_MAX)
+		tl = SPRITE_ERR_MAX - 1 - pl - 2;
+	memcpy(err, path, pl);
+	memcpy(err + pl, ": ", 2);
+	memcpy(err + pl + 2, tmp, tl);
+	err[pl + 2 + tl] = 0;
+}
+
 /* ---- listing ----------------------------------------------------------- */
 
 struct strv {
@@ -516,6 +533,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 	};
 	r = sprite_writer_open(store, &wp, &w, err);
 	if (r < 0)
+		prefix_err(err, store);
+	if (r < 0)
 		goto out;
 	tile = malloc((size_t)th * tw * tc);
 	if (!tile)
@@ -550,6 +569,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 		goto out;
 	}
 	r = sprite_writer_finish(w, err);
+	if (r < 0)
+		prefix_err(err, store);
 	w = NULL;
 	if (o->progress)
 		sprite_progress_end(o->progress);
@@ -778,6 +799,8 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.class_names = cn,
 	};
 	r = sprite_writer_open(store, &wp, &w, err);
+	if (r < 0)
+		prefix_err(err, store);
 	free(cn);
 	if (r < 0)
 		goto out;
@@ -889,6 +912,8 @@ out_sync:
 	}
 	if (r == 0) {
 		r = sprite_writer_finish(w, err);
+		if (r < 0)
+			prefix_err(err, store);
 		w = NULL;
 	}
 out:

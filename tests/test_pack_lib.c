@@ -1,0 +1,208 @@
+/*
+ * test_pack_lib.c - sprite_pack() and sprite_pack_fingerprint() through the
+ * library API (spritefs uses them directly, without the command).
+ *
+ * Checks: the report (found/packed/skipped, per split counts, bytes in/out),
+ * on_skip called in source order with the reasons, the progress counter
+ * reaching the total, jobs = 0 (all cores), labels and sample order read
+ * back from the store, strict mode, and a fingerprint that is stable and
+ * changes when a file is added, removed, rewritten or renamed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tiffio.h>
+
+#include "common/batch.h"
+#include "common/image.h"
+#include "common/pack.h"
+#include "common/store.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL (%s:%d): ", __FILE__, __LINE__);                     \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static char dir[256];
+
+struct skips {
+	int n;
+	char paths[8][512];
+	char why[8][256];
+};
+
+static void on_skip(void *ctx, const char *path, const char *why)
+{
+	struct skips *s = ctx;
+	if (s->n < 8) {
+		snprintf(s->paths[s->n], sizeof s->paths[0], "%s", path);
+		snprintf(s->why[s->n], sizeof s->why[0], "%s", why);
+	}
+	s->n++;
+}
+
+static void put(const char *rel, uint8_t v, int png)
+{
+	char p[512], err[SPRITE_ERR_MAX];
+	uint8_t px[6 * 5];
+	memset(px, v, sizeof px);
+	snprintf(p, sizeof p, "%s/%s", dir, rel);
+	int r = png ? sprite_png_write(p, px, 6, 5, 1, err)
+		    : sprite_tiff_write(p, px, 6, 5, 1, COMPRESSION_LZW, err);
+	if (r < 0) {
+		fprintf(stderr, "setup: %s\n", err);
+		exit(1);
+	}
+}
+
+static void put_raw(const char *rel, const char *text)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/%s", dir, rel);
+	FILE *f = fopen(p, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+static void sub(const char *rel)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/%s", dir, rel);
+	mkdir(p, 0755);
+}
+
+int main(void)
+{
+	snprintf(dir, sizeof dir, "%s/test_pack_lib.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir))
+		return 1;
+	char src[300], store[300], err[SPRITE_ERR_MAX];
+	snprintf(src, sizeof src, "%s/src", dir);
+	snprintf(store, sizeof store, "%s/s.sprites", dir);
+	sub("src");
+	sub("src/train");
+	sub("src/test");
+	sub("src/train/b");
+	sub("src/train/a");
+	sub("src/test/a");
+	sub("src/test/c");
+	/* Values encode (split, class, index) so the order can be read back. */
+	put("src/train/b/2.png", 12, 1);
+	put("src/train/b/10.tif", 11, 0); /* "10.tif" < "2.png" bytewise */
+	put("src/train/a/x.tif", 1, 0);
+	put_raw("src/train/a/y.png", "junk");
+	put("src/train/a/z.png", 3, 1);
+	put("src/test/c/k.tif", 21, 0);
+	put_raw("src/test/a/bad.tif", "II*\0garbage");
+	put("src/test/a/m.png", 20, 1);
+
+	struct skips sk = {0};
+	struct sprite_progress prog;
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .jobs = 0, .on_skip = on_skip,
+					.ctx = &sk, .progress = &prog, .sheet_tiles = 2};
+	struct sprite_pack_report rep;
+	int r = sprite_pack(src, store, &o, &rep, err);
+	CHECK(r == 0, "pack: %s", err);
+	CHECK(rep.found == 8 && rep.packed == 6 && rep.skipped == 2,
+	      "report found %llu packed %llu skipped %llu", (unsigned long long)rep.found,
+	      (unsigned long long)rep.packed, (unsigned long long)rep.skipped);
+	CHECK(rep.split_count[0] == 4 && rep.split_count[1] == 2, "split counts %llu %llu",
+	      (unsigned long long)rep.split_count[0], (unsigned long long)rep.split_count[1]);
+	CHECK(rep.bytes_in > 0 && rep.bytes_out > 0, "bytes in/out not counted");
+	CHECK(prog.done == 8, "progress at %llu of 8", (unsigned long long)prog.done);
+	CHECK(sk.n == 2 && strstr(sk.paths[0], "train/a/y.png") &&
+		      strstr(sk.paths[1], "test/a/bad.tif"),
+	      "skips out of order or missing (%d)", sk.n);
+	CHECK(sk.n >= 1 && strstr(sk.why[0], "not a PNG/TIFF/JPEG"), "reason: %s", sk.why[0]);
+	CHECK(sk.n >= 1 && !strstr(sk.why[0], "y.png"), "reason repeats the path: %s",
+	      sk.why[0]);
+
+	/* Read the store back: order train (a/x, a/z, b/10, b/2), test (a/m, c/k). */
+	sprite_store *s = NULL;
+	r = sprite_store_open(store, &s, err);
+	CHECK(r == 0, "open: %s", err);
+	if (r == 0) {
+		const struct sprite_store_info *in = sprite_store_info(s);
+		CHECK(in->nclasses == 3 && !strcmp(in->class_names[0], "a") &&
+			      !strcmp(in->class_names[2], "c"),
+		      "classes");
+		CHECK(in->nsplits == 2 && !strcmp(in->splits[0].name, "train") &&
+			      !strcmp(in->splits[1].name, "test"),
+		      "splits");
+		CHECK(in->tile_h == 6 && in->tile_w == 5 && in->tile_c == 1, "tile shape");
+		CHECK(!strcmp(in->name, "src"), "name '%s'", in->name);
+		static const uint8_t want_v[] = {1, 3, 11, 12, 20, 21};
+		static const uint16_t want_l[] = {0, 0, 1, 1, 0, 2};
+		int k = 0;
+		static uint8_t raw[1 << 16];
+		for (uint32_t i = 0; i < in->nsheets; i++) {
+			int64_t n = sprite_store_read_sheet(s, i, raw, sizeof raw, err);
+			struct sprite_batch b;
+			CHECK(n > 0 && sprite_batch_parse(raw, (size_t)n, &b, err) == 0,
+			      "sheet %u: %s", i, err);
+			if (n <= 0)
+				break;
+			for (uint32_t j = 0; j < b.count && k < 6; j++, k++) {
+				CHECK(b.tiles[j * 30] == want_v[k] && b.labels[j] == want_l[k],
+				      "sample %d: value %u label %u, want %u %u", k, b.tiles[j * 30],
+				      b.labels[j], want_v[k], want_l[k]);
+			}
+		}
+		CHECK(k == 6, "read %d samples", k);
+		sprite_store_close(s);
+	}
+
+	/* strict: fails at the first bad file, no store left behind. */
+	char store2[300];
+	snprintf(store2, sizeof store2, "%s/strict.sprites", dir);
+	o.strict = 1;
+	o.progress = NULL;
+	sk.n = 0;
+	r = sprite_pack(src, store2, &o, &rep, err);
+	CHECK(r < 0 && strstr(err, "y.png"), "strict: r=%d err=%s", r, err);
+	CHECK(access(store2, F_OK) != 0, "strict left a store");
+
+	/* fingerprint */
+	uint64_t f1, f2;
+	CHECK(sprite_pack_fingerprint(src, &f1, err) == 0, "fingerprint: %s", err);
+	CHECK(sprite_pack_fingerprint(src, &f2, err) == 0 && f1 == f2, "fingerprint not stable");
+	put("src/test/c/new.png", 5, 1);
+	CHECK(sprite_pack_fingerprint(src, &f2, err) == 0 && f2 != f1, "added file not seen");
+	char a[512], b2[512];
+	snprintf(a, sizeof a, "%s/src/test/c/new.png", dir);
+	snprintf(b2, sizeof b2, "%s/src/test/c/new2.png", dir);
+	uint64_t f3, f4;
+	rename(a, b2);
+	CHECK(sprite_pack_fingerprint(src, &f3, err) == 0 && f3 != f2, "rename not seen");
+	unlink(b2);
+	/* (folder mtimes count too, so this differs from f1 as well) */
+	CHECK(sprite_pack_fingerprint(src, &f4, err) == 0 && f4 != f3 && f4 != f2,
+	      "removal not seen");
+	put("src/train/a/z.png", 4, 1); /* rewrite: new mtime (and content) */
+	struct stat st;
+	snprintf(a, sizeof a, "%s/src/train/a/z.png", dir);
+	stat(a, &st);
+	CHECK(sprite_pack_fingerprint(src, &f2, err) == 0 && f2 != f4, "rewrite not seen");
+	CHECK(sprite_pack_fingerprint("/nonexistent/x", &f2, err) == -ENOENT, "missing source");
+
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	if (failures) {
+		fprintf(stderr, "test_pack_lib: %d failures\n", failures);
+		return 1;
+	}
+	printf("test_pack_lib: ok\n");
+	return 0;
+}
