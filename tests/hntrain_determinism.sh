@@ -34,6 +34,10 @@ check "tiff preload" --data "$TMP/tiff" --preload "${common[@]}"
 check "1 loader" --data "$TMP/data.sprites" --loaders 1 --queue 1 "${common[@]}"
 check "5 loaders" --data "$TMP/tiff" --loaders 5 --queue 3 "${common[@]}"
 check "small cache" --data "$TMP/data.sprites" --cache 200K "${common[@]}"
+# Pinning threads changes where they run, not what they compute.
+t1=$(hash_of --data "$TMP/data.sprites" --threads 1 "${common[@]}")
+ref=$t1 check "pinned, 1 thread" --data "$TMP/data.sprites" --threads 1 --affinity 0 \
+	--loader-affinity 0 "${common[@]}"
 
 # Another seed must give other weights (the hash is not a constant).
 other=$(hash_of --data "$TMP/data.sprites" --model mlp --epochs 2 --batch 32 --lr 0.05 --seed 8)

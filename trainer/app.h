@@ -28,22 +28,22 @@
  */
 struct hn_loader_config {
 	hn_source *src;
-	int nloaders;  /* >= 1 */
-	int queue;     /* batches held ahead, >= 1 */
-	int batch;     /* samples per batch (the last of a split may hold fewer) */
+	int nloaders; /* >= 1 */
+	int queue;    /* batches held ahead, >= 1 */
+	int batch;    /* samples per batch (the last of a split may hold fewer) */
 	uint64_t seed;
 	uint32_t window;
 	uint64_t first_epoch, end_epoch;
-	int eval;              /* also deliver the test split after each epoch */
+	int eval;	       /* also deliver the test split after each epoch */
 	const cpu_set_t *mask; /* affinity for the loader threads, or NULL */
 };
 
 struct hn_batch {
 	uint64_t epoch;
-	int split;        /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
-	uint64_t index;   /* batch number within the split's pass */
-	int n;            /* samples */
-	uint8_t *tiles;   /* n * h*w*c */
+	int split;	  /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
+	uint64_t index;	  /* batch number within the split's pass */
+	int n;		  /* samples */
+	uint8_t *tiles;	  /* n * h*w*c */
 	uint16_t *labels; /* n */
 };
 
@@ -60,21 +60,21 @@ uint64_t hn_batches(uint64_t samples, int batch);
 
 /* ---- checkpoint.c ---- */
 
-#define HN_CKPT_MAGIC "HNCKPT\0\0"
+#define HN_CKPT_MAGIC	"HNCKPT\0\0"
 #define HN_CKPT_VERSION 1u
 
 struct hn_checkpoint {
-	char spec[256];          /* --model as given */
+	char spec[256]; /* --model as given */
 	int in_c, in_h, in_w, nclasses;
 	uint64_t nparams;
 	struct hn_optim optim;
-	uint64_t epoch;          /* epochs completed */
-	uint64_t step;           /* optimizer steps taken */
+	uint64_t epoch; /* epochs completed */
+	uint64_t step;	/* optimizer steps taken */
 	uint64_t seed;
 	uint32_t batch, accum, window;
-	uint64_t train_count;    /* training samples per epoch (after --limit) */
-	float *params;           /* nparams */
-	float *opt;              /* nparams * hn_optim_state_per_param */
+	uint64_t train_count; /* training samples per epoch (after --limit) */
+	float *params;	      /* nparams */
+	float *opt;	      /* nparams * hn_optim_state_per_param */
 };
 
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err);
@@ -84,7 +84,7 @@ void hn_checkpoint_free(struct hn_checkpoint *c);
 /* ---- log.c: JSON lines ---- */
 
 struct hn_epoch_stats {
-	uint64_t epoch;     /* 1-based in the log */
+	uint64_t epoch; /* 1-based in the log */
 	uint64_t samples, steps;
 	double wall_s, compute_s, data_wait_s, eval_s;
 	double train_loss, train_acc;

@@ -50,7 +50,8 @@ static int candidates(char out[][PATH_MAX], int max)
 		if (slash) {
 			*slash = 0;
 			if (n < max)
-				snprintf(out[n++], PATH_MAX, "%.3000s/%s", exe, HN_CUDA_PLUGIN_NAME);
+				snprintf(out[n++], PATH_MAX, "%.3000s/%s", exe,
+					 HN_CUDA_PLUGIN_NAME);
 			if (n < max)
 				snprintf(out[n++], PATH_MAX, "%.3000s/../cuda/%s", exe,
 					 HN_CUDA_PLUGIN_NAME);

@@ -154,7 +154,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 		rc = -EINVAL;
 		goto out;
 	}
-	if ((uint64_t)st.st_size < sizeof h + 8 || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+	if ((uint64_t)st.st_size < sizeof h + 8 ||
+	    pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
 		snprintf(err, HN_ERR_MAX, "%s: too short to be a checkpoint", path);
 		rc = -EINVAL;
 		goto out;
@@ -179,8 +180,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	}
 	uint64_t total = sizeof h + (h.nparams + h.opt_floats) * sizeof(float);
 	if ((uint64_t)st.st_size != total + 8) {
-		snprintf(err, HN_ERR_MAX, "%s: checkpoint is %" PRIu64 " bytes, expected %" PRIu64
-					  " (truncated?)",
+		snprintf(err, HN_ERR_MAX,
+			 "%s: checkpoint is %" PRIu64 " bytes, expected %" PRIu64 " (truncated?)",
 			 path, (uint64_t)st.st_size, total + 8);
 		rc = -EINVAL;
 		goto out;

@@ -67,12 +67,12 @@ struct hn_source {
 	int img_fd[2], lab_fd[2];
 	uint64_t img_off[2], lab_off[2];
 	int lab_size[2]; /* bytes per label in labels.npy: 1, 2, 4 or 8 */
-	int epochs_dir;  /* the mount offers <split>/epochs */
+	int epochs_dir;	 /* the mount offers <split>/epochs */
 	uint64_t seed;
 	uint32_t batch;
-	int use_views; /* epoch views match this run (no --limit, same batch and order) */
-	int views_match;     /* dataset.json says the views use our batch and order */
-	uint32_t view_batch; /* the mount's epoch view batch size */
+	int use_views;	      /* epoch views match this run (no --limit, same batch and order) */
+	int views_match;      /* dataset.json says the views use our batch and order */
+	uint32_t view_batch;  /* the mount's epoch view batch size */
 	uint64_t view_epochs; /* views exist for epochs below this */
 	char train_split[SPRITE_SPLIT_NAME_MAX + 1];
 
@@ -207,7 +207,8 @@ static void sheet_evict_locked(hn_source *s)
 		const struct sprite_store_info *si = sprite_store_info(s->store);
 		for (uint32_t i = 0; i < si->nsheets; i++) {
 			struct sheet_slot *q = &s->sheets[i];
-			if (q->state == 2 && q->ref == 0 && (!victim || q->last_use < victim->last_use))
+			if (q->state == 2 && q->ref == 0 &&
+			    (!victim || q->last_use < victim->last_use))
 				victim = q;
 		}
 		if (!victim)
@@ -241,17 +242,19 @@ static int sheet_get(hn_source *s, uint32_t i, struct sheet_slot **out, char *er
 	int64_t raw_size = sprite_store_sheet_raw_size(s->store, i);
 	uint8_t *raw = raw_size > 0 ? malloc((size_t)raw_size) : NULL;
 	char why[SPRITE_ERR_MAX] = "";
-	int64_t r = raw ? sprite_store_read_sheet(s->store, i, raw, (size_t)raw_size, why)
-			: -ENOMEM;
+	int64_t r =
+		raw ? sprite_store_read_sheet(s->store, i, raw, (size_t)raw_size, why) : -ENOMEM;
 	struct sprite_batch b;
 	int rc = 0;
 	if (r < 0) {
-		rc = fail(err, (int)r, "%s: sheet %u: %s", s->root, i, why[0] ? why : strerror((int)-r));
+		rc = fail(err, (int)r, "%s: sheet %u: %s", s->root, i,
+			  why[0] ? why : strerror((int)-r));
 	} else if ((rc = sprite_batch_parse(raw, (size_t)r, &b, why)) < 0) {
 		rc = fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
 	} else if (b.h != s->info.h || b.w != s->info.w || b.c != s->info.c) {
-		rc = fail(err, -EINVAL, "%s: sheet %u: tile shape %ux%ux%u differs from the store's",
-			  s->root, i, b.h, b.w, b.c);
+		rc = fail(err, -EINVAL,
+			  "%s: sheet %u: tile shape %ux%ux%u differs from the store's", s->root, i,
+			  b.h, b.w, b.c);
 	} else {
 		for (uint32_t k = 0; k < b.count; k++)
 			if (b.labels[k] >= s->info.nclasses) {
@@ -312,7 +315,8 @@ static int store_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 			cur = sheet;
 		}
 		if (slot >= q->b.count) {
-			rc = fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root, sheet, slot);
+			rc = fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root, sheet,
+				  slot);
 			break;
 		}
 		memcpy(tiles + (size_t)k * s->tile_bytes, q->b.tiles + (size_t)slot * s->tile_bytes,
@@ -324,8 +328,7 @@ static int store_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 	return rc;
 }
 
-static int store_open(hn_source *s, const char *path, const struct hn_source_options *o,
-		      char *err)
+static int store_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	char why[SPRITE_ERR_MAX] = "";
 	int rc = sprite_store_open(path, &s->store, why);
@@ -344,13 +347,15 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 		return fail(err, rc, "out of memory");
 	s->store_split[0] = sprite_store_find_split(s->store, o->train_split);
 	if (s->store_split[0] < 0)
-		return fail(err, -ENOENT, "%s: the store has no split \"%s\"", path, o->train_split);
+		return fail(err, -ENOENT, "%s: the store has no split \"%s\"", path,
+			    o->train_split);
 	s->info.full_count[0] = si->splits[s->store_split[0]].count;
 	if (!no_test(o->test_split)) {
 		s->store_split[1] = sprite_store_find_split(s->store, o->test_split);
 		if (s->store_split[1] < 0)
-			return fail(err, -ENOENT, "%s: the store has no split \"%s\" (--test-split none "
-						  "trains without evaluation)",
+			return fail(err, -ENOENT,
+				    "%s: the store has no split \"%s\" (--test-split none "
+				    "trains without evaluation)",
 				    path, o->test_split);
 		s->info.full_count[1] = si->splits[s->store_split[1]].count;
 	}
@@ -499,11 +504,21 @@ static const char *js_string(const char *p, const char *end, char *out, size_t c
 				return NULL;
 			ch = *p++;
 			switch (ch) {
-			case 'n': ch = '\n'; break;
-			case 't': ch = '\t'; break;
-			case 'r': ch = '\r'; break;
-			case 'b': ch = '\b'; break;
-			case 'f': ch = '\f'; break;
+			case 'n':
+				ch = '\n';
+				break;
+			case 't':
+				ch = '\t';
+				break;
+			case 'r':
+				ch = '\r';
+				break;
+			case 'b':
+				ch = '\b';
+				break;
+			case 'f':
+				ch = '\f';
+				break;
 			case 'u':
 				if (end - p < 4)
 					return NULL;
@@ -514,7 +529,8 @@ static const char *js_string(const char *p, const char *end, char *out, size_t c
 				}
 				p += 4;
 				break;
-			default: break; /* \" \\ \/ */
+			default:
+				break; /* \" \\ \/ */
 			}
 		}
 		if (out && n + 1 < cap)
@@ -668,7 +684,8 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 		return rc;
 	if (isz != 1 || sgn || (nd != 3 && nd != 4))
 		return fail(err, -EINVAL, "%s: expected uint8 images of shape (N,H,W[,C])", path);
-	uint32_t h = (uint32_t)shape[1], w = (uint32_t)shape[2], c = nd == 4 ? (uint32_t)shape[3] : 1;
+	uint32_t h = (uint32_t)shape[1], w = (uint32_t)shape[2],
+		 c = nd == 4 ? (uint32_t)shape[3] : 1;
 	if (!h || !w || !c || h > SPRITE_MAX_TILE_SIDE || w > SPRITE_MAX_TILE_SIDE ||
 	    c > SPRITE_MAX_CHANNELS || shape[0] > UINT32_MAX)
 		return fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path, h, w, c);
@@ -728,8 +745,7 @@ static void mount_views_check(hn_source *s, const char *json, size_t len,
 			  (!strcmp(order, "windowed") && window == o->window && window > 0));
 }
 
-static int mount_open(hn_source *s, const char *path, const struct hn_source_options *o,
-		      char *err)
+static int mount_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	char p[4200], *json = NULL;
 	size_t len = 0;
@@ -756,8 +772,8 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	s->seed = o->seed;
 	s->batch = o->batch;
 	snprintf(s->train_split, sizeof s->train_split, "%s", o->train_split);
-	snprintf(s->describe, sizeof s->describe, "mount %s: %s/images.npy gathered with pread", path,
-		 o->train_split);
+	snprintf(s->describe, sizeof s->describe, "mount %s: %s/images.npy gathered with pread",
+		 path, o->train_split);
 	return 0;
 }
 
@@ -781,9 +797,11 @@ static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 			run++;
 		uint64_t i = idx[k];
 		if (i + (uint64_t)run > s->info.full_count[split])
-			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root, i);
+			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root,
+				    i);
 		int rc = pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
-				    (size_t)run * s->tile_bytes, s->img_off[split] + i * s->tile_bytes);
+				    (size_t)run * s->tile_bytes,
+				    s->img_off[split] + i * s->tile_bytes);
 		if (rc < 0)
 			return fail(err, rc, "%s: reading %s images.npy: %s", s->root, which,
 				    strerror(-rc));
@@ -796,7 +814,8 @@ static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 		for (int j = 0; j < run; j++) {
 			uint16_t l = label_at(lb + (size_t)j * (size_t)ls, ls);
 			if (l >= s->info.nclasses)
-				return fail(err, -EINVAL, "%s: %s sample %" PRIu64 ": label out of range",
+				return fail(err, -EINVAL,
+					    "%s: %s sample %" PRIu64 ": label out of range",
 					    s->root, which, i + (uint64_t)j);
 			labels[k + j] = l;
 		}
@@ -976,8 +995,7 @@ static int class_index(const hn_source *s, const char *name)
 	return -1;
 }
 
-static int images_open(hn_source *s, const char *path, const struct hn_source_options *o,
-		       char *err)
+static int images_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	s->kind = SRC_IMAGES;
 	snprintf(s->info.kind, sizeof s->info.kind, "images");
@@ -1052,8 +1070,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		nall = m;
 	}
 	if (rc == 0 && m == 0)
-		rc = fail(err, -ENOENT, "%s: no class folders (expected %s/<class>/<images> or "
-					"%s/train/<class>/<images>)",
+		rc = fail(err, -ENOENT,
+			  "%s: no class folders (expected %s/<class>/<images> or "
+			  "%s/train/<class>/<images>)",
 			  path, path, path);
 	else if (rc == 0 && m > HN_MAX_CLASSES)
 		rc = fail(err, -EINVAL, "%s: too many classes", path);
@@ -1118,8 +1137,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 			s->info.c = im.c;
 		sprite_image_free(&im);
 		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
-			return fail(err, -EINVAL, "%s: first image %ux%u is larger than a tile may be "
-						  "(use --tile)",
+			return fail(err, -EINVAL,
+				    "%s: first image %ux%u is larger than a tile may be "
+				    "(use --tile)",
 				    path, s->info.h, s->info.w);
 	}
 	s->info.sheet_tiles = 1024;
@@ -1145,8 +1165,8 @@ static int images_read(hn_source *s, int split, const uint32_t *idx, int n, uint
 				      tiles + (size_t)k * s->tile_bytes);
 		sprite_image_free(&im);
 		if (rc < 0)
-			return fail(err, rc, "%s: cannot fit to a %ux%ux%u tile", f->path, s->info.h,
-				    s->info.w, s->info.c);
+			return fail(err, rc, "%s: cannot fit to a %ux%ux%u tile", f->path,
+				    s->info.h, s->info.w, s->info.c);
 		labels[k] = f->label;
 	}
 	return 0;
@@ -1187,8 +1207,9 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		char ip[4200], lp[4200], why[SPRITE_ERR_MAX] = "";
 		if (idx_find(path, prefix, "images-idx3-ubyte", ip, sizeof ip) < 0 ||
 		    idx_find(path, prefix, "labels-idx1-ubyte", lp, sizeof lp) < 0)
-			return fail(err, -ENOENT, "%s: no %s-images-idx3-ubyte[.gz] and "
-						  "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
+			return fail(err, -ENOENT,
+				    "%s: no %s-images-idx3-ubyte[.gz] and "
+				    "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
 				    path, prefix, prefix, split);
 		uint32_t h, w;
 		uint8_t *l8 = NULL;
@@ -1200,8 +1221,8 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 			return fail(err, (int)nl, "%s: %s", lp, why[0] ? why : strerror((int)-nl));
 		if (nl != n) {
 			free(l8);
-			return fail(err, -EINVAL, "%s: %" PRId64 " labels for %" PRId64 " images", lp,
-				    nl, n);
+			return fail(err, -EINVAL, "%s: %" PRId64 " labels for %" PRId64 " images",
+				    lp, nl, n);
 		}
 		if (k == 0) {
 			s->info.h = h;
@@ -1209,8 +1230,8 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 			s->info.c = 1;
 		} else if (h != s->info.h || w != s->info.w) {
 			free(l8);
-			return fail(err, -EINVAL, "%s: %ux%u images, the training split has %ux%u", ip,
-				    h, w, s->info.h, s->info.w);
+			return fail(err, -EINVAL, "%s: %ux%u images, the training split has %ux%u",
+				    ip, h, w, s->info.h, s->info.w);
 		}
 		s->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
 		if (!s->lab[k]) {
@@ -1241,8 +1262,8 @@ static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint
 	for (int k = 0; k < n; k++) {
 		if (idx[k] >= s->info.full_count[split])
 			return fail(err, -ERANGE, "sample %u out of range", idx[k]);
-		memcpy(tiles + (size_t)k * s->tile_bytes, s->px[split] + (size_t)idx[k] * s->tile_bytes,
-		       s->tile_bytes);
+		memcpy(tiles + (size_t)k * s->tile_bytes,
+		       s->px[split] + (size_t)idx[k] * s->tile_bytes, s->tile_bytes);
 		labels[k] = s->lab[split][idx[k]];
 	}
 	return 0;
@@ -1279,12 +1300,12 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 		rc = fail(err, rc, "%s: %s", path, why);
 	else if (rc == 0 && (b.count != (uint32_t)n || b.h != s->info.h || b.w != s->info.w ||
 			     b.c != s->info.c))
-		rc = fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path, b.count,
-			  b.h, b.w, b.c, n);
+		rc = fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path,
+			  b.count, b.h, b.w, b.c, n);
 	for (int k = 0; rc == 0 && k < n; k++) {
 		if (b.ids[k] != idx[k])
-			rc = fail(err, -EINVAL, "%s: sample %d is %u, the permutation says %u", path,
-				  k, b.ids[k], idx[k]);
+			rc = fail(err, -EINVAL, "%s: sample %d is %u, the permutation says %u",
+				  path, k, b.ids[k], idx[k]);
 		else if (b.labels[k] >= s->info.nclasses)
 			rc = fail(err, -EINVAL, "%s: label out of range", path);
 		else
@@ -1298,8 +1319,7 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 
 /* ---- the interface ---------------------------------------------------- */
 
-int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out,
-		   char *err)
+int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err)
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
@@ -1343,7 +1363,8 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	if (s->kind == SRC_MOUNT && s->epochs_dir && s->views_match && !o->limit) {
 		s->use_views = 1;
 		snprintf(s->describe, sizeof s->describe,
-			 "mount %s: epoch views %s/epochs/%" PRIu64 "/<epoch>/<n>.sprite (batch %u)",
+			 "mount %s: epoch views %s/epochs/%" PRIu64
+			 "/<epoch>/<n>.sprite (batch %u)",
 			 path, o->train_split, o->seed, o->batch);
 	}
 	*out = s;
@@ -1392,8 +1413,7 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 	case SRC_STORE:
 		return store_read(s, split, idx, n, tiles, labels, err);
 	case SRC_MOUNT:
-		if (split == HN_SPLIT_TRAIN && s->use_views &&
-		    epoch < s->view_epochs) {
+		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs) {
 			int rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
 			if (rc != -ENOENT)
 				return rc;
@@ -1414,8 +1434,9 @@ void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t 
 {
 	uint32_t n = (uint32_t)s->info.count[0];
 	if (window)
-		sprite_perm_windowed(seed, epoch, n, s->info.sheet_tiles ? s->info.sheet_tiles : 1024,
-				     window, perm);
+		sprite_perm_windowed(seed, epoch, n,
+				     s->info.sheet_tiles ? s->info.sheet_tiles : 1024, window,
+				     perm);
 	else
 		sprite_perm(seed, epoch, n, perm);
 }
@@ -1455,11 +1476,12 @@ static void *preload_worker(void *arg)
 		char err[HN_ERR_MAX] = "";
 		/* Index order, so a mount is read through images.npy, not epoch views. */
 		int rc = j->s->kind == SRC_MOUNT
-			     ? mount_read(j->s, k, idx, (int)n, j->px[k] + first * j->s->tile_bytes,
-					  j->lab[k] + first, err)
-			     : hn_source_read(j->s, k, 0, 0, idx, (int)n,
-					      j->px[k] + first * j->s->tile_bytes, j->lab[k] + first,
-					      err);
+				 ? mount_read(j->s, k, idx, (int)n,
+					      j->px[k] + first * j->s->tile_bytes,
+					      j->lab[k] + first, err)
+				 : hn_source_read(j->s, k, 0, 0, idx, (int)n,
+						  j->px[k] + first * j->s->tile_bytes,
+						  j->lab[k] + first, err);
 		if (rc < 0) {
 			pthread_mutex_lock(&j->lock);
 			if (j->rc == 0) {

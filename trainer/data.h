@@ -34,7 +34,7 @@
 #include "trainer/backend.h"
 
 #define HN_SPLIT_TRAIN 0
-#define HN_SPLIT_TEST 1
+#define HN_SPLIT_TEST  1
 #define HN_MAX_CLASSES 65535
 
 struct hn_source_info {
@@ -42,30 +42,29 @@ struct hn_source_info {
 	char name[64]; /* data set name */
 	uint32_t h, w, c;
 	uint32_t nclasses;
-	char **class_names;    /* nclasses strings */
-	uint64_t count[2];     /* samples in train / test after --limit (test 0: none) */
+	char **class_names;	/* nclasses strings */
+	uint64_t count[2];	/* samples in train / test after --limit (test 0: none) */
 	uint64_t full_count[2]; /* samples before --limit */
-	uint32_t sheet_tiles;  /* samples per sheet for --window (store, mount); 0 if none */
+	uint32_t sheet_tiles;	/* samples per sheet for --window (store, mount); 0 if none */
 	int has_test;
 };
 
 struct hn_source_options {
-	const char *train_split; /* "train" */
-	const char *test_split;  /* "test"; NULL or "" or "none": no evaluation */
-	uint64_t limit;          /* first N training samples; 0 = all */
-	uint64_t test_limit;     /* first N test samples; 0 = all */
+	const char *train_split;	 /* "train" */
+	const char *test_split;		 /* "test"; NULL or "" or "none": no evaluation */
+	uint64_t limit;			 /* first N training samples; 0 = all */
+	uint64_t test_limit;		 /* first N test samples; 0 = all */
 	uint32_t tile_h, tile_w, tile_c; /* images: fit to this tile; 0 = from the first image */
-	uint32_t window;         /* --window (sheets shuffled together), 0 = full shuffle */
-	uint64_t seed;           /* for a mount's epoch views */
-	uint32_t batch;          /* for a mount's epoch views */
-	uint64_t cache_bytes;    /* store: sheet cache budget (0 = whole split) */
+	uint32_t window;		 /* --window (sheets shuffled together), 0 = full shuffle */
+	uint64_t seed;			 /* for a mount's epoch views */
+	uint32_t batch;			 /* for a mount's epoch views */
+	uint64_t cache_bytes;		 /* store: sheet cache budget (0 = whole split) */
 };
 
 typedef struct hn_source hn_source;
 
 /* Detect the kind of path and open it. */
-int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out,
-		   char *err);
+int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err);
 void hn_source_close(hn_source *s); /* NULL is fine */
 const struct hn_source_info *hn_source_info(const hn_source *s);
 

@@ -71,21 +71,27 @@ static void usage(FILE *f)
 		"compute time and data-wait time apart.\n"
 		"\n"
 		"data:\n"
-		"  --data PATH          a spritefs mount, a store file (*.sprites), an image folder\n"
-		"                       (TIFF/PNG/JPEG: ROOT/<split>/<class>/ or ROOT/<class>/), or a\n"
+		"  --data PATH          a spritefs mount, a store file (*.sprites), an image "
+		"folder\n"
+		"                       (TIFF/PNG/JPEG: ROOT/<split>/<class>/ or ROOT/<class>/), "
+		"or a\n"
 		"                       folder of IDX files\n"
 		"  --split NAME         training split (train)\n"
 		"  --test-split NAME    evaluation split, or none (test)\n"
 		"  --limit N            train on the first N samples only\n"
 		"  --test-limit N       evaluate on the first N test samples only\n"
-		"  --preload            read the whole data set into RAM first (zero-I/O baseline)\n"
-		"  --tile HxW[xC]       image folders: fit images to this tile (default: first image)\n"
-		"  --window N           windowed order: shuffle N sheets at a time (larger than RAM)\n"
+		"  --preload            read the whole data set into RAM first (zero-I/O "
+		"baseline)\n"
+		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
+		"image)\n"
+		"  --window N           windowed order: shuffle N sheets at a time (larger than "
+		"RAM)\n"
 		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
 		"  --loaders N          loader threads (2)\n"
 		"  --queue N            batches read ahead (8)\n"
 		"model and training:\n"
-		"  --model M            mlp, cnn, lenet5, or a spec such as c32k3-r-m2-d128-r (cnn)\n"
+		"  --model M            mlp, cnn, lenet5, or a spec such as c32k3-r-m2-d128-r "
+		"(cnn)\n"
 		"  --optim O            sgd, momentum or adam (momentum)\n"
 		"  --lr X               learning rate (0.01; adam 0.001)\n"
 		"  --momentum X         momentum (0.9)\n"
@@ -102,8 +108,10 @@ static void usage(FILE *f)
 		"compute:\n"
 		"  --device D           cpu or gpu (cpu)\n"
 		"  --threads N          maths threads (default: the backend's)\n"
-		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. 0-1\n"
-		"  --loader-affinity L  pin the loader threads (default: the CPUs the process had)\n"
+		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. "
+		"0-1\n"
+		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
+		"had)\n"
 		"  --amp                gpu: mixed precision\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
@@ -113,7 +121,8 @@ static void usage(FILE *f)
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
 		"  --help               this text\n"
 		"\n"
-		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint format.\n");
+		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
+		"format.\n");
 }
 
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -136,8 +145,8 @@ static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t
 		die(2, "%s: expected a number, got \"%s\"", opt, s ? s : "");
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno || *end || v < min || v > max)
-		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt, min,
-		    max, s);
+		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt,
+		    min, max, s);
 	return v;
 }
 
@@ -203,11 +212,42 @@ static int pin_all_threads(const cpu_set_t *set)
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum {
-		O_DATA = 256, O_SPLIT, O_TEST_SPLIT, O_LIMIT, O_TEST_LIMIT, O_PRELOAD, O_TILE,
-		O_WINDOW, O_CACHE, O_LOADERS, O_QUEUE, O_MODEL, O_OPTIM, O_LR, O_MOMENTUM, O_WD,
-		O_SCHEDULE, O_STEP_EPOCHS, O_GAMMA, O_WARMUP, O_BATCH, O_ACCUM, O_EPOCHS,
-		O_STOP_AFTER, O_SEED, O_DEVICE, O_THREADS, O_AFFINITY, O_LOADER_AFFINITY, O_AMP,
-		O_PLAN, O_CHECKPOINT, O_RESUME, O_LOG, O_QUIET, O_HELP,
+		O_DATA = 256,
+		O_SPLIT,
+		O_TEST_SPLIT,
+		O_LIMIT,
+		O_TEST_LIMIT,
+		O_PRELOAD,
+		O_TILE,
+		O_WINDOW,
+		O_CACHE,
+		O_LOADERS,
+		O_QUEUE,
+		O_MODEL,
+		O_OPTIM,
+		O_LR,
+		O_MOMENTUM,
+		O_WD,
+		O_SCHEDULE,
+		O_STEP_EPOCHS,
+		O_GAMMA,
+		O_WARMUP,
+		O_BATCH,
+		O_ACCUM,
+		O_EPOCHS,
+		O_STOP_AFTER,
+		O_SEED,
+		O_DEVICE,
+		O_THREADS,
+		O_AFFINITY,
+		O_LOADER_AFFINITY,
+		O_AMP,
+		O_PLAN,
+		O_CHECKPOINT,
+		O_RESUME,
+		O_LOG,
+		O_QUIET,
+		O_HELP,
 	};
 	static const struct option lo[] = {
 		{"data", required_argument, 0, O_DATA},
@@ -253,19 +293,31 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
-		case O_DATA: o->data = optarg; break;
-		case O_SPLIT: o->split = optarg; break;
-		case O_TEST_SPLIT: o->test_split = optarg; break;
-		case O_LIMIT: o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX); break;
+		case O_DATA:
+			o->data = optarg;
+			break;
+		case O_SPLIT:
+			o->split = optarg;
+			break;
+		case O_TEST_SPLIT:
+			o->test_split = optarg;
+			break;
+		case O_LIMIT:
+			o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX);
+			break;
 		case O_TEST_LIMIT:
 			o->test_limit = parse_u64("--test-limit", optarg, 1, UINT32_MAX);
 			break;
-		case O_PRELOAD: o->preload = 1; break;
+		case O_PRELOAD:
+			o->preload = 1;
+			break;
 		case O_TILE: {
 			unsigned h = 0, w = 0, ch = 0;
 			int n = sscanf(optarg, "%ux%ux%u", &h, &w, &ch);
-			if (n < 2 || !h || !w || h > 4096 || w > 4096 || (n == 3 && (ch != 1 && ch != 3)))
-				die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"", optarg);
+			if (n < 2 || !h || !w || h > 4096 || w > 4096 ||
+			    (n == 3 && (ch != 1 && ch != 3)))
+				die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"",
+				    optarg);
 			o->tile_h = h;
 			o->tile_w = w;
 			o->tile_c = n == 3 ? ch : 0;
@@ -279,8 +331,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			if (sprite_parse_size(optarg, &o->cache) < 0)
 				die(2, "--cache: expected a size such as 512M, got \"%s\"", optarg);
 			break;
-		case O_LOADERS: o->loaders = (int)parse_u64("--loaders", optarg, 1, 64); break;
-		case O_QUEUE: o->queue = (int)parse_u64("--queue", optarg, 1, 1024); break;
+		case O_LOADERS:
+			o->loaders = (int)parse_u64("--loaders", optarg, 1, 64);
+			break;
+		case O_QUEUE:
+			o->queue = (int)parse_u64("--queue", optarg, 1, 1024);
+			break;
 		case O_MODEL:
 			o->model = optarg;
 			o->given_model = 1;
@@ -293,15 +349,20 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "adam"))
 				o->optim.kind = HN_OPT_ADAM;
 			else
-				die(2, "--optim: expected sgd, momentum or adam, got \"%s\"", optarg);
+				die(2, "--optim: expected sgd, momentum or adam, got \"%s\"",
+				    optarg);
 			o->given_optim = 1;
 			break;
 		case O_LR:
 			o->lr = parse_f("--lr", optarg, 1e-12, 1e3);
 			lr_given = 1;
 			break;
-		case O_MOMENTUM: o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999); break;
-		case O_WD: o->optim.weight_decay = (float)parse_f("--wd", optarg, 0, 1); break;
+		case O_MOMENTUM:
+			o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999);
+			break;
+		case O_WD:
+			o->optim.weight_decay = (float)parse_f("--wd", optarg, 0, 1);
+			break;
 		case O_SCHEDULE:
 			if (!strcmp(optarg, "constant"))
 				o->sched = SCHED_CONSTANT;
@@ -316,8 +377,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_STEP_EPOCHS:
 			o->step_epochs = parse_u64("--step-epochs", optarg, 1, 1000000);
 			break;
-		case O_GAMMA: o->gamma = parse_f("--gamma", optarg, 1e-6, 1); break;
-		case O_WARMUP: o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX); break;
+		case O_GAMMA:
+			o->gamma = parse_f("--gamma", optarg, 1e-6, 1);
+			break;
+		case O_WARMUP:
+			o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX);
+			break;
 		case O_BATCH:
 			o->batch = (int)parse_u64("--batch", optarg, 1, 65536);
 			o->given_batch = 1;
@@ -326,7 +391,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->accum = (int)parse_u64("--accum", optarg, 1, 65536);
 			o->given_accum = 1;
 			break;
-		case O_EPOCHS: o->epochs = parse_u64("--epochs", optarg, 1, 1000000); break;
+		case O_EPOCHS:
+			o->epochs = parse_u64("--epochs", optarg, 1, 1000000);
+			break;
 		case O_STOP_AFTER:
 			o->stop_after = parse_u64("--stop-after", optarg, 1, 1000000);
 			break;
@@ -339,23 +406,44 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 				die(2, "--device: expected cpu or gpu, got \"%s\"", optarg);
 			o->device = optarg;
 			break;
-		case O_THREADS: o->threads = (int)parse_u64("--threads", optarg, 1, 1024); break;
-		case O_AFFINITY: o->affinity = optarg; break;
-		case O_LOADER_AFFINITY: o->loader_affinity = optarg; break;
-		case O_AMP: o->amp = 1; break;
-		case O_PLAN: o->plan = 1; break;
-		case O_CHECKPOINT: o->checkpoint = optarg; break;
-		case O_RESUME: o->resume = optarg; break;
-		case O_LOG: o->log = optarg; break;
-		case O_QUIET: o->quiet = 1; break;
+		case O_THREADS:
+			o->threads = (int)parse_u64("--threads", optarg, 1, 1024);
+			break;
+		case O_AFFINITY:
+			o->affinity = optarg;
+			break;
+		case O_LOADER_AFFINITY:
+			o->loader_affinity = optarg;
+			break;
+		case O_AMP:
+			o->amp = 1;
+			break;
+		case O_PLAN:
+			o->plan = 1;
+			break;
+		case O_CHECKPOINT:
+			o->checkpoint = optarg;
+			break;
+		case O_RESUME:
+			o->resume = optarg;
+			break;
+		case O_LOG:
+			o->log = optarg;
+			break;
+		case O_QUIET:
+			o->quiet = 1;
+			break;
 		case 'h':
-		case O_HELP: usage(stdout); exit(0);
+		case O_HELP:
+			usage(stdout);
+			exit(0);
 		case ':':
 			die(2, "option %s needs a value (see --help)", argv[optind - 1]);
 		default:
 			if (optopt && optopt < 256)
 				die(2, "unknown option -%c (see --help)", optopt);
-			die(2, "unknown or incomplete option \"%s\" (see --help)", argv[optind - 1]);
+			die(2, "unknown or incomplete option \"%s\" (see --help)",
+			    argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -378,7 +466,8 @@ static double lr_at(const struct opts *o, uint64_t s, uint64_t steps_per_epoch, 
 	if (o->warmup && s < o->warmup)
 		return lr * (double)(s + 1) / (double)o->warmup;
 	switch (o->sched) {
-	case SCHED_CONSTANT: break;
+	case SCHED_CONSTANT:
+		break;
 	case SCHED_STEP:
 		lr *= pow(o->gamma, (double)((s / steps_per_epoch) / o->step_epochs));
 		break;
@@ -406,8 +495,11 @@ int main(int argc, char **argv)
 		.split = "train",
 		.test_split = "test",
 		.model = "cnn",
-		.optim = {.kind = HN_OPT_MOMENTUM, .momentum = 0.9f, .beta1 = 0.9f,
-			  .beta2 = 0.999f, .eps = 1e-8f},
+		.optim = {.kind = HN_OPT_MOMENTUM,
+			  .momentum = 0.9f,
+			  .beta1 = 0.9f,
+			  .beta2 = 0.999f,
+			  .eps = 1e-8f},
 		.sched = SCHED_CONSTANT,
 		.step_epochs = 5,
 		.gamma = 0.1,
@@ -434,7 +526,8 @@ int main(int argc, char **argv)
 		if (o.given_optim && o.optim.kind != ck.optim.kind)
 			die(1, "--resume: the checkpoint uses another --optim");
 		if (o.given_seed && o.seed != ck.seed)
-			die(1, "--resume: the checkpoint was trained with --seed %" PRIu64, ck.seed);
+			die(1, "--resume: the checkpoint was trained with --seed %" PRIu64,
+			    ck.seed);
 		if ((o.given_batch && (uint32_t)o.batch != ck.batch) ||
 		    (o.given_accum && (uint32_t)o.accum != ck.accum) ||
 		    (o.given_window && o.window != ck.window))
@@ -478,18 +571,23 @@ int main(int argc, char **argv)
 	if (o.resume) {
 		if (ck.in_c != m.in_c || ck.in_h != m.in_h || ck.in_w != m.in_w ||
 		    ck.nclasses != m.nclasses || ck.nparams != m.nparams)
-			die(1, "--resume: the checkpoint's model (%dx%dx%d input, %d classes, %" PRIu64
-			       " parameters) differs from this data's",
+			die(1,
+			    "--resume: the checkpoint's model (%dx%dx%d input, %d classes, %" PRIu64
+			    " parameters) differs from this data's",
 			    ck.in_h, ck.in_w, ck.in_c, ck.nclasses, ck.nparams);
 		if (ck.train_count != di->count[HN_SPLIT_TRAIN])
-			die(1, "--resume: the checkpoint trained on %" PRIu64
-			       " samples per epoch, this data has %" PRIu64 " (--limit?)",
+			die(1,
+			    "--resume: the checkpoint trained on %" PRIu64
+			    " samples per epoch, this data has %" PRIu64 " (--limit?)",
 			    ck.train_count, di->count[HN_SPLIT_TRAIN]);
 	}
 
 	if (o.plan) {
-		struct hn_plan_input pi = {.model = &m, .data = di, .optim = &o.optim,
-					   .batch = o.batch, .device = o.device};
+		struct hn_plan_input pi = {.model = &m,
+					   .data = di,
+					   .optim = &o.optim,
+					   .batch = o.batch,
+					   .device = o.device};
 		hn_plan_print(stdout, &pi);
 		hn_source_close(src);
 		hn_checkpoint_free(&ck);
@@ -531,8 +629,7 @@ int main(int argc, char **argv)
 	err[0] = 0;
 	if (be->create(&m, &o.optim, &cfg, params, &st, err) < 0)
 		die(1, "--device %s: cannot set up the model: %s", o.device, err);
-	if (o.resume && hn_optim_state_per_param(o.optim.kind) &&
-	    be->set_opt_state(st, ck.opt) < 0)
+	if (o.resume && hn_optim_state_per_param(o.optim.kind) && be->set_opt_state(st, ck.opt) < 0)
 		die(1, "--resume: the backend refused the optimizer state");
 	/* And the maths threads that already existed (OpenBLAS starts its pool early). */
 	if (o.affinity && pin_all_threads(&pin_mask) < 0)
@@ -556,8 +653,9 @@ int main(int argc, char **argv)
 	uint64_t end_epoch = o.stop_after ? o.stop_after : o.epochs;
 	uint64_t step = o.resume ? ck.step : 0;
 	if (o.resume && ck.step != first_epoch * steps_per_epoch)
-		die(1, "--resume: %" PRIu64 " steps after %" PRIu64 " epochs do not match --batch %d "
-		       "--accum %d over %" PRIu64 " samples",
+		die(1,
+		    "--resume: %" PRIu64 " steps after %" PRIu64 " epochs do not match --batch %d "
+		    "--accum %d over %" PRIu64 " samples",
 		    ck.step, ck.epoch, o.batch, o.accum, ntrain);
 
 	FILE *logf = NULL;
@@ -566,12 +664,15 @@ int main(int argc, char **argv)
 
 	if (!o.quiet) {
 		printf("data: %s\n", hn_source_describe(src));
-		printf("      %" PRIu64 " train + %" PRIu64 " test samples, tiles %ux%ux%u, %u classes\n",
+		printf("      %" PRIu64 " train + %" PRIu64
+		       " test samples, tiles %ux%ux%u, %u classes\n",
 		       ntrain, ntest, di->h, di->w, di->c, di->nclasses);
-		printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
+		printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64
+		       "\n",
 		       m.name, m.nparams,
-		       o.optim.kind == HN_OPT_ADAM ? "adam"
-		       : o.optim.kind == HN_OPT_MOMENTUM ? "momentum" : "sgd",
+		       o.optim.kind == HN_OPT_ADAM	 ? "adam"
+		       : o.optim.kind == HN_OPT_MOMENTUM ? "momentum"
+							 : "sgd",
 		       o.lr, o.batch, o.accum, o.seed);
 		printf("backend: %s; %d loaders, queue %d\n", be->describe(st), o.loaders, o.queue);
 		if (o.resume)
@@ -602,7 +703,8 @@ int main(int argc, char **argv)
 		for (uint64_t e = first_epoch; e < end_epoch; e++) {
 			struct sprite_progress prog_bar;
 			char label[48];
-			snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1, o.epochs);
+			snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1,
+				 o.epochs);
 			if (!o.quiet)
 				sprite_progress_start(&prog_bar, label, ntrain);
 			double wait = 0, compute = 0, loss = 0, lr = 0;
@@ -620,17 +722,21 @@ int main(int argc, char **argv)
 				if (g_end > nb_train)
 					g_end = nb_train;
 				uint64_t s_end = g_end * (uint64_t)o.batch;
-				int group = (int)((s_end < ntrain ? s_end : ntrain) - g0 * (uint64_t)o.batch);
+				int group = (int)((s_end < ntrain ? s_end : ntrain) -
+						  g0 * (uint64_t)o.batch);
 				int apply = b + 1 == g_end;
 				lr = lr_at(&o, step, steps_per_epoch, total_steps);
-				/* Non-applying calls get their own dropout stream, outside the step range. */
+				/* Non-applying calls get their own dropout stream, outside the step
+				 * range. */
 				uint64_t sidx = apply ? step + 1 : (1ull << 63) | micro;
 				struct hn_step_result res = {0};
-				int rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group, apply,
-							(float)lr, sidx, &res);
+				int rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group,
+							apply, (float)lr, sidx, &res);
 				double t2 = sprite_now();
 				if (rc < 0)
-					die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
+					die(1,
+					    "epoch %" PRIu64 ", batch %" PRIu64
+					    ": the backend failed: %s",
 					    e + 1, b, strerror(-rc));
 				compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
 				/*
@@ -640,10 +746,13 @@ int main(int argc, char **argv)
 				 */
 				double mean = res.loss_sum / (bt->n ? bt->n : 1);
 				if (!isfinite(mean) || mean > HN_LOSS_DIVERGED)
-					die(1, "the loss became %s at epoch %" PRIu64 ", step %" PRIu64
-					       " (batch %" PRIu64 "): training diverged; try a lower "
-					       "--lr (now %g)",
-					    isnan(mean) ? "NaN" : isinf(mean) ? "infinite" : "huge",
+					die(1,
+					    "the loss became %s at epoch %" PRIu64 ", step %" PRIu64
+					    " (batch %" PRIu64 "): training diverged; try a lower "
+					    "--lr (now %g)",
+					    isnan(mean)	  ? "NaN"
+					    : isinf(mean) ? "infinite"
+							  : "huge",
 					    e + 1, step + 1, b, lr);
 				loss += res.loss_sum;
 				correct += (uint64_t)res.correct;
@@ -702,8 +811,10 @@ int main(int argc, char **argv)
 				if (tseen)
 					snprintf(testbuf, sizeof testbuf, "test %.2f%%",
 						 100 * es.test_acc);
-				printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
-				       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)\n",
+				printf("epoch %" PRIu64 "/%" PRIu64
+				       "  loss %.4f  train %.2f%%  %s  "
+				       "%.0f samples/s  compute %.2f s  data wait %.3f s "
+				       "(%.2f%%)\n",
 				       e + 1, o.epochs, es.train_loss, 100 * es.train_acc, testbuf,
 				       wall > 0 ? (double)seen / wall : 0, compute, wait,
 				       wall > 0 ? 100 * wait / wall : 0);
@@ -712,19 +823,28 @@ int main(int argc, char **argv)
 				die(1, "--log %s: write error", o.log);
 			if (o.checkpoint) {
 				struct hn_checkpoint c = {
-					.in_c = m.in_c, .in_h = m.in_h, .in_w = m.in_w,
-					.nclasses = m.nclasses, .nparams = m.nparams,
-					.optim = o.optim, .epoch = e + 1, .step = step,
-					.seed = o.seed, .batch = (uint32_t)o.batch,
-					.accum = (uint32_t)o.accum, .window = o.window,
-					.train_count = ntrain, .params = params,
+					.in_c = m.in_c,
+					.in_h = m.in_h,
+					.in_w = m.in_w,
+					.nclasses = m.nclasses,
+					.nparams = m.nparams,
+					.optim = o.optim,
+					.epoch = e + 1,
+					.step = step,
+					.seed = o.seed,
+					.batch = (uint32_t)o.batch,
+					.accum = (uint32_t)o.accum,
+					.window = o.window,
+					.train_count = ntrain,
+					.params = params,
 				};
 				snprintf(c.spec, sizeof c.spec, "%s", o.model);
 				size_t per = (size_t)hn_optim_state_per_param(o.optim.kind);
 				c.opt = malloc((m.nparams * per + 1) * sizeof(float));
 				if (!c.opt || be->get_params(st, params) < 0 ||
 				    (per && be->get_opt_state(st, c.opt) < 0))
-					die(1, "--checkpoint: cannot read the state back from the backend");
+					die(1, "--checkpoint: cannot read the state back from the "
+					       "backend");
 				if (hn_checkpoint_save(o.checkpoint, &c, err) < 0)
 					die(1, "--checkpoint: %s", err);
 				free(c.opt);

@@ -33,7 +33,7 @@ struct slot {
 struct hn_loader {
 	struct hn_loader_config c;
 	size_t tile_bytes;
-	uint64_t ntrain, ntest;   /* samples per pass */
+	uint64_t ntrain, ntest; /* samples per pass */
 	uint64_t ntrain_b, ntest_b, per_epoch, total;
 	pthread_t *threads;
 	int nthreads;
@@ -66,7 +66,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 		q->b.index = r;
 		uint64_t first = r * (uint64_t)l->c.batch;
 		uint64_t n = l->ntrain - first < (uint64_t)l->c.batch ? l->ntrain - first
-								     : (uint64_t)l->c.batch;
+								      : (uint64_t)l->c.batch;
 		if (!l->have_perm || l->perm_epoch != e) {
 			hn_source_perm(l->c.src, l->c.seed, e, l->c.window, l->perm);
 			l->perm_epoch = e;
@@ -79,7 +79,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 		q->b.index = r - l->ntrain_b;
 		uint64_t first = q->b.index * (uint64_t)l->c.batch;
 		uint64_t n = l->ntest - first < (uint64_t)l->c.batch ? l->ntest - first
-								    : (uint64_t)l->c.batch;
+								     : (uint64_t)l->c.batch;
 		for (uint64_t i = 0; i < n; i++)
 			q->idx[i] = (uint32_t)(first + i);
 		q->b.n = (int)n;
@@ -143,8 +143,8 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 	l->ntrain_b = hn_batches(l->ntrain, c->batch);
 	l->ntest_b = hn_batches(l->ntest, c->batch);
 	l->per_epoch = l->ntrain_b + l->ntest_b;
-	l->total = c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch
-						 : 0;
+	l->total =
+		c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch : 0;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->loader_cv, NULL);
 	pthread_cond_init(&l->consumer_cv, NULL);

@@ -61,8 +61,9 @@ int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 
 int hn_log_final(FILE *f, const struct hn_final_stats *s)
 {
-	fprintf(f, "{\"final\": true, \"weights_xxh3\": \"%016" PRIx64 "\", \"epochs\": %" PRIu64
-		   ", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", ",
+	fprintf(f,
+		"{\"final\": true, \"weights_xxh3\": \"%016" PRIx64 "\", \"epochs\": %" PRIu64
+		", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", ",
 		s->weights_xxh3, s->epochs, s->steps, s->samples);
 	num(f, "wall_s", s->wall_s, 0);
 	num(f, "compute_s", s->compute_s, 0);

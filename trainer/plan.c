@@ -41,8 +41,8 @@ int64_t hn_mem_available(void)
 static void row(FILE *f, const char *what, uint64_t bytes, const char *note)
 {
 	char b[32];
-	fprintf(f, "  %-28s %12s%s%s\n", what, sprite_fmt_size(bytes, b, sizeof b), note ? "  " : "",
-		note ? note : "");
+	fprintf(f, "  %-28s %12s%s%s\n", what, sprite_fmt_size(bytes, b, sizeof b),
+		note ? "  " : "", note ? note : "");
 }
 
 int hn_plan_print(FILE *f, const struct hn_plan_input *in)
@@ -62,16 +62,17 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in)
 	fprintf(f, "plan: model %s on %s tiles %ux%ux%u, %u classes, batch %d, device %s\n",
 		m->name, d->kind, d->h, d->w, d->c, d->nclasses, in->batch, in->device);
 	char note[96];
-	snprintf(note, sizeof note, "(%" PRIu64 " train + %" PRIu64 " test samples x %" PRIu64
-				    " bytes + label)",
+	snprintf(note, sizeof note,
+		 "(%" PRIu64 " train + %" PRIu64 " test samples x %" PRIu64 " bytes + label)",
 		 d->count[HN_SPLIT_TRAIN], d->count[HN_SPLIT_TEST], feat);
 	row(f, "data set", data, note);
 	snprintf(note, sizeof note, "(%zu parameters)", m->nparams);
 	row(f, "weights", w, note);
 	row(f, "gradients", w, NULL);
-	row(f, "optimizer state", opt, in->optim->kind == HN_OPT_ADAM   ? "(adam: m, v)"
-				       : in->optim->kind == HN_OPT_MOMENTUM ? "(momentum buffer)"
-									   : "(sgd: none)");
+	row(f, "optimizer state", opt,
+	    in->optim->kind == HN_OPT_ADAM	 ? "(adam: m, v)"
+	    : in->optim->kind == HN_OPT_MOMENTUM ? "(momentum buffer)"
+						 : "(sgd: none)");
 	snprintf(note, sizeof note, "(%" PRIu64 " floats/sample, values + gradients)",
 		 hn_model_activation_floats(m));
 	row(f, "activations per batch", act, note);
