@@ -515,8 +515,8 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 	return r;
 }
 
-static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
-		     const char *name, struct sprite_image *out, char *err)
+static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg, const char *name,
+		     struct sprite_image *out, char *err)
 {
 	char emsg[1024] = "";
 	if (!TIFFRGBAImageOK(t, emsg)) {
@@ -534,9 +534,8 @@ static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
 		return -SPRITE_ECORRUPT;
 	}
 	/* libtiff premultiplies unassociated alpha: the colours are already on black. */
-	uint32_t c = (L->photo == PHOTOMETRIC_MINISBLACK || L->photo == PHOTOMETRIC_MINISWHITE)
-			     ? 1
-			     : 3;
+	uint32_t c =
+		(L->photo == PHOTOMETRIC_MINISBLACK || L->photo == PHOTOMETRIC_MINISWHITE) ? 1 : 3;
 	int r = alloc_image(out, L->h, L->w, c, name, err);
 	if (r < 0) {
 		free(raster);
@@ -724,8 +723,8 @@ done:
 
 /* ---- entry points ------------------------------------------------------ */
 
-int sprite_image_decode(const void *data, size_t len, const char *name,
-			struct sprite_image *out, char *err)
+int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
+			char *err)
 {
 	const uint8_t *p = data;
 	out->px = NULL;
@@ -903,7 +902,10 @@ static int resize(const uint8_t *src, uint32_t sh, uint32_t sw, uint32_t c, uint
 				for (uint32_t k = 0; k < tx.K; k++) {
 					float wv = tx.wt[(size_t)ox * tx.K + k];
 					if (wv != 0.0f)
-						acc += wv * row[(size_t)tx.idx[(size_t)ox * tx.K + k] * c + ch];
+						acc += wv *
+						       row[(size_t)tx.idx[(size_t)ox * tx.K + k] *
+								   c +
+							   ch];
 				}
 				d[(size_t)ox * c + ch] = clamp_u8(acc);
 			}
@@ -1081,8 +1083,7 @@ static gzFile idx_open(const char *path, char *err, int *rc)
 	return f;
 }
 
-int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px,
-			       char *err)
+int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px, char *err)
 {
 	int r = 0;
 	gzFile f = idx_open(path, err, &r);
@@ -1092,8 +1093,8 @@ int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8
 	r = idx_read_header(f, path, 3, d, err);
 	if (r < 0)
 		goto done;
-	if (d[1] == 0 || d[2] == 0 || d[1] > SPRITE_IMAGE_MAX_SIDE || d[2] > SPRITE_IMAGE_MAX_SIDE ||
-	    (uint64_t)d[1] * d[2] > SPRITE_IMAGE_MAX_PIXELS) {
+	if (d[1] == 0 || d[2] == 0 || d[1] > SPRITE_IMAGE_MAX_SIDE ||
+	    d[2] > SPRITE_IMAGE_MAX_SIDE || (uint64_t)d[1] * d[2] > SPRITE_IMAGE_MAX_PIXELS) {
 		seterr(err, path, "bad IDX image size %ux%u", d[1], d[2]);
 		r = -SPRITE_ECORRUPT;
 		goto done;

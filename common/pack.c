@@ -32,14 +32,14 @@
 #include "common/store.h"
 
 #define PACK_RING_BYTES (256u << 20) /* tile memory of the decode ring */
-#define PACK_RING_MAX 2048u
-#define PACK_MAX_FILE (1ull << 30) /* larger source files are refused */
+#define PACK_RING_MAX	2048u
+#define PACK_MAX_FILE	(1ull << 30) /* larger source files are refused */
 
 /* Fashion-MNIST's names; "T-shirt/top" loses its '/' since class names are
  * folder names on the mount (store.c refuses '/'). */
 static const char *const fmnist_classes[10] = {
 	"T-shirt_top", "Trouser", "Pullover", "Dress", "Coat",
-	"Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
+	"Sandal",      "Shirt",	  "Sneaker",  "Bag",   "Ankle boot",
 };
 
 static void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -189,8 +189,8 @@ static int items_push(struct items *it, char *path, uint32_t split, uint16_t lab
 }
 
 /* Every visible file under dir, depth first, names in byte order. */
-static int walk_files(const char *dir, uint32_t split, uint16_t label, struct items *it,
-		      int depth, char *err)
+static int walk_files(const char *dir, uint32_t split, uint16_t label, struct items *it, int depth,
+		      char *err)
 {
 	if (depth > 32) {
 		seterr(err, "%s: folders nested too deep", dir);
@@ -253,8 +253,8 @@ static int walk_files(const char *dir, uint32_t split, uint16_t label, struct it
 struct source {
 	struct strv split_names; /* store split names, "train" first */
 	struct strv split_dirs;
-	struct strv classes;     /* sorted union of class folder names */
-	struct items items;      /* in store order */
+	struct strv classes; /* sorted union of class folder names */
+	struct items items;  /* in store order */
 };
 
 static void source_free(struct source *s)
@@ -312,8 +312,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 				}
 				if (has_subdir(p)) {
 					if (strlen(top.v[i]) >= SPRITE_SPLIT_NAME_MAX) {
-						seterr(err, "%s: split name longer than %u bytes", p,
-						       SPRITE_SPLIT_NAME_MAX - 1);
+						seterr(err, "%s: split name longer than %u bytes",
+						       p, SPRITE_SPLIT_NAME_MAX - 1);
 						r = -ENAMETOOLONG;
 					} else if (s->split_names.n == SPRITE_MAX_SPLITS) {
 						seterr(err, "%s: more than %u splits", src,
@@ -477,8 +477,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 			goto out;
 		}
 		if (nsp > 1 && (s->h != sp[0].h || s->w != sp[0].w)) {
-			seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src,
-			       s->name, s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
+			seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src, s->name,
+			       s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
 			r = -SPRITE_ECORRUPT;
 			goto out;
 		}
@@ -593,9 +593,9 @@ out:
 /* ---- the decode ring ------------------------------------------------- */
 
 struct slot {
-	int ready;                /* decoded (or failed) and not yet consumed */
-	int bad;                  /* why says what is wrong; tile is garbage */
-	uint64_t size;            /* source bytes */
+	int ready;     /* decoded (or failed) and not yet consumed */
+	int bad;       /* why says what is wrong; tile is garbage */
+	uint64_t size; /* source bytes */
 	char why[SPRITE_ERR_MAX];
 };
 
@@ -608,7 +608,7 @@ struct ring {
 	size_t nslots, chunk;
 	uint8_t *tiles;
 	struct slot *slots;
-	size_t next;     /* first unclaimed item */
+	size_t next;	 /* first unclaimed item */
 	size_t consumed; /* items the writer has taken */
 	int stop;
 };

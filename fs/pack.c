@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"       " PROG " --verify STORE           check every checksum and field\n"
 		"       " PROG " --info STORE             describe a store\n"
 		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
-		"                                          write a store out as DIR/<split>/<class>/<n>.<ext>\n"
+		"                                          write a store out as "
+		"DIR/<split>/<class>/<n>.<ext>\n"
 		"\n"
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG or JPEG files, or a folder of IDX files\n"
@@ -147,8 +148,8 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 		printf("\n");
 		sprite_store_close(s);
 	}
-	printf(PROG ": %.1f MB in, %.1f MB out (ratio %.2f)\n", mb(rep.bytes_in),
-	       mb(rep.bytes_out), rep.bytes_out ? (double)rep.bytes_in / rep.bytes_out : 0.0);
+	printf(PROG ": %.1f MB in, %.1f MB out (ratio %.2f)\n", mb(rep.bytes_in), mb(rep.bytes_out),
+	       rep.bytes_out ? (double)rep.bytes_in / rep.bytes_out : 0.0);
 	printf(PROG ": %.2f s, %.0f images/s\n", rep.seconds,
 	       rep.seconds > 0 ? (double)rep.found / rep.seconds : 0.0);
 	return 0;
@@ -222,7 +223,9 @@ static int do_info(const char *path)
 	printf("sheet bytes: %s raw, %s stored\n", sprite_fmt_size(raw, a, sizeof a),
 	       sprite_fmt_size(stored, b, sizeof b));
 	printf("compression: %s, ratio %.2f\n",
-	       nlz4 == in->nsheets ? "lz4" : nlz4 ? "lz4 (some sheets raw)" : "none",
+	       nlz4 == in->nsheets ? "lz4"
+	       : nlz4		   ? "lz4 (some sheets raw)"
+				   : "none",
 	       stored ? (double)raw / stored : 0.0);
 	sprite_store_close(s);
 	return 0;
@@ -232,7 +235,8 @@ static int do_info(const char *path)
 
 enum fmt { FMT_TIFF, FMT_TIFF_LZW, FMT_PNG, FMT_PNM };
 
-struct export {
+struct export
+{
 	const sprite_store *s;
 	const struct sprite_store_info *in;
 	const char *dir;
@@ -304,7 +308,8 @@ static int write_tile(struct export *E, const char *path, const uint8_t *px, cha
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0) {
 			int e = errno;
-			snprintf(err, SPRITE_ERR_MAX, "cannot create %.180s: %s", path, strerror(e));
+			snprintf(err, SPRITE_ERR_MAX, "cannot create %.180s: %s", path,
+				 strerror(e));
 			return -e;
 		}
 		size_t n = (size_t)h * w * c;
@@ -375,7 +380,7 @@ static void *export_worker(void *arg)
 			done++;
 		}
 		continue;
-fail:
+	fail:
 		pthread_mutex_lock(&E->mu);
 		if (!E->failed) {
 			E->failed = 1;
@@ -499,8 +504,20 @@ out:
 
 int main(int argc, char **argv)
 {
-	enum { OPT_TILE = 256, OPT_SHEET, OPT_COMPRESS, OPT_JOBS, OPT_STRICT, OPT_NAME,
-	       OPT_VERIFY, OPT_INFO, OPT_EXPORT, OPT_FORMAT, OPT_SPLIT, OPT_LIMIT };
+	enum {
+		OPT_TILE = 256,
+		OPT_SHEET,
+		OPT_COMPRESS,
+		OPT_JOBS,
+		OPT_STRICT,
+		OPT_NAME,
+		OPT_VERIFY,
+		OPT_INFO,
+		OPT_EXPORT,
+		OPT_FORMAT,
+		OPT_SPLIT,
+		OPT_LIMIT
+	};
 	static const struct option longopts[] = {
 		{"tile", required_argument, NULL, OPT_TILE},
 		{"sheet", required_argument, NULL, OPT_SHEET},

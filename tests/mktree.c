@@ -77,10 +77,11 @@ static void tiff(const char *path, unsigned seed, unsigned h, unsigned w, int ki
 	TIFFSetField(t, TIFFTAG_COMPRESSION, comp);
 	TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
 	TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 7);
-	TIFFSetField(t, TIFFTAG_PHOTOMETRIC, kind == T_WHITE     ? PHOTOMETRIC_MINISWHITE
-					     : kind == T_PALETTE ? PHOTOMETRIC_PALETTE
-					     : spp >= 3          ? PHOTOMETRIC_RGB
-								 : PHOTOMETRIC_MINISBLACK);
+	TIFFSetField(t, TIFFTAG_PHOTOMETRIC,
+		     kind == T_WHITE	 ? PHOTOMETRIC_MINISWHITE
+		     : kind == T_PALETTE ? PHOTOMETRIC_PALETTE
+		     : spp >= 3		 ? PHOTOMETRIC_RGB
+					 : PHOTOMETRIC_MINISBLACK);
 	if (kind == T_RGBA_ASSOC) {
 		uint16_t ex = EXTRASAMPLE_ASSOCALPHA;
 		TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, &ex);
@@ -202,11 +203,15 @@ static void lossless_tree(const char *dir, int per, int rgb)
 					jpeg(p, seed, 20, 24, 3, 0);
 				else if (rgb)
 					tiff(p, seed, 20, 24,
-					     k == 2 ? T_PALETTE : k == 3 ? T_RGBA_ASSOC : T_RGB8,
+					     k == 2   ? T_PALETTE
+					     : k == 3 ? T_RGBA_ASSOC
+						      : T_RGB8,
 					     comps[i % 4]);
 				else
 					tiff(p, seed, 20, 24,
-					     k == 2 ? T_GRAY16 : k == 3 ? T_WHITE : T_GRAY8,
+					     k == 2   ? T_GRAY16
+					     : k == 3 ? T_WHITE
+						      : T_GRAY8,
 					     comps[i % 4]);
 				good++;
 			}
@@ -228,14 +233,30 @@ static void mixed_tree(const char *dir, int per)
 							  "png", "jpg", "jpg", "tif"};
 			snprintf(p, sizeof p, "%s/%s/f%04d.%s", dir, classes[c], i, ext[k]);
 			switch (k) {
-			case 0: tiff(p, seed, h, w, T_GRAY8, COMPRESSION_LZW); break;
-			case 1: tiff(p, seed, h, w, T_RGB8, COMPRESSION_ADOBE_DEFLATE); break;
-			case 2: tiff(p, seed, h, w, T_GRAY16, COMPRESSION_PACKBITS); break;
-			case 3: png(p, seed, h, w, 1); break;
-			case 4: png(p, seed, h, w, 4); break;
-			case 5: jpeg(p, seed, h, w, 3, 0); break;
-			case 6: jpeg(p, seed, h, w, 1, 0); break;
-			case 7: tiff(p, seed, h, w, T_PALETTE, COMPRESSION_NONE); break;
+			case 0:
+				tiff(p, seed, h, w, T_GRAY8, COMPRESSION_LZW);
+				break;
+			case 1:
+				tiff(p, seed, h, w, T_RGB8, COMPRESSION_ADOBE_DEFLATE);
+				break;
+			case 2:
+				tiff(p, seed, h, w, T_GRAY16, COMPRESSION_PACKBITS);
+				break;
+			case 3:
+				png(p, seed, h, w, 1);
+				break;
+			case 4:
+				png(p, seed, h, w, 4);
+				break;
+			case 5:
+				jpeg(p, seed, h, w, 3, 0);
+				break;
+			case 6:
+				jpeg(p, seed, h, w, 1, 0);
+				break;
+			case 7:
+				tiff(p, seed, h, w, T_PALETTE, COMPRESSION_NONE);
+				break;
 			}
 			good++;
 		}

@@ -97,8 +97,8 @@ static uint8_t over_black(unsigned v, unsigned a)
 /* ---- TIFF matrix -------------------------------------------------------- */
 
 enum kind { K_GRAY, K_WHITE, K_GRAYA, K_RGB, K_RGBA_U, K_RGBA_A, K_PALETTE, NKIND };
-static const char *const kind_name[] = {"gray",      "min-is-white", "gray+alpha", "rgb",
-					"rgba-unassoc", "rgba-assoc", "palette"};
+static const char *const kind_name[] = {"gray",		"min-is-white", "gray+alpha", "rgb",
+					"rgba-unassoc", "rgba-assoc",	"palette"};
 
 struct tcase {
 	enum kind kind;
@@ -155,14 +155,14 @@ static int write_case(const char *path, const struct tcase *tc, uint32_t h, uint
 	TIFFSetField(t, TIFFTAG_COMPRESSION, tc->comp);
 	TIFFSetField(t, TIFFTAG_PLANARCONFIG,
 		     tc->separate ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
-	uint16_t photo = tc->kind == K_WHITE     ? PHOTOMETRIC_MINISWHITE
+	uint16_t photo = tc->kind == K_WHITE	 ? PHOTOMETRIC_MINISWHITE
 			 : tc->kind == K_PALETTE ? PHOTOMETRIC_PALETTE
-			 : spp >= 3              ? PHOTOMETRIC_RGB
+			 : spp >= 3		 ? PHOTOMETRIC_RGB
 						 : PHOTOMETRIC_MINISBLACK;
 	TIFFSetField(t, TIFFTAG_PHOTOMETRIC, photo);
 	if (spp == 2 || spp == 4) {
-		uint16_t ex = tc->kind == K_RGBA_A ? EXTRASAMPLE_ASSOCALPHA
-						   : EXTRASAMPLE_UNASSALPHA;
+		uint16_t ex =
+			tc->kind == K_RGBA_A ? EXTRASAMPLE_ASSOCALPHA : EXTRASAMPLE_UNASSALPHA;
 		TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, &ex);
 	}
 	if (tc->kind == K_PALETTE) {
@@ -225,7 +225,8 @@ static int write_case(const char *path, const struct tcase *tc, uint32_t h, uint
 			for (uint32_t y = 0; y < h; y++) {
 				for (uint32_t x = 0; x < w; x++)
 					memcpy(row + x * bpsb,
-					       img + (size_t)y * rowbytes + ((size_t)x * spp + s) * bpsb,
+					       img + (size_t)y * rowbytes +
+						       ((size_t)x * spp + s) * bpsb,
 					       bpsb);
 				if (TIFFWriteScanline(t, row, y, (uint16_t)s) < 0)
 					ok = 0;
@@ -325,9 +326,9 @@ static void test_tiff_matrix(void)
 				for (int layout = 0; layout < 4; layout++) {
 					/* layout: 0 one strip, 1 strips of 5 rows, 2 tiles,
 					 * 3 separate planes (multi-sample only). */
-					struct tcase tc = {(enum kind)k, bps, comps[ci],
-							   layout == 2, layout == 3,
-							   layout == 1 ? 5 : h};
+					struct tcase tc = {(enum kind)k, bps,
+							   comps[ci],	 layout == 2,
+							   layout == 3,	 layout == 1 ? 5 : h};
 					if (k == K_PALETTE && bps == 16)
 						continue;
 					if (layout == 3 && kind_spp(tc.kind) == 1)
@@ -479,8 +480,8 @@ static void test_garbage(void)
 			fail("%s decodes", cases[k].name);
 			sprite_image_free(&im);
 		} else if (!strstr(err, path) || !strstr(err, cases[k].want)) {
-			fail("%s: error '%s' should name the file and say '%s'", cases[k].name,
-			     err, cases[k].want);
+			fail("%s: error '%s' should name the file and say '%s'", cases[k].name, err,
+			     cases[k].want);
 		}
 	}
 	/* A TIFF whose header claims 100000x100000 pixels: refused before any
@@ -558,8 +559,8 @@ static void test_fit(void)
 	struct sprite_image im6 = {1, 2, 1, s2};
 	sprite_image_fit(&im6, 1, 4, 1, tile);
 	if (tile[0] != 0 || tile[1] != 64 || tile[2] != 191 || tile[3] != 255)
-		fail("fit bilinear 2->4: %u %u %u %u want 0 64 191 255", tile[0], tile[1],
-		     tile[2], tile[3]);
+		fail("fit bilinear 2->4: %u %u %u %u want 0 64 191 255", tile[0], tile[1], tile[2],
+		     tile[3]);
 	/* A constant image stays constant whatever the resize. */
 	uint8_t cst[5 * 7 * 3];
 	memset(cst, 77, sizeof cst);

@@ -83,7 +83,8 @@ static void sub(const char *rel)
 
 int main(void)
 {
-	snprintf(dir, sizeof dir, "%s/test_pack_lib.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	snprintf(dir, sizeof dir, "%s/test_pack_lib.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir))
 		return 1;
 	char src[300], store[300], err[SPRITE_ERR_MAX];
@@ -108,8 +109,12 @@ int main(void)
 
 	struct skips sk = {0};
 	struct sprite_progress prog;
-	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .jobs = 0, .on_skip = on_skip,
-					.ctx = &sk, .progress = &prog, .sheet_tiles = 2};
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
+					.jobs = 0,
+					.on_skip = on_skip,
+					.ctx = &sk,
+					.progress = &prog,
+					.sheet_tiles = 2};
 	struct sprite_pack_report rep;
 	int r = sprite_pack(src, store, &o, &rep, err);
 	CHECK(r == 0, "pack: %s", err);
@@ -124,8 +129,7 @@ int main(void)
 		      strstr(sk.paths[1], "test/a/bad.tif"),
 	      "skips out of order or missing (%d)", sk.n);
 	CHECK(sk.n >= 1 && strstr(sk.why[0], "not a PNG/TIFF/JPEG"), "reason: %s", sk.why[0]);
-	CHECK(sk.n >= 1 && !strstr(sk.why[0], "y.png"), "reason repeats the path: %s",
-	      sk.why[0]);
+	CHECK(sk.n >= 1 && !strstr(sk.why[0], "y.png"), "reason repeats the path: %s", sk.why[0]);
 
 	/* Read the store back: order train (a/x, a/z, b/10, b/2), test (a/m, c/k). */
 	sprite_store *s = NULL;
@@ -154,8 +158,8 @@ int main(void)
 				break;
 			for (uint32_t j = 0; j < b.count && k < 6; j++, k++) {
 				CHECK(b.tiles[j * 30] == want_v[k] && b.labels[j] == want_l[k],
-				      "sample %d: value %u label %u, want %u %u", k, b.tiles[j * 30],
-				      b.labels[j], want_v[k], want_l[k]);
+				      "sample %d: value %u label %u, want %u %u", k,
+				      b.tiles[j * 30], b.labels[j], want_v[k], want_l[k]);
 			}
 		}
 		CHECK(k == 6, "read %d samples", k);
