@@ -14,7 +14,8 @@
  * 5e-4 + 3e-3 * max(|analytic|, |numeric|). Large tensors are sampled (up
  * to 300 entries each). The model check uses SGD with lr = 1 through the
  * backend, so (params before - after) is the averaged gradient, against
- * differences of evaluate()'s loss.
+ * differences of evaluate()'s loss, with and without the backend's sample
+ * chunking (HN_CPU_CHUNK forces small chunks).
  * Exit 0 pass, 1 fail, printing the layer, configuration and entry.
  */
 #include <math.h>
@@ -373,6 +374,11 @@ int main(void)
 	check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6);
 	check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4);
 	check_model("d16-r-d8", 2, 4, 4, 3, 5);
+	/* the backend's sample chunking of the spatial stage (2, 2, 1 of 5 samples) */
+	setenv("HN_CPU_CHUNK", "2", 1);
+	check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 5);
+	check_model("r-c3k3s2p1-m3s1-r-d8", 3, 9, 9, 4, 5);
+	unsetenv("HN_CPU_CHUNK");
 	if (failures) {
 		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);
 		return 1;

@@ -39,8 +39,10 @@ void hn_relu_forward(float *out, const float *in, size_t count)
 
 void hn_relu_backward(float *din, const float *dout, const float *out, size_t count)
 {
-	for (size_t i = 0; i < count; i++)
-		din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+	for (size_t i = 0; i < count; i++) {
+		float g = dout[i]; /* unconditional load: lets the loop vectorize */
+		din[i] = out[i] > 0.0f ? g : 0.0f;
+	}
 }
 
 void hn_dropout_mask(float *restrict mask, size_t count, float p, uint64_t seed, uint64_t step)

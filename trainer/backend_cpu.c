@@ -31,6 +31,8 @@
 
 #define KEEP_COL_BYTES (512ULL << 20)
 #define ARENA_ALIGN 64
+#define CHUNK_BYTES (2ULL << 20)
+#define CHUNK_MIN 4
 
 struct cpu_state {
 	struct hn_model m;
@@ -51,8 +53,11 @@ struct cpu_state {
 	float *mask[HN_MAX_LAYERS];     /* dropout */
 	float *tmp, *dcol, *probs;
 	int fused[HN_MAX_LAYERS];       /* layer i (conv/dense) carries the ReLU i+1 */
+	int dfull[HN_MAX_LAYERS + 1];   /* dact[i] holds the batch (else one chunk) */
 	int need_din[HN_MAX_LAYERS];    /* some layer below i has parameters */
 	int keep_col;
+	int stage; /* layers [0, stage) are per-sample spatial layers, run in chunks */
+	int chunk; /* samples per chunk in that stage */
 	char desc[160];
 };
 
@@ -131,28 +136,39 @@ static void *take(char *base, size_t *at, size_t bytes)
 static size_t layout(struct cpu_state *st, char *base)
 {
 	const struct hn_model *m = &st->m;
-	const size_t B = (size_t)st->max_batch;
-	size_t at = 0, max_out = 0, max_col = 0;
+	const size_t B = (size_t)st->max_batch, C = (size_t)st->chunk;
+	size_t at = 0, max_tmp = 0, max_col = 0;
+
+	/*
+	 * Gradients inside the spatial stage live only while their chunk is
+	 * processed, so they take one chunk, not the batch; a ReLU shares its
+	 * input's buffer, so it inherits the size of the buffer it aliases.
+	 */
+	st->dfull[m->nlayers] = 1;
+	for (int i = m->nlayers - 1; i >= 0; i--)
+		st->dfull[i] = m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
 
 	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
 	st->dact[0] = NULL;
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		size_t of = out_floats(l);
+		size_t of = out_floats(l), rows = i < st->stage ? C : B;
 		if (l->kind == HN_LAYER_RELU) { /* in place */
 			st->act[i + 1] = st->act[i];
 			st->dact[i + 1] = st->dact[i];
 		} else {
 			st->act[i + 1] = take(base, &at, sizeof(float) * B * of);
-			st->dact[i + 1] = take(base, &at, sizeof(float) * B * of);
+			st->dact[i + 1] =
+				take(base, &at, sizeof(float) * (st->dfull[i + 1] ? B : C) * of);
 		}
 		st->col[i] = NULL;
 		st->idx[i] = NULL;
 		st->mask[i] = NULL;
 		if (l->kind == HN_LAYER_CONV2D) {
-			size_t cf = hn_conv2d_col_floats(l, (int)B);
 			if (st->keep_col)
-				st->col[i] = take(base, &at, sizeof(float) * cf);
+				st->col[i] = take(base, &at, sizeof(float) *
+								hn_conv2d_col_floats(l, (int)B));
+			size_t cf = hn_conv2d_col_floats(l, (int)rows);
 			if (cf > max_col)
 				max_col = cf;
 		}
@@ -160,10 +176,11 @@ static size_t layout(struct cpu_state *st, char *base)
 			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
 		if (l->kind == HN_LAYER_DROPOUT)
 			st->mask[i] = take(base, &at, sizeof(float) * B * of);
-		if (of > max_out)
-			max_out = of;
+		/* GEMM scratch: one chunk in the spatial stage, the batch after it */
+		if (rows * of > max_tmp)
+			max_tmp = rows * of;
 	}
-	st->tmp = take(base, &at, sizeof(float) * B * max_out);
+	st->tmp = take(base, &at, sizeof(float) * max_tmp);
 	st->dcol = take(base, &at, sizeof(float) * max_col);
 	float *shared_col = st->keep_col ? NULL : take(base, &at, sizeof(float) * max_col);
 	for (int i = 0; i < m->nlayers; i++)
@@ -171,6 +188,33 @@ static size_t layout(struct cpu_state *st, char *base)
 			st->col[i] = shared_col;
 	st->probs = take(base, &at, sizeof(float) * B * m->nclasses);
 	return at;
+}
+
+/*
+ * Spatial stage and its chunk size: as many samples as keep one chunk's
+ * activations, gradients, im2col and GEMM scratch within CHUNK_BYTES (about
+ * a core's L2), but at least CHUNK_MIN so the GEMMs stay wide.
+ */
+static void pick_chunk(struct cpu_state *st)
+{
+	const struct hn_model *m = &st->m;
+	size_t per = 0;
+	st->stage = 0;
+	while (st->stage < m->nlayers && m->layers[st->stage].kind != HN_LAYER_DENSE)
+		st->stage++;
+	for (int i = 0; i < st->stage; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		per += 3 * out_floats(l) * sizeof(float);
+		if (l->kind == HN_LAYER_CONV2D)
+			per += 2 * hn_conv2d_col_floats(l, 1) * sizeof(float);
+	}
+	size_t c = per ? CHUNK_BYTES / per : (size_t)st->max_batch;
+	if (c < CHUNK_MIN)
+		c = CHUNK_MIN;
+	const char *env = getenv("HN_CPU_CHUNK");
+	if (env && atoi(env) > 0)
+		c = (size_t)atoi(env);
+	st->chunk = c > (size_t)st->max_batch ? st->max_batch : (int)c;
 }
 
 static void cpu_destroy(void *state)
@@ -222,6 +266,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		if (m->layers[i].kind == HN_LAYER_CONV2D)
 			cols += hn_conv2d_col_floats(&m->layers[i], cfg->max_batch);
 	st->keep_col = cols * sizeof(float) <= KEEP_COL_BYTES;
+	pick_chunk(st);
 	for (int i = 0; i < m->nlayers; i++) {
 		enum hn_layer_kind k = m->layers[i].kind;
 		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE) &&
@@ -254,18 +299,41 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	return 0;
 }
 
-static void forward(struct cpu_state *st, const uint8_t *tiles, int n, int train, uint64_t step)
+/* Per-sample offsets of layer i's buffers, so a chunk of samples is a plain slice. */
+static float *act_at(struct cpu_state *st, int i, int s0)
 {
 	const struct hn_model *m = &st->m;
-	hn_input_forward(st->act[0], tiles, n, m->in_c, m->in_h, m->in_w);
-	for (int i = 0; i < m->nlayers; i++) {
+	size_t per = i ? out_floats(&m->layers[i - 1]) : (size_t)m->in_c * m->in_h * m->in_w;
+	return st->act[i] ? st->act[i] + (size_t)s0 * per : NULL;
+}
+
+static float *dact_at(struct cpu_state *st, int i, int s0)
+{
+	const struct hn_model *m = &st->m;
+	size_t per = i ? out_floats(&m->layers[i - 1]) : (size_t)m->in_c * m->in_h * m->in_w;
+	if (!st->dact[i])
+		return NULL;
+	return st->dfull[i] ? st->dact[i] + (size_t)s0 * per : st->dact[i];
+}
+
+static float *col_at(struct cpu_state *st, int i, int s0)
+{
+	return st->keep_col ? st->col[i] + (size_t)s0 * hn_conv2d_col_floats(&st->m.layers[i], 1)
+			    : st->col[i];
+}
+
+/* Layers [a, b) forward on samples [s0, s0 + n). Dropout masks must already be drawn. */
+static void forward_range(struct cpu_state *st, int a, int b, int s0, int n, int train)
+{
+	const struct hn_model *m = &st->m;
+	for (int i = a; i < b; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		const float *in = st->act[i];
-		float *out = st->act[i + 1];
-		size_t count = (size_t)n * out_floats(l);
+		const float *in = act_at(st, i, s0);
+		float *out = act_at(st, i + 1, s0);
+		size_t of = out_floats(l), count = (size_t)n * of;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
-			hn_conv2d_forward(out, st->col[i], st->tmp, in, st->params + l->w_off,
+			hn_conv2d_forward(out, col_at(st, i, s0), st->tmp, in, st->params + l->w_off,
 					  st->params + l->b_off, n, l, st->fused[i]);
 			break;
 		case HN_LAYER_DENSE:
@@ -273,65 +341,94 @@ static void forward(struct cpu_state *st, const uint8_t *tiles, int n, int train
 					 l, st->fused[i]);
 			break;
 		case HN_LAYER_MAXPOOL:
-			hn_maxpool_forward(out, st->idx[i], in, n, l);
+			hn_maxpool_forward(out, st->idx[i] + (size_t)s0 * of, in, n, l);
 			break;
 		case HN_LAYER_RELU:
 			if (!(i > 0 && st->fused[i - 1]))
 				hn_relu_forward(out, in, count);
 			break;
 		case HN_LAYER_DROPOUT:
-			if (train && l->p > 0.0f) {
-				uint64_t salt = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL ^
-						(uint64_t)st->micro << 32;
-				hn_dropout_mask(st->mask[i], count, l->p, st->cfg.seed ^ salt,
-						step);
-				hn_dropout_forward(out, in, st->mask[i], count);
-			} else {
+			if (train && l->p > 0.0f)
+				hn_dropout_forward(out, in, st->mask[i] + (size_t)s0 * of, count);
+			else
 				memcpy(out, in, sizeof(float) * count);
-			}
 			break;
 		}
 	}
 }
 
-static void backward(struct cpu_state *st, int n)
+/* Layers [a, b) backward (b-1 down to a) on samples [s0, s0 + n). */
+static void backward_range(struct cpu_state *st, int a, int b, int s0, int n)
 {
 	const struct hn_model *m = &st->m;
-	for (int i = m->nlayers - 1; i >= 0; i--) {
+	for (int i = b - 1; i >= a; i--) {
 		const struct hn_layer *l = &m->layers[i];
-		float *din = st->need_din[i] ? st->dact[i] : NULL;
-		const float *dout = st->dact[i + 1];
-		size_t count = (size_t)n * out_floats(l);
+		float *din = st->need_din[i] ? dact_at(st, i, s0) : NULL;
+		const float *dout = dact_at(st, i + 1, s0);
+		size_t of = out_floats(l), count = (size_t)n * of;
+		float *relu_out = st->fused[i] ? act_at(st, i + 1, s0) : NULL;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			hn_conv2d_backward(din, st->grads + l->w_off, st->grads + l->b_off,
-					   st->col[i], st->tmp, st->dcol, dout,
-					   st->fused[i] ? st->act[i + 1] : NULL, st->act[i],
-					   st->params + l->w_off, n, l, st->keep_col);
+					   col_at(st, i, s0), st->tmp, st->dcol, dout, relu_out,
+					   act_at(st, i, s0), st->params + l->w_off, n, l,
+					   st->keep_col);
 			break;
 		case HN_LAYER_DENSE:
 			hn_dense_backward(din, st->grads + l->w_off, st->grads + l->b_off, st->tmp,
-					  dout, st->fused[i] ? st->act[i + 1] : NULL, st->act[i],
-					  st->params + l->w_off, n, l);
+					  dout, relu_out, act_at(st, i, s0), st->params + l->w_off,
+					  n, l);
 			break;
 		case HN_LAYER_MAXPOOL:
 			if (din)
-				hn_maxpool_backward(din, dout, st->idx[i], n, l);
+				hn_maxpool_backward(din, dout, st->idx[i] + (size_t)s0 * of, n, l);
 			break;
 		case HN_LAYER_RELU:
 			if (din && !(i > 0 && st->fused[i - 1]))
-				hn_relu_backward(din, dout, st->act[i + 1], count);
+				hn_relu_backward(din, dout, act_at(st, i + 1, s0), count);
 			break;
 		case HN_LAYER_DROPOUT:
 			if (din) {
 				if (l->p > 0.0f)
-					hn_dropout_backward(din, dout, st->mask[i], count);
+					hn_dropout_backward(din, dout, st->mask[i] + (size_t)s0 * of,
+							    count);
 				else
 					memcpy(din, dout, sizeof(float) * count);
 			}
 			break;
 		}
 	}
+}
+
+/*
+ * The spatial stage (every layer before the first dense one) runs chunk by
+ * chunk of samples so each chunk's activations, im2col matrix and GEMM
+ * scratch stay in cache; the dense stage runs on the whole batch.
+ */
+static void forward(struct cpu_state *st, const uint8_t *tiles, int n, int train, uint64_t step)
+{
+	const struct hn_model *m = &st->m;
+	hn_input_forward(st->act[0], tiles, n, m->in_c, m->in_h, m->in_w);
+	for (int i = 0; train && i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->kind == HN_LAYER_DROPOUT && l->p > 0.0f) {
+			uint64_t salt = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL ^
+					(uint64_t)st->micro << 32;
+			hn_dropout_mask(st->mask[i], (size_t)n * out_floats(l), l->p,
+					st->cfg.seed ^ salt, step);
+		}
+	}
+	for (int s0 = 0; s0 < n; s0 += st->chunk)
+		forward_range(st, 0, st->stage, s0, n - s0 < st->chunk ? n - s0 : st->chunk,
+			      train);
+	forward_range(st, st->stage, m->nlayers, 0, n, train);
+}
+
+static void backward(struct cpu_state *st, int n)
+{
+	backward_range(st, st->stage, st->m.nlayers, 0, n);
+	for (int s0 = 0; s0 < n; s0 += st->chunk)
+		backward_range(st, 0, st->stage, s0, n - s0 < st->chunk ? n - s0 : st->chunk);
 }
 
 static int check_batch(const struct cpu_state *st, const uint16_t *labels, int n)

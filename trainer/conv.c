@@ -172,8 +172,10 @@ void hn_conv2d_backward(float *din, float *dw, float *db, float *col, float *tmp
 			float *restrict dst = row + (size_t)s * P;
 			if (out_relu) {
 				const float *restrict o = out_relu + ((size_t)s * M + oc) * P;
-				for (size_t p = 0; p < P; p++)
-					dst[p] = o[p] > 0.0f ? src[p] : 0.0f;
+				for (size_t p = 0; p < P; p++) {
+					float g = src[p]; /* unconditional load: vectorizes */
+					dst[p] = o[p] > 0.0f ? g : 0.0f;
+				}
 			} else {
 				memcpy(dst, src, sizeof(float) * P);
 			}

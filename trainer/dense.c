@@ -42,7 +42,10 @@ void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float
 
 	if (out_relu) {
 		for (size_t i = 0; i < (size_t)n * no; i++)
-			tmp[i] = out_relu[i] > 0.0f ? dout[i] : 0.0f;
+		{
+			float v = dout[i]; /* unconditional load: vectorizes */
+			tmp[i] = out_relu[i] > 0.0f ? v : 0.0f;
+		}
 		g = tmp;
 	}
 	/* bias: sample-outer so each o is an independent lane (vectorizes, fixed order) */

@@ -25,22 +25,19 @@ void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
 		if (K == 2 && S == 2) {
 			for (int oh = 0; oh < OH; oh++) {
 				const float *r0 = src + (size_t)(2 * oh) * W, *r1 = r0 + W;
+				/* branchless selects: the compiler can vectorize across ow */
 				for (int ow = 0; ow < OW; ow++) {
 					int j = 2 * ow;
-					float m = r0[j];
-					int32_t at = 2 * oh * W + j;
-					if (r0[j + 1] > m) {
-						m = r0[j + 1];
-						at = 2 * oh * W + j + 1;
-					}
-					if (r1[j] > m) {
-						m = r1[j];
-						at = (2 * oh + 1) * W + j;
-					}
-					if (r1[j + 1] > m) {
-						m = r1[j + 1];
-						at = (2 * oh + 1) * W + j + 1;
-					}
+					int32_t base = 2 * oh * W + j;
+					float a = r0[j], b = r0[j + 1], c = r1[j], d = r1[j + 1];
+					float m = a;
+					int32_t at = base;
+					at = b > m ? base + 1 : at;
+					m = b > m ? b : m;
+					at = c > m ? base + W : at;
+					m = c > m ? c : m;
+					at = d > m ? base + W + 1 : at;
+					m = d > m ? d : m;
 					dst[oh * OW + ow] = m;
 					id[oh * OW + ow] = at;
 				}
