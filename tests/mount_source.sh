@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# mount_source.sh - SOURCE other than a store: an image folder is packed on
+# first mount into a cache store (cachedir=), reused while the folder is
+# unchanged and packed again when it changes; its images come back exactly
+# from by-class/. With no SOURCE the mount serves Fashion-MNIST from
+# /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+PY=/usr/bin/python3
+$PY -c "import numpy, PIL" 2>/dev/null || { echo "SKIP: no numpy/PIL for /usr/bin/python3"; exit 77; }
+
+# a small ImageFolder tree of PNGs: train/<class>/, test/<class>/
+$PY - "$T/src" <<'PY' || fail "making the image tree"
+import os, sys
+import numpy as np
+from PIL import Image
+root = sys.argv[1]
+rng = np.random.default_rng(5)
+for split, n in (("train", 40), ("test", 12)):
+    for cls in ("cat", "dog", "emu"):
+        os.makedirs(f"{root}/{split}/{cls}", exist_ok=True)
+        for i in range(n):
+            a = rng.integers(0, 256, (24, 24), dtype=np.uint8)
+            Image.fromarray(a).save(f"{root}/{split}/{cls}/{i:03d}.png")
+PY
+sfs_mount "$T/first.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+grep -q "packing" "$T/first.log" || fail "first mount did not pack: $(cat "$T/first.log")"
+store=$(ls "$T/cache"/*.sprites) || fail "no cache store in $T/cache"
+grep -q '"count": 120' "$T/mnt/dataset.json" || fail "train count: $(cat "$T/mnt/dataset.json")"
+$PY - "$T/src" "$T/mnt" <<'PY' || fail "by-class images differ from the source PNGs"
+import json, os, sys
+import numpy as np
+from PIL import Image
+src, m = sys.argv[1:]
+meta = json.load(open(f"{m}/dataset.json"))
+assert meta["classes"] == ["cat", "dog", "emu"], meta["classes"]
+for split in ("train", "test"):
+    files = [(c, f) for c in ("cat", "dog", "emu") for f in sorted(os.listdir(f"{src}/{split}/{c}"))]
+    images = np.load(f"{m}/{split}/images.npy")
+    assert len(files) == len(images)
+    for i, (c, f) in enumerate(files):
+        want = np.asarray(Image.open(f"{src}/{split}/{c}/{f}"))
+        assert np.array_equal(images[i], want), (split, c, f)
+        names = os.listdir(f"{m}/{split}/by-class/{c}")
+        got = np.asarray(Image.open(f"{m}/{split}/by-class/{c}/{i:0{len(str(len(files) - 1))}d}.pgm"))
+        assert np.array_equal(got, want), (split, c, f, "by-class")
+print("image folder: every image served exactly")
+PY
+sfs_umount "$T/mnt"
+
+sfs_mount "$T/second.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+grep -q "packing" "$T/second.log" && fail "second mount packed again"
+sfs_umount "$T/mnt"
+echo "unchanged folder: cache store reused"
+
+cp "$T/src/train/cat/000.png" "$T/src/train/cat/999.png"
+sfs_mount "$T/third.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+grep -q "packing" "$T/third.log" || fail "changed folder was not packed again"
+grep -q '"count": 121' "$T/mnt/dataset.json" || fail "new image not served"
+sfs_umount "$T/mnt"
+echo "changed folder: packed again"
+
+if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+	mkdir -p "$T/mnt"
+	MOUNTS+=("$T/mnt")
+	"$SPRITEFS" -f -o cachedir="$T/cache" "$T/mnt" >"$T/default.log" 2>&1 &
+	SFS_PID=$!
+	PIDS+=("$SFS_PID")
+	for _ in $(seq 1200); do is_mounted "$T/mnt" && break; kill -0 $SFS_PID 2>/dev/null || break; sleep 0.1; done
+	is_mounted "$T/mnt" || fail "default data set did not mount: $(cat "$T/default.log")"
+	grep -q '"train": {"count": 60000' "$T/mnt/dataset.json" || fail "default: $(cat "$T/mnt/dataset.json")"
+	grep -q '"test": {"count": 10000' "$T/mnt/dataset.json" || fail "default: no test split"
+	[[ $(ls "$T/mnt/train/by-class" | wc -l) -eq 10 ]] || fail "default: not 10 classes"
+	$PY -c "
+import numpy as np, sys
+x = np.load('$T/mnt/train/images.npy', mmap_mode='r'); y = np.load('$T/mnt/train/labels.npy')
+assert x.shape == (60000, 28, 28) and y.max() == 9 and x[:100].mean() > 10, (x.shape, y.max())
+" || fail "default: images.npy/labels.npy"
+	sfs_umount "$T/mnt"
+	echo "default source: Fashion-MNIST, 60000 + 10000"
+else
+	echo "dataset-fashion-mnist not installed: default source not checked"
+fi
+echo "PASS"
