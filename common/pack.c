@@ -188,6 +188,12 @@ static int items_push(struct items *it, char *path, uint32_t split, uint16_t lab
 	return 0;
 }
 
+/* Order by name only: the kind tag in the first byte is skipped. */
+static int cmp_tagged(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
 /* Every visible file under dir, depth first, names in byte order. */
 static int walk_files(const char *dir, uint32_t split, uint16_t label, struct items *it, int depth,
 		      char *err)
@@ -223,14 +229,7 @@ static int walk_files(const char *dir, uint32_t split, uint16_t label, struct it
 		strv_free(&names);
 		return r;
 	}
-	/* Order by name only (the kind tag is skipped). */
-	for (size_t i = 1; i < names.n; i++) {
-		char *x = names.v[i];
-		size_t j = i;
-		for (; j > 0 && strcmp(names.v[j - 1] + 1, x + 1) > 0; j--)
-			names.v[j] = names.v[j - 1];
-		names.v[j] = x;
-	}
+	qsort(names.v, names.n, sizeof *names.v, cmp_tagged);
 	for (size_t i = 0; i < names.n && r == 0; i++) {
 		char *p = join(dir, names.v[i] + 1);
 		if (!p) {
