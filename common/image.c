@@ -635,6 +635,10 @@ static int decode_png(const void *data, size_t len, const char *name, struct spr
 	uint32_t c = color ? 3 : 1, cin = c + (alpha ? 1 : 0);
 	img.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
 			   : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+	/* 16-bit files without gamma information are taken as sRGB, as other
+	 * tools do (libpng would assume linear and brighten them); libpng then
+	 * scales them to 8 bits with rounding rather than >> 8. */
+	img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
 	uint32_t h = img.height, w = img.width;
 	uint8_t *buf = malloc((size_t)h * w * cin);
 	if (!buf) {

@@ -114,7 +114,9 @@ static double mb(uint64_t b)
 
 static void on_skip(void *ctx, const char *path, const char *why)
 {
-	fprintf(stderr, PROG ": skipped %s: %s\n", path, why);
+	const struct sprite_progress *p = ctx;
+	/* On a terminal, clear the progress bar's line first; it redraws. */
+	fprintf(stderr, "%s" PROG ": skipped %s: %s\n", p && p->tty ? "\r\033[K" : "", path, why);
 }
 
 static int do_pack(const char *src, const char *dst, struct sprite_pack_options *o, int quiet)
@@ -122,8 +124,10 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	struct sprite_pack_report rep;
 	struct sprite_progress prog;
 	char err[SPRITE_ERR_MAX] = "";
+	memset(&prog, 0, sizeof prog);
 	o->on_skip = on_skip;
 	o->progress = quiet ? NULL : &prog;
+	o->ctx = o->progress;
 	int r = sprite_pack(src, dst, o, &rep, err);
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));

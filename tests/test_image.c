@@ -418,6 +418,46 @@ static void test_png(void)
 	}
 }
 
+/* A 16-bit gray PNG written with libpng's full API (no gamma chunk). */
+static void test_png16(void)
+{
+	const uint32_t h = 9, w = 11;
+	char path[512], err[SPRITE_ERR_MAX];
+	uint8_t want[9 * 11];
+	tpath(path, sizeof path, "g16.png");
+	FILE *f = fopen(path, "wb");
+	png_structp pp = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+	png_infop pi = png_create_info_struct(pp);
+	if (!f || !pp || !pi || setjmp(png_jmpbuf(pp))) {
+		fail("png16: cannot write");
+		return;
+	}
+	png_init_io(pp, f);
+	png_set_IHDR(pp, pi, w, h, 16, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	png_write_info(pp, pi);
+	uint8_t row[11 * 2];
+	for (uint32_t y = 0; y < h; y++) {
+		for (uint32_t x = 0; x < w; x++) {
+			uint8_t v = pat(y, x, 0);
+			want[y * w + x] = v;
+			row[2 * x] = v; /* big-endian: high byte first */
+			row[2 * x + 1] = (uint8_t)(x * 23 + y);
+		}
+		png_write_row(pp, row);
+	}
+	png_write_end(pp, NULL);
+	png_destroy_write_struct(&pp, &pi);
+	fclose(f);
+	struct sprite_image im;
+	if (sprite_image_load(path, &im, err) < 0) {
+		fail("png16: %s", err);
+		return;
+	}
+	check_image("png 16-bit gray", &im, want, h, w, 1, 1);
+	sprite_image_free(&im);
+}
+
 static void test_jpeg(void)
 {
 	const int h = 40, w = 48;
@@ -713,6 +753,7 @@ int main(void)
 	}
 	test_tiff_matrix();
 	test_png();
+	test_png16();
 	test_jpeg();
 	test_garbage();
 	test_fit();
