@@ -30,10 +30,10 @@ struct slot {
 	size_t map_len;
 	uint32_t pins;
 	uint8_t state;
-	uint8_t clock;   /* referenced since the hand last passed */
-	uint8_t unused;  /* prefetched, not yet read */
+	uint8_t clock;	 /* referenced since the hand last passed */
+	uint8_t unused;	 /* prefetched, not yet read */
 	uint8_t waiters; /* a reader sleeps on it */
-	int err;         /* last error for S_EMPTY after a transient failure */
+	int err;	 /* last error for S_EMPTY after a transient failure */
 };
 
 struct sfs_cache {

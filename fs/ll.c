@@ -53,15 +53,15 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	(void)fs;
 	/* 1 MiB requests: libfuse derives max_pages from max_write */
 	conn->max_write = SFS_MAX_READ;
-	conn->max_readahead = conn->max_readahead > SFS_MAX_READ ? conn->max_readahead
-								 : SFS_MAX_READ;
+	conn->max_readahead =
+		conn->max_readahead > SFS_MAX_READ ? conn->max_readahead : SFS_MAX_READ;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
-				  FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE |
-				  FUSE_CAP_AUTO_INVAL_DATA);
+	conn->want &=
+		~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ |
+			    FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
 }
 
 static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -107,8 +107,8 @@ static void sfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 	fuse_reply_err(req, EROFS);
 }
 
-static void sfs_ll_readonly_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
-				  mode_t mode, dev_t rdev)
+static void sfs_ll_readonly_entry(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+				  dev_t rdev)
 {
 	fuse_reply_err(req, EROFS);
 }
@@ -128,8 +128,8 @@ static void sfs_ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, 
 	fuse_reply_err(req, EROFS);
 }
 
-static void sfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			  fuse_ino_t newparent, const char *newname, unsigned int flags)
+static void sfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			  const char *newname, unsigned int flags)
 {
 	fuse_reply_err(req, EROFS);
 }
@@ -309,8 +309,8 @@ static void sfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		memset(&st, 0, sizeof(st));
 		st.st_ino = a.ino;
 		st.st_mode = a.dir ? S_IFDIR : S_IFREG;
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-						(off_t)(i + 1));
+		size_t need =
+			fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
 		if (need > size - used)
 			break;
 		used += need;

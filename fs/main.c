@@ -30,9 +30,9 @@
 #include "common/util.h"
 #include "fs/sfs.h"
 
-#define DEFAULT_PREFETCH 8u
-#define DEFAULT_EPOCHS 100u
-#define DEFAULT_BATCH 256u
+#define DEFAULT_PREFETCH  8u
+#define DEFAULT_EPOCHS	  100u
+#define DEFAULT_BATCH	  256u
 #define MAX_DEFAULT_CACHE (16ull << 30)
 
 struct cli {
@@ -42,7 +42,10 @@ struct cli {
 	int npos;
 };
 
-#define OPT(t, f) {t, offsetof(struct cli, f), 0}
+#define OPT(t, f)                                                                                  \
+	{                                                                                          \
+		t, offsetof(struct cli, f), 0                                                      \
+	}
 static const struct fuse_opt cli_spec[] = {
 	OPT("cache=%s", cache),
 	OPT("prefetch=%s", prefetch),
@@ -84,19 +87,23 @@ static void usage(FILE *f)
 		"\n"
 		"Serve a sprite store as read-only files (see docs/FORMAT.md, \"The mount\").\n"
 		"SOURCE: a store file (*.sprites); an image folder (packed once into a cache\n"
-		"store, reused while the folder is unchanged); omitted or \"default\": Fashion-MNIST\n"
+		"store, reused while the folder is unchanged); omitted or \"default\": "
+		"Fashion-MNIST\n"
 		"from %s.\n"
 		"\n"
 		"  -f                 stay in the foreground\n"
 		"  -d                 FUSE debug output (implies -f)\n"
-		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most 16G)\n"
+		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most "
+		"16G)\n"
 		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
 		"  -o epochs=N        epoch views listed per seed (default %u)\n"
-		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can be\n"
+		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can "
+		"be\n"
 		"                     looked up by name)\n"
 		"  -o batch=N         samples per epoch-view batch file (default %u)\n"
 		"  -o window=N        sheets per shuffle window (default 0: full shuffle when the\n"
-		"                     split fits in 3/4 of the cache, else a window of half the cache)\n"
+		"                     split fits in 3/4 of the cache, else a window of half the "
+		"cache)\n"
 		"  -o workers=N       decode threads (default: number of CPUs)\n"
 		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
@@ -111,8 +118,8 @@ static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, 
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr, "spritefs: -o %s=%s: expected a whole number in %" PRIu64 "..%" PRIu64
-				"\n",
+		fprintf(stderr,
+			"spritefs: -o %s=%s: expected a whole number in %" PRIu64 "..%" PRIu64 "\n",
 			name, s, lo, hi);
 		return -1;
 	}
@@ -201,21 +208,67 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
 	unsigned long skipped = 0;
-	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
-					.progress = &prog,
-					.on_skip = on_skip,
-					.ctx = &skipped};
+	struct sprite_pack_options o = {
+		.codec = SPRITE_CODEC_LZ4, .progress = &prog, .on_skip = on_skip, .ctx = &skipped};
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
 	r = sprite_pack(source, out, &o, &rep, err);
 	if (r < 0) {
-		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source, err[0] ? err : strerror(-r));
+		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source,
+			err[0] ? err : strerror(-r));
 		return -1;
 	}
 	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
 		rep.packed, skipped, rep.seconds);
 	return 0;
+}
+
+/*
+ * The kernel sizes buffered FUSE reads by the mount's readahead, 128 KiB by
+ * default whatever max_readahead we negotiate; 1 MiB requests cost the
+ * daemon an eighth of the round trips. Raise it through sysfs (root only;
+ * elsewhere reads simply stay at 128 KiB). The mount's device number comes
+ * from /proc/self/mountinfo: a stat() of the mount point would wait on our
+ * own, not yet running, session loop.
+ */
+static void tune_readahead(const char *mnt)
+{
+	char real[PATH_MAX], line[8192], path[128];
+	if (!realpath(mnt, real))
+		return;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return;
+	char dev[32] = "";
+	while (fgets(line, sizeof(line), f)) {
+		char mp[4096], d[32], esc[4096];
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2)
+			continue;
+		/* mountinfo escapes space, tab, newline and backslash as \ooo */
+		size_t k = 0;
+		for (const char *p = esc; *p && k + 1 < sizeof(mp); p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '7' && p[2] && p[3]) {
+				mp[k++] =
+					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				mp[k++] = *p;
+			}
+		}
+		mp[k] = 0;
+		if (!strcmp(mp, real))
+			snprintf(dev, sizeof(dev), "%s", d); /* the last one is the newest */
+	}
+	fclose(f);
+	if (!dev[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (!f)
+		return;
+	fprintf(f, "%u\n", SFS_MAX_READ / 1024);
+	fclose(f);
 }
 
 static uint64_t default_cache(void)
@@ -240,8 +293,9 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	if (c->cache) {
 		uint64_t v;
 		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
-			fprintf(stderr, "spritefs: -o cache=%s: expected a size of at least 1M "
-					"(e.g. 512M, 2G)\n",
+			fprintf(stderr,
+				"spritefs: -o cache=%s: expected a size of at least 1M "
+				"(e.g. 512M, 2G)\n",
 				c->cache);
 			return -1;
 		}
@@ -390,6 +444,7 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
+	tune_readahead(mnt);
 	if (fuse_daemonize(fs->o.foreground) != 0)
 		goto out_unmount;
 	sfs_log_to_syslog(!fs->o.foreground);

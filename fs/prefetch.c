@@ -33,8 +33,8 @@
 #include "common/util.h"
 #include "fs/sfs.h"
 
-#define WAKE_TAG UINT64_MAX
-#define MAX_BUFS 32u
+#define WAKE_TAG    UINT64_MAX
+#define MAX_BUFS    32u
 #define BUF_MEM_CAP (64ull << 20) /* bytes of I/O buffers, at most (unless one sheet is larger) */
 
 enum { Q_NONE = 0, Q_AHEAD, Q_URGENT, Q_ISSUED };
@@ -50,7 +50,7 @@ struct sfs_prefetch {
 	struct io_uring ring;
 	int ring_ok;
 	int efd;
-	int fd;          /* O_DIRECT descriptor, or the store's own */
+	int fd; /* O_DIRECT descriptor, or the store's own */
 	int direct;
 	int registered;
 	uint8_t **bufs;
@@ -62,7 +62,7 @@ struct sfs_prefetch {
 	uint32_t nfree;
 	uint32_t *urgent, *ahead; /* ring queues of sheet numbers, capacity nsheets */
 	uint32_t uh, ut, un, ah, at, an, cap;
-	uint8_t *mark;            /* Q_* per sheet */
+	uint8_t *mark; /* Q_* per sheet */
 	int stop;
 	uint32_t inflight;
 
@@ -111,7 +111,8 @@ void sfs_prefetch_submit(struct sfs *fs, uint32_t i, int urgent)
 		m = Q_ISSUED; /* promote only what still waits in the ahead queue */
 	if (m == Q_NONE || (urgent && m == Q_AHEAD)) {
 		if (urgent) {
-			/* un may exceed nsheets only if a sheet sat in both queues: bounded by cap */
+			/* un may exceed nsheets only if a sheet sat in both queues: bounded by cap
+			 */
 			if (p->un < p->cap) {
 				push_q(p->urgent, &p->ut, &p->un, p->cap, i);
 				p->mark[i] = Q_URGENT;
@@ -213,7 +214,8 @@ static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
 	SFS_SUB(p->fs, inflight, 1);
 	if (res == -EINVAL && p->direct) {
 		/* the filesystem took O_DIRECT at open but refuses it now: go buffered */
-		sfs_log("spritefs: %s: O_DIRECT read refused, using buffered reads", p->fs->store_path);
+		sfs_log("spritefs: %s: O_DIRECT read refused, using buffered reads",
+			p->fs->store_path);
 		if (p->fd != sprite_store_fd(p->fs->store))
 			close(p->fd);
 		p->fd = sprite_store_fd(p->fs->store);
@@ -316,8 +318,9 @@ static void *worker_main(void *arg)
 
 		const struct sprite_sheet_entry *e = &fs->info->sheets[j.sheet];
 		size_t map_len = ((size_t)e->raw_size + 4095) & ~(size_t)4095;
+		/* populated up front: one kernel call instead of a fault per page */
 		uint8_t *raw = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		int64_t r;
 		double t0 = sprite_now();
 		if (raw == MAP_FAILED) {
@@ -344,10 +347,11 @@ static void *worker_main(void *arg)
 			if (r == -SPRITE_ECHECKSUM || r == -SPRITE_ECORRUPT) {
 				SFS_ADD(fs, checksum_failures, 1);
 				const struct sprite_split_entry *sp = &fs->info->splits[e->split];
-				sfs_log("spritefs: %s: sheet %u (split %.*s, samples %llu..%llu, offset "
+				sfs_log("spritefs: %s: sheet %u (split %.*s, samples %llu..%llu, "
+					"offset "
 					"%llu): %s; files that need it give EIO",
-					fs->store_path, j.sheet, (int)SPRITE_SPLIT_NAME_MAX, sp->name,
-					(unsigned long long)e->first,
+					fs->store_path, j.sheet, (int)SPRITE_SPLIT_NAME_MAX,
+					sp->name, (unsigned long long)e->first,
 					(unsigned long long)(e->first + e->count - 1),
 					(unsigned long long)e->offset, err[0] ? err : "bad sheet");
 			} else {

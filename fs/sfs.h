@@ -29,19 +29,19 @@ struct sfs_opts {
 	uint64_t cache_bytes; /* sheet cache budget */
 	uint32_t prefetch;    /* sheets ahead of a reader */
 	uint32_t epochs;      /* epoch views listed per seed */
-	uint64_t seed;        /* seed listed under epochs/ */
+	uint64_t seed;	      /* seed listed under epochs/ */
 	uint32_t window;      /* sheets per shuffle window; 0 = automatic */
-	uint32_t batch;       /* samples per epoch-view batch file */
+	uint32_t batch;	      /* samples per epoch-view batch file */
 	uint32_t workers;     /* decode threads */
-	int direct;           /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
+	int direct;	      /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
 	int foreground, debug;
 };
 
-#define SFS_MAX_SEEDS 64u        /* distinct seeds looked up under epochs/ */
-#define SFS_MAX_EPOCHS 32767u    /* epoch number fits 15 bits of an inode */
-#define SFS_MAX_BATCH 65536u     /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
+#define SFS_MAX_SEEDS	    64u		  /* distinct seeds looked up under epochs/ */
+#define SFS_MAX_EPOCHS	    32767u	  /* epoch number fits 15 bits of an inode */
+#define SFS_MAX_BATCH	    65536u	  /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
-#define SFS_MAX_READ (1u << 20)  /* largest FUSE read we negotiate */
+#define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
 
 /* ---- stats ------------------------------------------------------------- */
 
@@ -62,7 +62,7 @@ struct sfs_stats {
 
 #define SFS_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
 #define SFS_SUB(fs, field, n) __atomic_sub_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
-#define SFS_GET(fs, field) __atomic_load_n(&(fs)->stats.field, __ATOMIC_RELAXED)
+#define SFS_GET(fs, field)    __atomic_load_n(&(fs)->stats.field, __ATOMIC_RELAXED)
 
 /* ---- per split --------------------------------------------------------- */
 
@@ -71,22 +71,22 @@ struct sfs_split {
 	char name[SPRITE_SPLIT_NAME_MAX + 1];
 	uint64_t count;
 	uint32_t first_sheet, nsheets;
-	uint64_t raw_bytes;       /* decoded size of all its sheets */
-	char npy_images[128];     /* images.npy header, 64-byte multiple */
+	uint64_t raw_bytes;   /* decoded size of all its sheets */
+	char npy_images[128]; /* images.npy header, 64-byte multiple */
 	uint32_t npy_images_len;
 	char npy_labels[128];
 	uint32_t npy_labels_len;
-	uint32_t epoch_batches;   /* batch files per epoch view */
-	uint32_t window;          /* 0: full shuffle (sprite_perm), else sheets per window */
+	uint32_t epoch_batches; /* batch files per epoch view */
+	uint32_t window;	/* 0: full shuffle (sprite_perm), else sheets per window */
 	int digits_batches, digits_samples, digits_epoch_batches, digits_sheets;
 
 	/* Label table, built on first need by decoding every sheet of the split. */
 	pthread_mutex_t lab_lock;
-	int lab_state;            /* 0 not built, 1 built */
-	uint16_t *labels;         /* count */
-	uint8_t *sheet_bad;       /* nsheets: 1 when the sheet could not be decoded */
-	uint64_t *class_start;    /* nclasses + 1 offsets into class_samples */
-	uint32_t *class_samples;  /* sample numbers, grouped by class, ascending */
+	int lab_state;		 /* 0 not built, 1 built */
+	uint16_t *labels;	 /* count */
+	uint8_t *sheet_bad;	 /* nsheets: 1 when the sheet could not be decoded */
+	uint64_t *class_start;	 /* nclasses + 1 offsets into class_samples */
+	uint32_t *class_samples; /* sample numbers, grouped by class, ascending */
 };
 
 struct sfs_cache;
@@ -98,16 +98,16 @@ struct sfs {
 	const struct sprite_store_info *info;
 	char store_path[4096];
 	struct sfs_opts o;
-	uint64_t tile_bytes;      /* h*w*c */
-	uint32_t label_bytes;     /* 1 when nclasses <= 256, else 2 (labels.npy dtype) */
-	uint64_t max_raw;         /* largest decoded sheet */
-	uint64_t max_stored;      /* largest stored sheet */
-	struct timespec mtime;    /* of the store file: every file's mtime */
+	uint64_t tile_bytes;   /* h*w*c */
+	uint32_t label_bytes;  /* 1 when nclasses <= 256, else 2 (labels.npy dtype) */
+	uint64_t max_raw;      /* largest decoded sheet */
+	uint64_t max_stored;   /* largest stored sheet */
+	struct timespec mtime; /* of the store file: every file's mtime */
 	struct sfs_split splits[SPRITE_MAX_SPLITS];
-	char **class_dir;         /* directory name of each class under by-class/ */
+	char **class_dir; /* directory name of each class under by-class/ */
 	char *dataset_json;
 	size_t dataset_json_len;
-	int pnm_c_ok;             /* by-class images exist (c is 1 or 3; else .pam) */
+	int pnm_c_ok; /* by-class images exist (c is 1 or 3; else .pam) */
 
 	pthread_mutex_t seed_lock;
 	uint64_t seeds[SFS_MAX_SEEDS];
@@ -189,15 +189,15 @@ uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot);
 enum sfs_kind {
 	SFS_K_ROOT = 0,
 	SFS_K_DATASET_JSON = 1,
-	SFS_K_META_DIR,    /* /.spritefs */
-	SFS_K_STATS_JSON,  /* /.spritefs/stats.json */
-	SFS_K_SPLIT_DIR,   /* /<split> */
+	SFS_K_META_DIR,	  /* /.spritefs */
+	SFS_K_STATS_JSON, /* /.spritefs/stats.json */
+	SFS_K_SPLIT_DIR,  /* /<split> */
 	SFS_K_IMAGES_NPY,
 	SFS_K_LABELS_NPY,
 	SFS_K_BATCH_DIR,   /* /<split>/batches */
-	SFS_K_BATCH,       /* /<split>/batches/<n>.sprite */
+	SFS_K_BATCH,	   /* /<split>/batches/<n>.sprite */
 	SFS_K_EPOCHS_DIR,  /* /<split>/epochs */
-	SFS_K_SEED_DIR,    /* /<split>/epochs/<seed> */
+	SFS_K_SEED_DIR,	   /* /<split>/epochs/<seed> */
 	SFS_K_EPOCH_DIR,   /* /<split>/epochs/<seed>/<epoch> */
 	SFS_K_EPOCH_BATCH, /* /<split>/epochs/<seed>/<epoch>/<n>.sprite */
 	SFS_K_BYCLASS_DIR, /* /<split>/by-class */
@@ -261,17 +261,17 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
  * A read reply under construction: iovecs into pinned sheets or into the
  * generated-bytes area, switched to one flat copy when it outgrows them.
  */
-#define SFS_RB_IOV 256
+#define SFS_RB_IOV  256
 #define SFS_RB_PINS 64
 struct sfs_rbuf {
 	struct iovec iov[SFS_RB_IOV];
 	int niov;
 	uint32_t pins[SFS_RB_PINS];
 	int npins;
-	int flat;       /* bytes are in out[] */
-	uint8_t *out;   /* flat copy, cap >= request */
+	int flat;     /* bytes are in out[] */
+	uint8_t *out; /* flat copy, cap >= request */
 	size_t out_cap;
-	uint8_t *gen;   /* generated bytes (headers, labels...) */
+	uint8_t *gen; /* generated bytes (headers, labels...) */
 	size_t gen_cap, gen_used;
 	size_t total;
 };

@@ -102,7 +102,8 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	uint64_t resident = SFS_GET(fs, bytes_resident);
 	uint64_t iobufs = sfs_prefetch_mem(fs);
 	uint64_t scratch = SFS_GET(fs, scratch_bytes);
-#define C(name) sfs_str_printf(&s, "  \"%s\": %llu,\n", #name, (unsigned long long)SFS_GET(fs, name))
+#define C(name)                                                                                    \
+	sfs_str_printf(&s, "  \"%s\": %llu,\n", #name, (unsigned long long)SFS_GET(fs, name))
 	sfs_str_printf(&s, "{\n  \"uptime_s\": %.3f,\n", up);
 	C(requests);
 	C(reads);

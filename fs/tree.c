@@ -32,10 +32,9 @@
 #include "fs/sfs.h"
 
 static const char *const split_children[] = {"images.npy", "labels.npy", "batches",
-					     "epochs",     "by-class",   "sheets"};
-static const unsigned split_child_kind[] = {SFS_K_IMAGES_NPY, SFS_K_LABELS_NPY,
-					    SFS_K_BATCH_DIR,  SFS_K_EPOCHS_DIR,
-					    SFS_K_BYCLASS_DIR, SFS_K_SHEETS_DIR};
+					     "epochs",	   "by-class",	 "sheets"};
+static const unsigned split_child_kind[] = {SFS_K_IMAGES_NPY, SFS_K_LABELS_NPY,	 SFS_K_BATCH_DIR,
+					    SFS_K_EPOCHS_DIR, SFS_K_BYCLASS_DIR, SFS_K_SHEETS_DIR};
 #define NSPLIT_CHILDREN 6
 
 static int digits(uint64_t n)
@@ -67,8 +66,9 @@ static int pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c)
 		return snprintf(buf, cap, "P5\n%u %u\n255\n", w, h);
 	if (c == 3)
 		return snprintf(buf, cap, "P6\n%u %u\n255\n", w, h);
-	return snprintf(buf, cap, "P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n",
-			w, h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
+	return snprintf(buf, cap,
+			"P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n", w,
+			h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
 }
 
 static void sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols)
@@ -85,8 +85,8 @@ static void sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uin
 static uint32_t npy_header(char *out, const char *descr, const char *shape)
 {
 	char dict[160];
-	int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-			 descr, shape);
+	int n = snprintf(dict, sizeof(dict),
+			 "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
 	uint32_t total = (uint32_t)(10 + n + 1 + 63) & ~63u;
 	uint32_t hlen = total - 10;
 	memcpy(out, "\x93NUMPY\x01\x00", 8);
@@ -170,13 +170,14 @@ int sfs_tree_init(struct sfs *fs, char *err)
 		sp->name[SPRITE_SPLIT_NAME_MAX] = 0;
 		if (!class_name_ok(sp->name) || !strcmp(sp->name, ".spritefs") ||
 		    !strcmp(sp->name, "dataset.json")) {
-			snprintf(err, SPRITE_ERR_MAX, "split %u has a name that cannot be a directory",
-				 k);
+			snprintf(err, SPRITE_ERR_MAX,
+				 "split %u has a name that cannot be a directory", k);
 			return -EINVAL;
 		}
 		if (e->count > SFS_MAX_SPLIT_COUNT) {
-			snprintf(err, SPRITE_ERR_MAX, "split %.16s: %" PRIu64 " samples, more than %llu",
-				 sp->name, (uint64_t)e->count, SFS_MAX_SPLIT_COUNT);
+			snprintf(err, SPRITE_ERR_MAX,
+				 "split %.16s: %" PRIu64 " samples, more than %llu", sp->name,
+				 (uint64_t)e->count, SFS_MAX_SPLIT_COUNT);
 			return -EFBIG;
 		}
 		sp->count = e->count;
@@ -301,7 +302,8 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 			memcpy(&l, raw + h.labels_offset + 2 * (size_t)s, 2);
 			if (l >= in->nclasses) {
 				if (!bad[k])
-					sfs_log("spritefs: %s: sheet %u: label %u out of range; its "
+					sfs_log("spritefs: %s: sheet %u: label %u out of range; "
+						"its "
 						"samples are left out of by-class and labels.npy",
 						fs->store_path, i, l);
 				bad[k] = 1;
@@ -534,8 +536,8 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 	case SFS_K_SEED_DIR:
 		if (parse_num(name, "", 0, &n) || n >= SFS_MAX_EPOCHS)
 			return -ENOENT;
-		return sfs_tree_attr(fs, sfs_ino(SFS_K_EPOCH_DIR, split, sfs_ep_a(x, (uint32_t)n), 0),
-				     a);
+		return sfs_tree_attr(
+			fs, sfs_ino(SFS_K_EPOCH_DIR, split, sfs_ep_a(x, (uint32_t)n), 0), a);
 	case SFS_K_EPOCH_DIR:
 		if (parse_num(name, ".sprite", sp->digits_epoch_batches, &n) ||
 		    n >= sp->epoch_batches)
@@ -799,8 +801,7 @@ static void add_span(struct sfs *fs, struct sfs_rbuf *rb, const void *mem, uint6
 	*pos += take;
 }
 
-static int locate(struct sfs *fs, uint32_t split, uint64_t sample, uint32_t *sheet,
-		  uint32_t *slot)
+static int locate(struct sfs *fs, uint32_t split, uint64_t sample, uint32_t *sheet, uint32_t *slot)
 {
 	int r = sprite_store_locate(fs->store, split, sample, sheet, slot);
 	if (r < 0)
@@ -879,8 +880,8 @@ static int read_labels_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 	return 0;
 }
 
-static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t pos,
-		      uint64_t end, struct sfs_rbuf *rb)
+static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t pos, uint64_t end,
+		      struct sfs_rbuf *rb)
 {
 	uint32_t sheet = sp->first_sheet + n;
 	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
@@ -1047,7 +1048,8 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 				take = end - pos;
 			memcpy(dst, hb + pos, take);
 		} else if (pos >= h.labels_offset && pos < h.labels_offset + 2ull * cnt) {
-			uint64_t k = (pos - h.labels_offset) / 2, byte = (pos - h.labels_offset) % 2;
+			uint64_t k = (pos - h.labels_offset) / 2,
+				 byte = (pos - h.labels_offset) % 2;
 			uint32_t slot;
 			r = memo_sample(fs, &m, sp->index, ids[k], &slot);
 			if (r < 0)
@@ -1064,7 +1066,8 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 				take = end - pos;
 			memcpy(dst, le + byte, take);
 		} else if (pos >= h.tiles_offset && pos < h.tiles_offset + tb * cnt) {
-			uint64_t k = (pos - h.tiles_offset) / tb, within = (pos - h.tiles_offset) % tb;
+			uint64_t k = (pos - h.tiles_offset) / tb,
+				 within = (pos - h.tiles_offset) % tb;
 			uint32_t slot;
 			r = memo_sample(fs, &m, sp->index, ids[k], &slot);
 			if (r < 0)

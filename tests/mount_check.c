@@ -43,7 +43,7 @@
 
 static const struct sprite_store_info *in;
 static sprite_store *st;
-static uint8_t **raw;     /* decoded sheets; NULL when bad */
+static uint8_t **raw; /* decoded sheets; NULL when bad */
 static uint32_t *raw_len;
 static const char *mnt;
 static int use_direct;
@@ -54,7 +54,7 @@ static struct sprite_rng rng;
 
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
-		fprintf(stderr, "mount_check: " __VA_ARGS__);                                     \
+		fprintf(stderr, "mount_check: " __VA_ARGS__);                                      \
 		fputc('\n', stderr);                                                               \
 		if (++failures > 20)                                                               \
 			exit(1);                                                                   \
@@ -212,8 +212,9 @@ static int pnm(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c)
 		return snprintf(buf, cap, "P5\n%u %u\n255\n", w, h);
 	if (c == 3)
 		return snprintf(buf, cap, "P6\n%u %u\n255\n", w, h);
-	return snprintf(buf, cap, "P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n",
-			w, h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
+	return snprintf(buf, cap,
+			"P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n", w,
+			h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
 }
 
 /* sample -> (sheet, slot) from the index, independently of the daemon */
@@ -503,7 +504,9 @@ static void check_sheets(uint32_t split)
 		else
 			for (uint32_t t = 0; t < cnt; t++)
 				for (uint32_t y = 0; y < in->tile_h; y++)
-					memcpy(e.data + hl + ((uint64_t)(t / cols) * in->tile_h + y) * cols * trow +
+					memcpy(e.data + hl +
+						       ((uint64_t)(t / cols) * in->tile_h + y) *
+							       cols * trow +
 						       (t % cols) * trow,
 					       raw[i] + to + t * tb + y * trow, trow);
 		snprintf(rel, sizeof(rel), "%.16s/sheets/%0*u.%s", sp->name, d, n, ext());
@@ -559,22 +562,26 @@ static void check_epochs(uint32_t split, const char *json, uint64_t seed, uint32
 				memcpy(e.data + h.ids_offset + 4 * k, &s, 4);
 				if (!raw[i]) {
 					/* its label and its tile need the bad sheet */
-					bad_range(&e, h.labels_offset + 2 * k, h.labels_offset + 2 * k + 2);
+					bad_range(&e, h.labels_offset + 2 * k,
+						  h.labels_offset + 2 * k + 2);
 					continue;
 				}
 				tiles_of_sheet(i, &lo, &to);
 				memcpy(e.data + h.labels_offset + 2 * k, raw[i] + lo + 2 * slot, 2);
 				memcpy(e.data + h.ids_offset + 4 * k, &s, 4);
-				memcpy(e.data + h.tiles_offset + k * tb, raw[i] + to + slot * tb, tb);
+				memcpy(e.data + h.tiles_offset + k * tb, raw[i] + to + slot * tb,
+				       tb);
 			}
 			for (uint32_t k = 0; k < cnt; k++) {
-				uint32_t slot, i = sheet_of(split, perm[(uint64_t)b * batch + k], &slot);
+				uint32_t slot,
+					i = sheet_of(split, perm[(uint64_t)b * batch + k], &slot);
 				if (!raw[i])
-					bad_range(&e, h.tiles_offset + k * tb, h.tiles_offset + (k + 1) * tb);
+					bad_range(&e, h.tiles_offset + k * tb,
+						  h.tiles_offset + (k + 1) * tb);
 			}
 			char rel[512];
-			snprintf(rel, sizeof(rel), "%.16s/epochs/%" PRIu64 "/%u/%0*u.sprite", sp->name,
-				 seed, ep, d, b);
+			snprintf(rel, sizeof(rel), "%.16s/epochs/%" PRIu64 "/%u/%0*u.sprite",
+				 sp->name, seed, ep, d, b);
 			check_file(rel, &e);
 			expect_free(&e);
 		}
@@ -689,8 +696,8 @@ int main(int argc, char **argv)
 			char key[96];
 			snprintf(key, sizeof(key), "\"count\": %" PRIu64, in->splits[s].count);
 			if (!strstr(json, key) || !strstr(json, in->splits[s].name))
-				FAIL("dataset.json does not give split %.16s with %s", in->splits[s].name,
-				     key);
+				FAIL("dataset.json does not give split %.16s with %s",
+				     in->splits[s].name, key);
 		}
 		char *stats = slurp(".spritefs/stats.json");
 		if (!stats || !strstr(stats, "\"cache_hits\"") || !strstr(stats, "\"rss\""))
@@ -716,7 +723,8 @@ int main(int argc, char **argv)
 		const char *p = stats ? strstr(stats, "\"checksum_failures\": ") : NULL;
 		unsigned long cf = p ? strtoul(p + 21, NULL, 10) : 0;
 		if (cf < 1)
-			FAIL("%u bad sheets, but stats.json counts %lu checksum failures", nbad, cf);
+			FAIL("%u bad sheets, but stats.json counts %lu checksum failures", nbad,
+			     cf);
 		if (!eio_seen)
 			FAIL("%u bad sheets, but no read failed", nbad);
 		free(stats);
