@@ -15,7 +15,8 @@
  * to 300 entries each). The model check uses SGD with lr = 1 through the
  * backend, so (params before - after) is the averaged gradient, against
  * differences of evaluate()'s loss, with and without the backend's sample
- * chunking (HN_CPU_CHUNK forces small chunks).
+ * chunking (HN_CPU_CHUNK forces small chunks), on 1 and 3 threads (3 members
+ * sharing 4-6 samples: uneven splits, an idle member).
  * Exit 0 pass, 1 fail, printing the layer, configuration and entry.
  */
 #include <math.h>
@@ -284,11 +285,12 @@ static void check_softmax(int n, int k, float spread)
 /*
  * Whole model through the backend: SGD, lr = 1, one applied step gives
  * params - grad; the numeric gradient is d(mean loss)/dparam from evaluate().
- * ReLU kinks are possible here, so eps is small and a few outliers among the
- * sampled params are tolerated only if rare (<= 2%) -- a wrong layer fails
- * nearly every entry.
+ * Random uint8 inputs put many ReLU and maxpool decisions near their kinks,
+ * so eps is small (1e-4: float loss noise is then ~3e-4), the tolerance
+ * 1e-3 + 1e-2 relative, and a few outliers among the sampled params are
+ * tolerated if rare (<= 3%) -- a miswired layer fails nearly every entry.
  */
-static void check_model(const char *spec, int c, int h, int w, int nclasses, int n)
+static void check_model(const char *spec, int c, int h, int w, int nclasses, int n, int threads)
 {
 	char err[HN_ERR_MAX];
 	struct hn_model m;
@@ -309,7 +311,7 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 	for (int s = 0; s < n; s++)
 		lab[s] = (uint16_t)sprite_rng_below(&rng, (uint64_t)nclasses);
 	struct hn_optim o = {.kind = HN_OPT_SGD};
-	struct hn_backend_config cfg = {.threads = 1, .max_batch = n, .seed = 1};
+	struct hn_backend_config cfg = {.threads = threads, .max_batch = n, .seed = 1};
 	void *st = NULL;
 	if (hn_backend_cpu.create(&m, &o, &cfg, p0, &st, err)) {
 		fprintf(stderr, "FAIL: model %s: create: %s\n", spec, err);
@@ -321,7 +323,7 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 	hn_backend_cpu.get_params(st, p1);
 	size_t count = m.nparams < 200 ? m.nparams : 200, bad = 0, first = 0;
 	double worst_a = 0, worst_n = 0;
-	const float eps = 1e-3f;
+	const float eps = 1e-4f;
 	for (size_t t = 0; t < count; t++) {
 		size_t i = m.nparams <= 200 ? t : (size_t)sprite_rng_below(&rng, m.nparams);
 		double an = (double)p0[i] - p1[i];
@@ -336,16 +338,16 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 		double lm = res.loss_sum / n;
 		p0[i] = keep;
 		double num = (lp - lm) / (2.0 * eps);
-		if (!close_enough(an, num)) {
+		if (!(fabs(an - num) <= 1e-3 + 1e-2 * fmax(fabs(an), fabs(num)))) {
 			if (!bad++)
 				first = i, worst_a = an, worst_n = num;
 		}
 	}
-	if (bad > count / 50) {
+	if (bad > count * 3 / 100) {
 		fprintf(stderr,
-			"FAIL: backend model %s: %zu of %zu sampled params off (first: param %zu "
-			"analytic %.6g numeric %.6g)\n",
-			spec, bad, count, first, worst_a, worst_n);
+			"FAIL: backend model %s, %d threads: %zu of %zu sampled params off (first: "
+			"param %zu analytic %.6g numeric %.6g)\n",
+			spec, threads, bad, count, first, worst_a, worst_n);
 		failures++;
 	}
 	hn_backend_cpu.destroy(st);
@@ -371,14 +373,16 @@ int main(void)
 	check_elementwise(HN_LAYER_DROPOUT, 0.4f);
 	check_softmax(6, 10, 3);
 	check_softmax(3, 4, 30);
-	check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6);
-	check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4);
-	check_model("d16-r-d8", 2, 4, 4, 3, 5);
-	/* the backend's sample chunking of the spatial stage (2, 2, 1 of 5 samples) */
-	setenv("HN_CPU_CHUNK", "2", 1);
-	check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 5);
-	check_model("r-c3k3s2p1-m3s1-r-d8", 3, 9, 9, 4, 5);
-	unsetenv("HN_CPU_CHUNK");
+	for (int threads = 1; threads <= 3; threads += 2) {
+		check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6, threads);
+		check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4, threads);
+		check_model("d16-r-d8", 2, 4, 4, 3, 5, threads);
+		/* the backend's sample chunking of the spatial stage (2, 2, 1 of 5 samples) */
+		setenv("HN_CPU_CHUNK", "2", 1);
+		check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 5, threads);
+		check_model("r-c3k3s2p1-m3s1-r-d8", 3, 9, 9, 4, 5, threads);
+		unsetenv("HN_CPU_CHUNK");
+	}
 	if (failures) {
 		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);
 		return 1;

@@ -158,7 +158,7 @@ static void test_optimizers(void)
 			ww[i] = w0[i];
 		for (int t = 0; t < 2; t++) {
 			memcpy(g, gs[t], sizeof g);
-			hn_optim_update(&o, w, g, NULL, 3, lr, (uint64_t)t + 1);
+			hn_optim_update(&o, w, g, NULL, NULL, 3, lr, (uint64_t)t + 1);
 			for (int i = 0; i < 3; i++)
 				ww[i] -= lr * ((double)gs[t][i] + wd * ww[i]);
 			check_close("sgd", t + 1, w, ww, 3);
@@ -176,7 +176,7 @@ static void test_optimizers(void)
 			ww[i] = w0[i];
 		for (int t = 0; t < 2; t++) {
 			memcpy(g, gs[t], sizeof g);
-			hn_optim_update(&o, w, g, v, 3, lr, (uint64_t)t + 1);
+			hn_optim_update(&o, w, g, v, NULL, 3, lr, (uint64_t)t + 1);
 			for (int i = 0; i < 3; i++) {
 				vv[i] = 0.9 * vv[i] + (gs[t][i] + wd * ww[i]);
 				ww[i] -= lr * vv[i];
@@ -195,7 +195,7 @@ static void test_optimizers(void)
 			ww[i] = w0[i];
 		for (int t = 0; t < 2; t++) {
 			memcpy(g, gs[t], sizeof g);
-			hn_optim_update(&o, w, g, st, 3, lr, (uint64_t)t + 1);
+			hn_optim_update(&o, w, g, st, st + 3, 3, lr, (uint64_t)t + 1);
 			for (int i = 0; i < 3; i++) {
 				double gi = gs[t][i];
 				m[i] = 0.9 * m[i] + 0.1 * gi;

@@ -8,31 +8,54 @@
  * masks and GEMM scratch live in one arena sized for cfg->max_batch, so a
  * step never calls malloc.
  *
- * Speed: a ReLU that follows a conv or dense layer is fused into it (bias +
- * ReLU in the conv's reorder pass, mask applied while reordering dout), and
- * every ReLU runs in place. Each conv keeps its forward im2col matrix for the
- * filter gradient unless that would take more than KEEP_COL_BYTES in all (big
- * images), in which case backward rebuilds it in a shared buffer. Layers below
- * the first parameterised layer compute no input gradient.
+ * Threads: samples are independent through forward, loss and backward, so
+ * the batch is split between the members of a thread team (team.c), each
+ * running the whole network on its own samples with single-threaded
+ * OpenBLAS calls and adding its weight gradients into its own buffer
+ * (member 0 into the real one). A step is then one dispatch, plus one at
+ * update time that folds the members' gradients in and runs the optimizer on
+ * a slice of the parameters each. This beats OpenBLAS's own threading here:
+ * the layers are small, and im2col, pooling and the reorders get both cores
+ * too. OpenBLAS is therefore set to one thread for the whole process.
  *
- * Determinism: OpenBLAS sgemm is deterministic for a fixed thread count, and
- * every reduction here runs in a fixed order, so the same seed, data order
- * and thread count give bit-identical weights.
+ * Cache: every layer before the first dense one (the spatial stage) runs in
+ * chunks of a few samples, so a chunk's activations, im2col matrix and GEMM
+ * scratch stay in the core's L2; gradients inside that stage only ever hold
+ * one chunk. A ReLU after a conv or dense layer is fused into it, and every
+ * ReLU runs in place. A conv keeps its forward im2col matrix for the filter
+ * gradient unless all of them would take more than KEEP_COL_BYTES (large
+ * images), in which case backward rebuilds it.
+ *
+ * Determinism: the split of samples and parameters depends only on the
+ * thread count and batch size, every reduction runs in a fixed order, and
+ * single-threaded sgemm is deterministic, so the same seed, data order and
+ * thread count give bit-identical weights.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
 #include "trainer/backend.h"
 #include "trainer/layers.h"
+#include "trainer/team.h"
 
 #define KEEP_COL_BYTES (512ULL << 20)
 #define ARENA_ALIGN 64
 #define CHUNK_BYTES (2ULL << 20)
 #define CHUNK_MIN 4
+
+/* What one team member owns: its scratch, its chunk-sized gradients, its weight gradients. */
+struct member_buf {
+	float *tmp, *dcol, *col;           /* col: shared im2col when not kept per layer */
+	float *dact[HN_MAX_LAYERS + 1];    /* gradients w.r.t. act (dact[0] unused) */
+	float *grads;                      /* member 0: the state's grads; others: own */
+	double loss;
+	int correct;
+};
 
 struct cpu_state {
 	struct hn_model m;
@@ -40,25 +63,28 @@ struct cpu_state {
 	struct hn_backend_config cfg;
 	int max_batch;
 	int micro; /* micro-batches since the last apply: keeps dropout masks distinct */
+	hn_team *team;
+	int nthreads;
 
 	float *params, *grads, *opt;
 	size_t nopt;
 	void *arena;
 	size_t arena_bytes;
 
-	float *act[HN_MAX_LAYERS + 1];  /* act[0] input, act[i+1] output of layer i */
-	float *dact[HN_MAX_LAYERS + 1]; /* gradients w.r.t. act (dact[0] unused) */
-	float *col[HN_MAX_LAYERS];      /* conv im2col, per layer or shared */
-	int32_t *idx[HN_MAX_LAYERS];    /* maxpool argmax */
-	float *mask[HN_MAX_LAYERS];     /* dropout */
-	float *tmp, *dcol, *probs;
-	int fused[HN_MAX_LAYERS];       /* layer i (conv/dense) carries the ReLU i+1 */
-	int dfull[HN_MAX_LAYERS + 1];   /* dact[i] holds the batch (else one chunk) */
-	int need_din[HN_MAX_LAYERS];    /* some layer below i has parameters */
+	float *act[HN_MAX_LAYERS + 1]; /* act[0] input, act[i+1] output of layer i (batch) */
+	float *col[HN_MAX_LAYERS];     /* kept conv im2col matrices (batch), or NULL */
+	int32_t *idx[HN_MAX_LAYERS];   /* maxpool argmax */
+	float *mask[HN_MAX_LAYERS];    /* dropout */
+	float *probs;
+	struct member_buf mb[HN_TEAM_MAX];
+	int fused[HN_MAX_LAYERS];     /* layer i (conv/dense) carries the ReLU i+1 */
+	int dfull[HN_MAX_LAYERS + 1]; /* dact[i] holds the member's rows (else one chunk) */
+	int need_din[HN_MAX_LAYERS];  /* some layer below i has parameters */
 	int keep_col;
 	int stage; /* layers [0, stage) are per-sample spatial layers, run in chunks */
 	int chunk; /* samples per chunk in that stage */
-	char desc[160];
+	int rows;  /* most samples one member takes from a max_batch batch */
+	char desc[200];
 };
 
 static size_t out_floats(const struct hn_layer *l)
@@ -71,7 +97,6 @@ static size_t in_floats(const struct hn_layer *l)
 	return (size_t)l->in_c * l->in_h * l->in_w;
 }
 
-/* Reject descriptions whose shapes do not chain or whose weights fall outside nparams. */
 static int check_model(const struct hn_model *m, char *err)
 {
 	const char *why = NULL;
@@ -133,67 +158,22 @@ static void *take(char *base, size_t *at, size_t bytes)
 	return p;
 }
 
-static size_t layout(struct cpu_state *st, char *base)
+/* Member tid's samples of an n-sample batch: whole chunks, split as evenly as possible. */
+static void member_rows(const struct cpu_state *st, int n, int tid, int *s0, int *s1)
 {
-	const struct hn_model *m = &st->m;
-	const size_t B = (size_t)st->max_batch, C = (size_t)st->chunk;
-	size_t at = 0, max_tmp = 0, max_col = 0;
-
-	/*
-	 * Gradients inside the spatial stage live only while their chunk is
-	 * processed, so they take one chunk, not the batch; a ReLU shares its
-	 * input's buffer, so it inherits the size of the buffer it aliases.
-	 */
-	st->dfull[m->nlayers] = 1;
-	for (int i = m->nlayers - 1; i >= 0; i--)
-		st->dfull[i] = m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
-
-	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
-	st->dact[0] = NULL;
-	for (int i = 0; i < m->nlayers; i++) {
-		const struct hn_layer *l = &m->layers[i];
-		size_t of = out_floats(l), rows = i < st->stage ? C : B;
-		if (l->kind == HN_LAYER_RELU) { /* in place */
-			st->act[i + 1] = st->act[i];
-			st->dact[i + 1] = st->dact[i];
-		} else {
-			st->act[i + 1] = take(base, &at, sizeof(float) * B * of);
-			st->dact[i + 1] =
-				take(base, &at, sizeof(float) * (st->dfull[i + 1] ? B : C) * of);
-		}
-		st->col[i] = NULL;
-		st->idx[i] = NULL;
-		st->mask[i] = NULL;
-		if (l->kind == HN_LAYER_CONV2D) {
-			if (st->keep_col)
-				st->col[i] = take(base, &at, sizeof(float) *
-								hn_conv2d_col_floats(l, (int)B));
-			size_t cf = hn_conv2d_col_floats(l, (int)rows);
-			if (cf > max_col)
-				max_col = cf;
-		}
-		if (l->kind == HN_LAYER_MAXPOOL)
-			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
-		if (l->kind == HN_LAYER_DROPOUT)
-			st->mask[i] = take(base, &at, sizeof(float) * B * of);
-		/* GEMM scratch: one chunk in the spatial stage, the batch after it */
-		if (rows * of > max_tmp)
-			max_tmp = rows * of;
-	}
-	st->tmp = take(base, &at, sizeof(float) * max_tmp);
-	st->dcol = take(base, &at, sizeof(float) * max_col);
-	float *shared_col = st->keep_col ? NULL : take(base, &at, sizeof(float) * max_col);
-	for (int i = 0; i < m->nlayers; i++)
-		if (m->layers[i].kind == HN_LAYER_CONV2D && !st->keep_col)
-			st->col[i] = shared_col;
-	st->probs = take(base, &at, sizeof(float) * B * m->nclasses);
-	return at;
+	long nchunks = (n + st->chunk - 1) / st->chunk, c0, c1;
+	hn_team_split(nchunks, tid, st->nthreads, &c0, &c1);
+	*s0 = (int)(c0 * st->chunk);
+	*s1 = (int)(c1 * st->chunk < n ? c1 * st->chunk : n);
+	if (*s0 > n)
+		*s0 = n;
 }
 
 /*
  * Spatial stage and its chunk size: as many samples as keep one chunk's
  * activations, gradients, im2col and GEMM scratch within CHUNK_BYTES (about
- * a core's L2), but at least CHUNK_MIN so the GEMMs stay wide.
+ * a core's L2), but at least CHUNK_MIN so the GEMMs stay wide. HN_CPU_CHUNK
+ * overrides it (tuning, and tests that force small chunks).
  */
 static void pick_chunk(struct cpu_state *st)
 {
@@ -214,7 +194,71 @@ static void pick_chunk(struct cpu_state *st)
 	const char *env = getenv("HN_CPU_CHUNK");
 	if (env && atoi(env) > 0)
 		c = (size_t)atoi(env);
+	if (st->stage == 0) /* no spatial stage: chunks only set the split between members */
+		c = 1;
 	st->chunk = c > (size_t)st->max_batch ? st->max_batch : (int)c;
+	long nchunks = (st->max_batch + st->chunk - 1) / st->chunk;
+	st->rows = (int)(((nchunks + st->nthreads - 1) / st->nthreads) * st->chunk);
+	if (st->rows > st->max_batch)
+		st->rows = st->max_batch;
+}
+
+static size_t layout(struct cpu_state *st, char *base)
+{
+	const struct hn_model *m = &st->m;
+	const size_t B = (size_t)st->max_batch, C = (size_t)st->chunk, R = (size_t)st->rows;
+	size_t at = 0, max_tmp = 0, max_col = 0;
+
+	/*
+	 * Gradients inside the spatial stage live only while their chunk is
+	 * processed, so they take one chunk; after it, one member's rows. A
+	 * ReLU shares its input's buffer, so it inherits the size it aliases.
+	 */
+	st->dfull[m->nlayers] = 1;
+	for (int i = m->nlayers - 1; i >= 0; i--)
+		st->dfull[i] = m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
+
+	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		size_t of = out_floats(l), rows = i < st->stage ? C : R;
+		st->act[i + 1] = l->kind == HN_LAYER_RELU ? st->act[i] /* in place */
+							  : take(base, &at, sizeof(float) * B * of);
+		st->col[i] = NULL;
+		st->idx[i] = NULL;
+		st->mask[i] = NULL;
+		if (l->kind == HN_LAYER_CONV2D) {
+			if (st->keep_col)
+				st->col[i] = take(base, &at, sizeof(float) *
+								hn_conv2d_col_floats(l, (int)B));
+			size_t cf = hn_conv2d_col_floats(l, (int)rows);
+			if (cf > max_col)
+				max_col = cf;
+		}
+		if (l->kind == HN_LAYER_MAXPOOL)
+			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
+		if (l->kind == HN_LAYER_DROPOUT)
+			st->mask[i] = take(base, &at, sizeof(float) * B * of);
+		if (rows * of > max_tmp)
+			max_tmp = rows * of;
+	}
+	st->probs = take(base, &at, sizeof(float) * B * m->nclasses);
+	for (int t = 0; t < st->nthreads; t++) {
+		struct member_buf *mb = &st->mb[t];
+		mb->tmp = take(base, &at, sizeof(float) * max_tmp);
+		mb->dcol = take(base, &at, sizeof(float) * max_col);
+		mb->col = st->keep_col ? NULL : take(base, &at, sizeof(float) * max_col);
+		mb->dact[0] = NULL;
+		for (int i = 0; i < m->nlayers; i++) {
+			const struct hn_layer *l = &m->layers[i];
+			mb->dact[i + 1] = l->kind == HN_LAYER_RELU
+						  ? mb->dact[i]
+						  : take(base, &at, sizeof(float) * out_floats(l) *
+									    (st->dfull[i + 1] ? R : C));
+		}
+		mb->grads = t ? take(base, &at, sizeof(float) * m->nparams) : NULL;
+	}
+	return at;
 }
 
 static void cpu_destroy(void *state)
@@ -222,6 +266,7 @@ static void cpu_destroy(void *state)
 	struct cpu_state *st = state;
 	if (!st)
 		return;
+	hn_team_destroy(st->team);
 	free(st->params);
 	free(st->grads);
 	free(st->opt);
@@ -245,10 +290,13 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	int rc = check_model(m, err);
 	if (rc)
 		return rc;
-	if (cfg->max_batch < 1 || cfg->max_batch > (1 << 20)) {
+	if (cfg->max_batch < 1 || cfg->max_batch > (1 << 20) || cfg->threads < 0 ||
+	    cfg->threads > HN_TEAM_MAX) {
 		if (err)
-			snprintf(err, HN_ERR_MAX, "cpu backend: max batch %d out of range",
-				 cfg->max_batch);
+			snprintf(err, HN_ERR_MAX,
+				 "cpu backend: max batch %d or thread count %d out of range "
+				 "(threads 0..%d)",
+				 cfg->max_batch, cfg->threads, HN_TEAM_MAX);
 		return -EINVAL;
 	}
 	struct cpu_state *st = calloc(1, sizeof *st);
@@ -258,8 +306,13 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	st->o = *o;
 	st->cfg = *cfg;
 	st->max_batch = cfg->max_batch;
-	if (cfg->threads > 0)
-		openblas_set_num_threads(cfg->threads);
+	st->nthreads = cfg->threads;
+	if (st->nthreads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		st->nthreads = n < 1 ? 1 : n > HN_TEAM_MAX ? HN_TEAM_MAX : (int)n;
+	}
+	/* parallelism is ours (see the top): OpenBLAS must not start its own threads */
+	openblas_set_num_threads(1);
 
 	size_t cols = 0;
 	for (int i = 0; i < m->nlayers; i++)
@@ -283,6 +336,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	    posix_memalign(&st->arena, ARENA_ALIGN, st->arena_bytes) == 0) {
 		memset(st->arena, 0, st->arena_bytes);
 		layout(st, st->arena);
+		st->mb[0].grads = st->grads;
 	} else {
 		st->arena = NULL;
 		cpu_destroy(st);
@@ -291,39 +345,48 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 				 m->name);
 		return -ENOMEM;
 	}
+	rc = hn_team_create(st->nthreads, &st->team);
+	if (rc) {
+		if (err)
+			snprintf(err, HN_ERR_MAX, "cpu backend: cannot start %d threads",
+				 st->nthreads);
+		cpu_destroy(st);
+		return rc;
+	}
 	if (init)
 		memcpy(st->params, init, sizeof(float) * m->nparams);
-	snprintf(st->desc, sizeof st->desc, "cpu: %s, %d threads", openblas_get_config(),
-		 openblas_get_num_threads());
+	snprintf(st->desc, sizeof st->desc, "cpu: %s, %d threads (%d-sample chunks)",
+		 openblas_get_config(), st->nthreads, st->chunk);
 	*state = st;
 	return 0;
 }
 
-/* Per-sample offsets of layer i's buffers, so a chunk of samples is a plain slice. */
 static float *act_at(struct cpu_state *st, int i, int s0)
 {
 	const struct hn_model *m = &st->m;
 	size_t per = i ? out_floats(&m->layers[i - 1]) : (size_t)m->in_c * m->in_h * m->in_w;
-	return st->act[i] ? st->act[i] + (size_t)s0 * per : NULL;
+	return st->act[i] + (size_t)s0 * per;
 }
 
-static float *dact_at(struct cpu_state *st, int i, int s0)
+/* Member gradients: full-size ones are indexed from the member's first row r0. */
+static float *dact_at(struct cpu_state *st, int tid, int i, int s0, int r0)
 {
 	const struct hn_model *m = &st->m;
-	size_t per = i ? out_floats(&m->layers[i - 1]) : (size_t)m->in_c * m->in_h * m->in_w;
-	if (!st->dact[i])
+	float *d = st->mb[tid].dact[i];
+	if (!d)
 		return NULL;
-	return st->dfull[i] ? st->dact[i] + (size_t)s0 * per : st->dact[i];
+	size_t per = out_floats(&m->layers[i - 1]);
+	return st->dfull[i] ? d + (size_t)(s0 - r0) * per : d;
 }
 
-static float *col_at(struct cpu_state *st, int i, int s0)
+static float *col_at(struct cpu_state *st, int tid, int i, int s0)
 {
 	return st->keep_col ? st->col[i] + (size_t)s0 * hn_conv2d_col_floats(&st->m.layers[i], 1)
-			    : st->col[i];
+			    : st->mb[tid].col;
 }
 
-/* Layers [a, b) forward on samples [s0, s0 + n). Dropout masks must already be drawn. */
-static void forward_range(struct cpu_state *st, int a, int b, int s0, int n, int train)
+/* Layers [a, b) forward on samples [s0, s0 + n), by member tid. Dropout masks are drawn. */
+static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, int n, int train)
 {
 	const struct hn_model *m = &st->m;
 	for (int i = a; i < b; i++) {
@@ -333,8 +396,9 @@ static void forward_range(struct cpu_state *st, int a, int b, int s0, int n, int
 		size_t of = out_floats(l), count = (size_t)n * of;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
-			hn_conv2d_forward(out, col_at(st, i, s0), st->tmp, in, st->params + l->w_off,
-					  st->params + l->b_off, n, l, st->fused[i]);
+			hn_conv2d_forward(out, col_at(st, tid, i, s0), st->mb[tid].tmp, in,
+					  st->params + l->w_off, st->params + l->b_off, n, l,
+					  st->fused[i]);
 			break;
 		case HN_LAYER_DENSE:
 			hn_dense_forward(out, in, st->params + l->w_off, st->params + l->b_off, n,
@@ -357,25 +421,26 @@ static void forward_range(struct cpu_state *st, int a, int b, int s0, int n, int
 	}
 }
 
-/* Layers [a, b) backward (b-1 down to a) on samples [s0, s0 + n). */
-static void backward_range(struct cpu_state *st, int a, int b, int s0, int n)
+/* Layers [a, b) backward (b-1 down to a) on samples [s0, s0 + n) of member tid's rows from r0. */
+static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, int n, int r0)
 {
 	const struct hn_model *m = &st->m;
+	float *grads = st->mb[tid].grads;
 	for (int i = b - 1; i >= a; i--) {
 		const struct hn_layer *l = &m->layers[i];
-		float *din = st->need_din[i] ? dact_at(st, i, s0) : NULL;
-		const float *dout = dact_at(st, i + 1, s0);
+		float *din = st->need_din[i] ? dact_at(st, tid, i, s0, r0) : NULL;
+		const float *dout = dact_at(st, tid, i + 1, s0, r0);
 		size_t of = out_floats(l), count = (size_t)n * of;
 		float *relu_out = st->fused[i] ? act_at(st, i + 1, s0) : NULL;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
-			hn_conv2d_backward(din, st->grads + l->w_off, st->grads + l->b_off,
-					   col_at(st, i, s0), st->tmp, st->dcol, dout, relu_out,
-					   act_at(st, i, s0), st->params + l->w_off, n, l,
-					   st->keep_col);
+			hn_conv2d_backward(din, grads + l->w_off, grads + l->b_off,
+					   col_at(st, tid, i, s0), st->mb[tid].tmp,
+					   st->mb[tid].dcol, dout, relu_out, act_at(st, i, s0),
+					   st->params + l->w_off, n, l, st->keep_col);
 			break;
 		case HN_LAYER_DENSE:
-			hn_dense_backward(din, st->grads + l->w_off, st->grads + l->b_off, st->tmp,
+			hn_dense_backward(din, grads + l->w_off, grads + l->b_off, st->mb[tid].tmp,
 					  dout, relu_out, act_at(st, i, s0), st->params + l->w_off,
 					  n, l);
 			break;
@@ -400,35 +465,77 @@ static void backward_range(struct cpu_state *st, int a, int b, int s0, int n)
 	}
 }
 
+struct step_job {
+	struct cpu_state *st;
+	const uint8_t *tiles;
+	const uint16_t *labels;
+	int n, train;
+	float scale; /* 1 / group_size */
+	float lr;
+	uint64_t t;
+};
+
 /*
- * The spatial stage (every layer before the first dense one) runs chunk by
- * chunk of samples so each chunk's activations, im2col matrix and GEMM
- * scratch stay in cache; the dense stage runs on the whole batch.
+ * One member's share of a step: its samples through the spatial stage chunk
+ * by chunk, then the dense stage on all its rows, the loss, and (training)
+ * backward in the reverse order, weight gradients into its own buffer.
  */
-static void forward(struct cpu_state *st, const uint8_t *tiles, int n, int train, uint64_t step)
+static void step_member(void *arg, int tid, int nthreads)
 {
+	struct step_job *j = arg;
+	struct cpu_state *st = j->st;
 	const struct hn_model *m = &st->m;
-	hn_input_forward(st->act[0], tiles, n, m->in_c, m->in_h, m->in_w);
-	for (int i = 0; train && i < m->nlayers; i++) {
-		const struct hn_layer *l = &m->layers[i];
-		if (l->kind == HN_LAYER_DROPOUT && l->p > 0.0f) {
-			uint64_t salt = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL ^
-					(uint64_t)st->micro << 32;
-			hn_dropout_mask(st->mask[i], (size_t)n * out_floats(l), l->p,
-					st->cfg.seed ^ salt, step);
-		}
+	struct member_buf *mb = &st->mb[tid];
+	const size_t tile = (size_t)m->in_c * m->in_h * m->in_w;
+	const int L = m->nlayers, K = m->nclasses;
+	int r0, r1;
+
+	member_rows(st, j->n, tid, &r0, &r1);
+	mb->loss = 0;
+	mb->correct = 0;
+	if (r1 <= r0)
+		return;
+	for (int s0 = r0; s0 < r1; s0 += st->chunk) {
+		int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
+		hn_input_forward(act_at(st, 0, s0), j->tiles + (size_t)s0 * tile, cn, m->in_c,
+				 m->in_h, m->in_w);
+		forward_range(st, tid, 0, st->stage, s0, cn, j->train);
 	}
-	for (int s0 = 0; s0 < n; s0 += st->chunk)
-		forward_range(st, 0, st->stage, s0, n - s0 < st->chunk ? n - s0 : st->chunk,
-			      train);
-	forward_range(st, st->stage, m->nlayers, 0, n, train);
+	forward_range(st, tid, st->stage, L, r0, r1 - r0, j->train);
+	float *probs = st->probs + (size_t)r0 * K;
+	mb->loss = hn_softmax_ce_forward(probs, act_at(st, L, r0), j->labels + r0, r1 - r0, K,
+					 &mb->correct);
+	if (!j->train)
+		return;
+	hn_softmax_ce_backward(dact_at(st, tid, L, r0, r0), probs, j->labels + r0, r1 - r0, K,
+			       j->scale);
+	backward_range(st, tid, st->stage, L, r0, r1 - r0, r0);
+	for (int s0 = r0; s0 < r1; s0 += st->chunk) {
+		int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
+		backward_range(st, tid, 0, st->stage, s0, cn, r0);
+	}
 }
 
-static void backward(struct cpu_state *st, int n)
+/* Fold the members' gradients into grads (in member order) and update, a parameter slice each. */
+static void update_member(void *arg, int tid, int nthreads)
 {
-	backward_range(st, st->stage, st->m.nlayers, 0, n);
-	for (int s0 = 0; s0 < n; s0 += st->chunk)
-		backward_range(st, 0, st->stage, s0, n - s0 < st->chunk ? n - s0 : st->chunk);
+	struct step_job *j = arg;
+	struct cpu_state *st = j->st;
+	const size_t np = st->m.nparams;
+	long lo, hi;
+	hn_team_split((long)((np + 15) / 16), tid, nthreads, &lo, &hi);
+	size_t p0 = (size_t)lo * 16, p1 = (size_t)hi * 16 < np ? (size_t)hi * 16 : np;
+	if (p1 <= p0)
+		return;
+	for (int t = 1; t < st->nthreads; t++) {
+		float *restrict g = st->grads, *restrict mine = st->mb[t].grads;
+		for (size_t p = p0; p < p1; p++)
+			g[p] += mine[p];
+		memset(mine + p0, 0, sizeof(float) * (p1 - p0));
+	}
+	float *s1 = st->nopt ? st->opt + p0 : NULL;
+	float *s2 = st->nopt >= 2 * np ? st->opt + np + p0 : NULL;
+	hn_optim_update(&st->o, st->params + p0, st->grads + p0, s1, s2, p1 - p0, j->lr, j->t);
 }
 
 static int check_batch(const struct cpu_state *st, const uint16_t *labels, int n)
@@ -441,35 +548,55 @@ static int check_batch(const struct cpu_state *st, const uint16_t *labels, int n
 	return 0;
 }
 
-static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
-			  int group_size, int apply, float lr, uint64_t step,
-			  struct hn_step_result *res)
+static void draw_masks(struct cpu_state *st, int n, uint64_t step)
 {
-	struct cpu_state *st = state;
 	const struct hn_model *m = &st->m;
-	int rc = check_batch(st, labels, n);
-	if (rc)
-		return rc;
-	if (group_size < 1)
-		group_size = n;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->kind == HN_LAYER_DROPOUT && l->p > 0.0f) {
+			uint64_t salt = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL ^
+					(uint64_t)st->micro << 32;
+			hn_dropout_mask(st->mask[i], (size_t)n * out_floats(l), l->p,
+					st->cfg.seed ^ salt, step);
+		}
+	}
+}
 
-	forward(st, tiles, n, 1, step);
+static void sum_results(struct cpu_state *st, struct hn_step_result *res)
+{
+	double loss = 0;
 	int correct = 0;
-	double loss = hn_softmax_ce_forward(st->probs, st->act[m->nlayers], labels, n, m->nclasses,
-					    &correct);
-	hn_softmax_ce_backward(st->dact[m->nlayers], st->probs, labels, n, m->nclasses,
-			       1.0f / (float)group_size);
-	backward(st, n);
-	st->micro++;
-	if (apply) {
-		hn_optim_update(&st->o, st->params, st->grads, st->opt, m->nparams, lr, step);
-		st->micro = 0;
+	for (int t = 0; t < st->nthreads; t++) {
+		loss += st->mb[t].loss;
+		correct += st->mb[t].correct;
 	}
 	if (res) {
 		res->loss_sum = loss;
 		res->correct = correct;
 		res->compute_s = 0.0;
 		res->skipped = 0;
+	}
+}
+
+static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
+			  int group_size, int apply, float lr, uint64_t step,
+			  struct hn_step_result *res)
+{
+	struct cpu_state *st = state;
+	int rc = check_batch(st, labels, n);
+	if (rc)
+		return rc;
+	if (group_size < 1)
+		group_size = n;
+	struct step_job j = {.st = st, .tiles = tiles, .labels = labels, .n = n, .train = 1,
+			     .scale = 1.0f / (float)group_size, .lr = lr, .t = step};
+	draw_masks(st, n, step);
+	hn_team_run(st->team, step_member, &j);
+	sum_results(st, res);
+	st->micro++;
+	if (apply) {
+		hn_team_run(st->team, update_member, &j);
+		st->micro = 0;
 	}
 	return 0;
 }
@@ -481,16 +608,9 @@ static int cpu_evaluate(void *state, const uint8_t *tiles, const uint16_t *label
 	int rc = check_batch(st, labels, n);
 	if (rc)
 		return rc;
-	forward(st, tiles, n, 0, 0);
-	int correct = 0;
-	double loss = hn_softmax_ce_forward(st->probs, st->act[st->m.nlayers], labels, n,
-					    st->m.nclasses, &correct);
-	if (res) {
-		res->loss_sum = loss;
-		res->correct = correct;
-		res->compute_s = 0.0;
-		res->skipped = 0;
-	}
+	struct step_job j = {.st = st, .tiles = tiles, .labels = labels, .n = n, .train = 0};
+	hn_team_run(st->team, step_member, &j);
+	sum_results(st, res);
 	return 0;
 }
 

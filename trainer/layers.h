@@ -78,8 +78,12 @@ double hn_softmax_ce_forward(float *probs, const float *logits, const uint16_t *
 void hn_softmax_ce_backward(float *dlogits, const float *probs, const uint16_t *labels, int n,
 			    int k, float scale);
 
-/* Optimizer update over all parameters at once (optim.c). t = step count after this update. */
-void hn_optim_update(const struct hn_optim *o, float *params, float *grads, float *state,
-		     size_t nparams, float lr, uint64_t t);
+/*
+ * Optimizer update of nparams parameters (optim.c); t = step count after this
+ * update. State: s1 = momentum's v or Adam's m, s2 = Adam's v (NULL if unused).
+ * Zeroes grads.
+ */
+void hn_optim_update(const struct hn_optim *o, float *params, float *grads, float *s1,
+		     float *s2, size_t nparams, float lr, uint64_t t);
 
 #endif

@@ -9,6 +9,8 @@
  *   adam:     AdamW: w *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
  *             w -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)   (state: m then v)
  * Gradients are zeroed here, after the update, ready for the next group.
+ * s1/s2 are the state slices (v; or m and v) for exactly these parameters,
+ * so the backend can hand each thread its own slice.
  */
 #include <math.h>
 #include <string.h>
@@ -16,7 +18,7 @@
 #include "trainer/layers.h"
 
 void hn_optim_update(const struct hn_optim *o, float *restrict params, float *restrict grads,
-		     float *restrict state, size_t nparams, float lr, uint64_t t)
+		     float *restrict s1, float *restrict s2, size_t nparams, float lr, uint64_t t)
 {
 	const float wd = o->weight_decay;
 
@@ -27,7 +29,7 @@ void hn_optim_update(const struct hn_optim *o, float *restrict params, float *re
 		break;
 	case HN_OPT_MOMENTUM: {
 		const float mu = o->momentum;
-		float *restrict v = state;
+		float *restrict v = s1;
 		for (size_t i = 0; i < nparams; i++) {
 			float g = grads[i] + wd * params[i];
 			v[i] = mu * v[i] + g;
@@ -41,7 +43,7 @@ void hn_optim_update(const struct hn_optim *o, float *restrict params, float *re
 		const float c1 = (float)(1.0 / (1.0 - pow(b1, tt)));
 		const float c2 = (float)(1.0 / (1.0 - pow(b2, tt)));
 		const float decay = 1.0f - lr * wd;
-		float *restrict m = state, *restrict v = state + nparams;
+		float *restrict m = s1, *restrict v = s2;
 		for (size_t i = 0; i < nparams; i++) {
 			float g = grads[i];
 			m[i] = b1 * m[i] + (1.0f - b1) * g;
