@@ -184,8 +184,14 @@ static void check_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 	struct gc g = {.n = n, .what = what};
 	snprintf(what, sizeof what, "conv2d c%d %dx%d oc%d k%d s%d p%d n%d", c, h, w, oc, k, s, p,
 		 n);
-	g.l = (struct hn_layer){.kind = HN_LAYER_CONV2D, .in_c = c, .in_h = h, .in_w = w,
-				.out_c = oc, .k = k, .stride = s, .pad = p};
+	g.l = (struct hn_layer){.kind = HN_LAYER_CONV2D,
+				.in_c = c,
+				.in_h = h,
+				.in_w = w,
+				.out_c = oc,
+				.k = k,
+				.stride = s,
+				.pad = p};
 	g.l.out_h = (h + 2 * p - k) / s + 1;
 	g.l.out_w = (w + 2 * p - k) / s + 1;
 	g.l.w_len = (size_t)oc * c * k * k;
@@ -201,8 +207,13 @@ static void check_dense(int in_f, int out_f, int n)
 	char what[64];
 	struct gc g = {.n = n, .what = what};
 	snprintf(what, sizeof what, "dense %d->%d n%d", in_f, out_f, n);
-	g.l = (struct hn_layer){.kind = HN_LAYER_DENSE, .in_c = in_f, .in_h = 1, .in_w = 1,
-				.out_c = out_f, .out_h = 1, .out_w = 1};
+	g.l = (struct hn_layer){.kind = HN_LAYER_DENSE,
+				.in_c = in_f,
+				.in_h = 1,
+				.in_w = 1,
+				.out_c = out_f,
+				.out_h = 1,
+				.out_w = 1};
 	g.l.w_len = (size_t)in_f * out_f;
 	g.l.b_len = (size_t)out_f;
 	gc_alloc(&g);
@@ -216,8 +227,13 @@ static void check_pool(int c, int h, int w, int k, int s, int n)
 	char what[64];
 	struct gc g = {.n = n, .what = what};
 	snprintf(what, sizeof what, "maxpool c%d %dx%d k%d s%d n%d", c, h, w, k, s, n);
-	g.l = (struct hn_layer){.kind = HN_LAYER_MAXPOOL, .in_c = c, .in_h = h, .in_w = w,
-				.out_c = c, .k = k, .stride = s};
+	g.l = (struct hn_layer){.kind = HN_LAYER_MAXPOOL,
+				.in_c = c,
+				.in_h = h,
+				.in_w = w,
+				.out_c = c,
+				.k = k,
+				.stride = s};
 	g.l.out_h = (h - k) / s + 1;
 	g.l.out_w = (w - k) / s + 1;
 	gc_alloc(&g);
@@ -240,8 +256,14 @@ static void check_elementwise(enum hn_layer_kind kind, float p)
 	struct gc g = {.n = 4, .what = what};
 	snprintf(what, sizeof what, "%s %dx3x5x5%s", kind == HN_LAYER_RELU ? "relu" : "dropout",
 		 g.n, kind == HN_LAYER_DROPOUT ? " (fixed mask)" : "");
-	g.l = (struct hn_layer){.kind = kind, .in_c = 3, .in_h = 5, .in_w = 5, .out_c = 3,
-				.out_h = 5, .out_w = 5, .p = p};
+	g.l = (struct hn_layer){.kind = kind,
+				.in_c = 3,
+				.in_h = 5,
+				.in_w = 5,
+				.out_c = 3,
+				.out_h = 5,
+				.out_w = 5,
+				.p = p};
 	gc_alloc(&g);
 	for (size_t i = 0; i < g.xn; i++) /* |x| >= 0.1: ReLU's kink is out of reach */
 		g.x[i] = (sprite_rng_uniform(&rng) < 0.5f ? -1 : 1) * urand(0.1f, 1.0f);

@@ -58,8 +58,14 @@ static double max_err(const float *a, const double *b, size_t n)
 
 static struct hn_layer conv_layer(int c, int h, int w, int oc, int k, int s, int p)
 {
-	struct hn_layer l = {.kind = HN_LAYER_CONV2D, .in_c = c, .in_h = h, .in_w = w,
-			     .out_c = oc, .k = k, .stride = s, .pad = p};
+	struct hn_layer l = {.kind = HN_LAYER_CONV2D,
+			     .in_c = c,
+			     .in_h = h,
+			     .in_w = w,
+			     .out_c = oc,
+			     .k = k,
+			     .stride = s,
+			     .pad = p};
 	l.out_h = (h + 2 * p - k) / s + 1;
 	l.out_w = (w + 2 * p - k) / s + 1;
 	return l;
@@ -83,19 +89,28 @@ static void test_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 					for (int ci = 0; ci < c; ci++)
 						for (int ki = 0; ki < k; ki++)
 							for (int kj = 0; kj < k; kj++) {
-								int iy = y * s + ki - p, ix = x * s + kj - p;
-								if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+								int iy = y * s + ki - p,
+								    ix = x * s + kj - p;
+								if (iy < 0 || iy >= h || ix < 0 ||
+								    ix >= w)
 									continue;
-								acc += (double)wt[((o * c + ci) * k + ki) * k + kj] *
-								       in[(((size_t)sm * c + ci) * h + iy) * w + ix];
+								acc += (double)wt[((o * c + ci) *
+											   k +
+										   ki) * k +
+										  kj] *
+								       in[(((size_t)sm * c + ci) *
+										   h +
+									   iy) * w +
+									  ix];
 							}
-					ref[(((size_t)sm * oc + o) * l.out_h + y) * l.out_w + x] = acc;
+					ref[(((size_t)sm * oc + o) * l.out_h + y) * l.out_w + x] =
+						acc;
 				}
 	hn_conv2d_forward(out, col, tmp, in, wt, b, n, &l, 0);
 	double e = max_err(out, ref, out_n);
 	if (e > 1e-4)
-		FAIL("conv2d forward c%d %dx%d oc%d k%d s%d p%d n%d: error %g", c, h, w, oc, k, s, p,
-		     n, e);
+		FAIL("conv2d forward c%d %dx%d oc%d k%d s%d p%d n%d: error %g", c, h, w, oc, k, s,
+		     p, n, e);
 	/* fused ReLU = ReLU of the plain result */
 	for (size_t i = 0; i < out_n; i++)
 		ref[i] = ref[i] > 0 ? ref[i] : 0;
@@ -133,8 +148,8 @@ static void test_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 	hn_conv2d_backward(din2, dw2, db2, col, tmp, dcol, gated, NULL, in, wt, n, &l, 1);
 	if (memcmp(dw1, dw2, sizeof(float) * wn) || memcmp(db1, db2, sizeof(float) * oc) ||
 	    memcmp(din1, din2, sizeof(float) * in_n))
-		FAIL("conv2d fused-relu backward differs from gated plain backward (k%d s%d p%d)", k,
-		     s, p);
+		FAIL("conv2d fused-relu backward differs from gated plain backward (k%d s%d p%d)",
+		     k, s, p);
 	free(dout), free(gated), free(dcol), free(dw1), free(dw2), free(db1), free(db2);
 	free(din1), free(din2), free(y), free(back);
 	free(in), free(wt), free(b), free(col), free(tmp), free(out), free(ref);
@@ -142,8 +157,13 @@ static void test_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 
 static void test_pool(int c, int h, int w, int k, int s, int n)
 {
-	struct hn_layer l = {.kind = HN_LAYER_MAXPOOL, .in_c = c, .in_h = h, .in_w = w, .out_c = c,
-			     .k = k, .stride = s};
+	struct hn_layer l = {.kind = HN_LAYER_MAXPOOL,
+			     .in_c = c,
+			     .in_h = h,
+			     .in_w = w,
+			     .out_c = c,
+			     .k = k,
+			     .stride = s};
 	l.out_h = (h - k) / s + 1;
 	l.out_w = (w - k) / s + 1;
 	size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * l.out_h * l.out_w;
@@ -159,8 +179,9 @@ static void test_pool(int c, int h, int w, int k, int s, int n)
 				double m = -INFINITY;
 				for (int ki = 0; ki < k; ki++)
 					for (int kj = 0; kj < k; kj++)
-						m = fmax(m, in[pl * h * w + (size_t)(y * s + ki) * w +
-							       x * s + kj]);
+						m = fmax(m,
+							 in[pl * h * w + (size_t)(y * s + ki) * w +
+							    x * s + kj]);
 				ref[(pl * l.out_h + y) * l.out_w + x] = m;
 			}
 	hn_maxpool_forward(out, idx, in, n, &l);
@@ -179,8 +200,13 @@ static void test_pool(int c, int h, int w, int k, int s, int n)
 
 static void test_dense(int in_f, int out_f, int n)
 {
-	struct hn_layer l = {.kind = HN_LAYER_DENSE, .in_c = in_f, .in_h = 1, .in_w = 1,
-			     .out_c = out_f, .out_h = 1, .out_w = 1};
+	struct hn_layer l = {.kind = HN_LAYER_DENSE,
+			     .in_c = in_f,
+			     .in_h = 1,
+			     .in_w = 1,
+			     .out_c = out_f,
+			     .out_h = 1,
+			     .out_w = 1};
 	float *in = rand_floats((size_t)n * in_f, -1, 1);
 	float *w = rand_floats((size_t)in_f * out_f, -1, 1), *b = rand_floats(out_f, -1, 1);
 	float *out = malloc(sizeof(float) * n * out_f);
@@ -275,8 +301,8 @@ static void test_dropout(void)
 			bad++;
 	}
 	if (bad || fabs((double)zeros / n - p) > 0.01)
-		FAIL("dropout mask: %zu bad scales, drop rate %g (want %g)", bad,
-		     (double)zeros / n, p);
+		FAIL("dropout mask: %zu bad scales, drop rate %g (want %g)", bad, (double)zeros / n,
+		     p);
 	hn_dropout_mask(m2, n, p, 42, 8);
 	if (!memcmp(m1, m2, sizeof(float) * n))
 		FAIL("dropout mask identical for different steps");
@@ -301,8 +327,8 @@ static void test_input(void)
 					float want = t[s * 12 + (y * 3 + x) * 2 + c] / 255.0f;
 					float got = out[s * 12 + c * 6 + y * 3 + x];
 					if (fabsf(got - want) > 1e-7f) {
-						FAIL("input HWC->CHW at s%d c%d y%d x%d: %g vs %g", s,
-						     c, y, x, got, want);
+						FAIL("input HWC->CHW at s%d c%d y%d x%d: %g vs %g",
+						     s, c, y, x, got, want);
 						return;
 					}
 				}
@@ -350,7 +376,8 @@ static void test_models(void)
 			FAIL("cnn activation floats %llu",
 			     (unsigned long long)hn_model_activation_floats(&m));
 		/* seeded init: reproducible, seed-dependent, He-bounded, zero bias */
-		float *a = malloc(sizeof(float) * m.nparams), *b = malloc(sizeof(float) * m.nparams);
+		float *a = malloc(sizeof(float) * m.nparams),
+		      *b = malloc(sizeof(float) * m.nparams);
 		hn_model_init_params(&m, 5, a);
 		hn_model_init_params(&m, 5, b);
 		if (memcmp(a, b, sizeof(float) * m.nparams))
@@ -365,8 +392,8 @@ static void test_models(void)
 			FAIL("conv1 init: max |w| %g (bound %g), bias %g", mx, bound, a[288]);
 		free(a), free(b);
 	}
-	static const char *bad[] = {"c32k", "q3", "m40", "c0k3", "d", "c8k3p3", "x1.5",
-				    "c8k3-", "c8k3s0", "d-5", "c99999999k3", ""};
+	static const char *bad[] = {"c32k", "q3",    "m40",    "c0k3", "d",	      "c8k3p3",
+				    "x1.5", "c8k3-", "c8k3s0", "d-5",  "c99999999k3", ""};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = 0;
 		int rc = hn_model_build(bad[i], 1, 28, 28, 10, &m, err);

@@ -78,7 +78,8 @@ static uint32_t be32(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Load an IDX image+label pair (gzip), checking magic numbers and sizes. Returns 0, -ENOENT, -EIO. */
+/* Load an IDX image+label pair (gzip), checking magic numbers and sizes. Returns 0, -ENOENT, -EIO.
+ */
 static int load_split(const char *dir, const char *prefix, struct dataset *d)
 {
 	char path[1024];
@@ -186,8 +187,11 @@ static void test_optimizers(void)
 	}
 	/* AdamW: w *= 1 - lr*wd; m, v moments; bias-corrected step */
 	{
-		struct hn_optim o = {.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f,
-				     .eps = 1e-8f, .weight_decay = wd};
+		struct hn_optim o = {.kind = HN_OPT_ADAM,
+				     .beta1 = 0.9f,
+				     .beta2 = 0.999f,
+				     .eps = 1e-8f,
+				     .weight_decay = wd};
 		float w[3], g[3], st[6] = {0};
 		double ww[3], m[3] = {0}, v[3] = {0};
 		memcpy(w, w0, sizeof w);
@@ -227,8 +231,8 @@ static int run_create(struct run *r, const char *model, const struct dataset *d,
 	}
 	r->params = malloc(sizeof(float) * r->m.nparams);
 	hn_model_init_params(&r->m, seed, r->params);
-	struct hn_optim o = {.kind = kind, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f,
-			     .eps = 1e-8f};
+	struct hn_optim o = {
+		.kind = kind, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
 	struct hn_backend_config cfg = {.threads = threads, .max_batch = max_batch, .seed = seed};
 	if (hn_backend_cpu.create(&r->m, &o, &cfg, r->params, &r->st, err)) {
 		FAIL("create %s: %s", model, err);
@@ -260,9 +264,9 @@ static double lr_cosine(double lr, uint64_t step, uint64_t total)
 }
 
 /* Train for epochs over the first ntrain samples (seeded order, full batches only). */
-static int train(struct run *r, const struct dataset *tr, uint32_t ntrain, int batch,
-		 int epochs, double lr, int cosine, uint64_t seed, const struct dataset *te,
-		 uint32_t ntest, int log_json, double *acc_out)
+static int train(struct run *r, const struct dataset *tr, uint32_t ntrain, int batch, int epochs,
+		 double lr, int cosine, uint64_t seed, const struct dataset *te, uint32_t ntest,
+		 int log_json, double *acc_out)
 {
 	uint32_t *perm = malloc(sizeof(uint32_t) * ntrain);
 	uint8_t *tiles = malloc((size_t)batch * tr->h * tr->w);
@@ -278,8 +282,8 @@ static int train(struct run *r, const struct dataset *tr, uint32_t ntrain, int b
 			gather(tr, perm + b * batch, batch, tiles, labels);
 			float l = (float)(cosine ? lr_cosine(lr, step, total) : lr);
 			step++;
-			if (hn_backend_cpu.train_step(r->st, tiles, labels, batch, batch, 1, l, step,
-						      &res)) {
+			if (hn_backend_cpu.train_step(r->st, tiles, labels, batch, batch, 1, l,
+						      step, &res)) {
 				FAIL("train_step failed");
 				return -1;
 			}
@@ -441,7 +445,8 @@ int main(int argc, char **argv)
 			lr = atof(argv[++i]);
 		else {
 			fprintf(stderr,
-				"usage: %s [--bench MODEL | --full MODEL] [--threads T] [--batch B] "
+				"usage: %s [--bench MODEL | --full MODEL] [--threads T] [--batch "
+				"B] "
 				"[--steps S] [--epochs E] [--lr LR]\n",
 				argv[0]);
 			return 2;
@@ -473,7 +478,8 @@ int main(int argc, char **argv)
 		double t0 = now();
 		train(&r, &tr, tr.n, batch, epochs, lr, 1, 1, &te, te.n > 10000 ? 10000 : te.n, 1,
 		      &acc);
-		printf("{\"final\": true, \"model\": \"%s\", \"test_acc\": %.4f, \"wall_s\": %.1f}\n",
+		printf("{\"final\": true, \"model\": \"%s\", \"test_acc\": %.4f, \"wall_s\": "
+		       "%.1f}\n",
 		       model, acc, now() - t0);
 		run_destroy(&r);
 		return 0;

@@ -44,15 +44,15 @@
 #include "trainer/team.h"
 
 #define KEEP_COL_BYTES (512ULL << 20)
-#define ARENA_ALIGN 64
-#define CHUNK_BYTES (2ULL << 20)
-#define CHUNK_MIN 4
+#define ARENA_ALIGN    64
+#define CHUNK_BYTES    (2ULL << 20)
+#define CHUNK_MIN      4
 
 /* What one team member owns: its scratch, its chunk-sized gradients, its weight gradients. */
 struct member_buf {
-	float *tmp, *dcol, *col;           /* col: shared im2col when not kept per layer */
-	float *dact[HN_MAX_LAYERS + 1];    /* gradients w.r.t. act (dact[0] unused) */
-	float *grads;                      /* member 0: the state's grads; others: own */
+	float *tmp, *dcol, *col;	/* col: shared im2col when not kept per layer */
+	float *dact[HN_MAX_LAYERS + 1]; /* gradients w.r.t. act (dact[0] unused) */
+	float *grads;			/* member 0: the state's grads; others: own */
 	double loss;
 	int correct;
 };
@@ -216,7 +216,8 @@ static size_t layout(struct cpu_state *st, char *base)
 	 */
 	st->dfull[m->nlayers] = 1;
 	for (int i = m->nlayers - 1; i >= 0; i--)
-		st->dfull[i] = m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
+		st->dfull[i] =
+			m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
 
 	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
 	for (int i = 0; i < m->nlayers; i++) {
@@ -229,8 +230,8 @@ static size_t layout(struct cpu_state *st, char *base)
 		st->mask[i] = NULL;
 		if (l->kind == HN_LAYER_CONV2D) {
 			if (st->keep_col)
-				st->col[i] = take(base, &at, sizeof(float) *
-								hn_conv2d_col_floats(l, (int)B));
+				st->col[i] = take(base, &at,
+						  sizeof(float) * hn_conv2d_col_floats(l, (int)B));
 			size_t cf = hn_conv2d_col_floats(l, (int)rows);
 			if (cf > max_col)
 				max_col = cf;
@@ -253,8 +254,9 @@ static size_t layout(struct cpu_state *st, char *base)
 			const struct hn_layer *l = &m->layers[i];
 			mb->dact[i + 1] = l->kind == HN_LAYER_RELU
 						  ? mb->dact[i]
-						  : take(base, &at, sizeof(float) * out_floats(l) *
-									    (st->dfull[i + 1] ? R : C));
+						  : take(base, &at,
+							 sizeof(float) * out_floats(l) *
+								 (st->dfull[i + 1] ? R : C));
 		}
 		mb->grads = t ? take(base, &at, sizeof(float) * m->nparams) : NULL;
 	}
@@ -455,8 +457,8 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 		case HN_LAYER_DROPOUT:
 			if (din) {
 				if (l->p > 0.0f)
-					hn_dropout_backward(din, dout, st->mask[i] + (size_t)s0 * of,
-							    count);
+					hn_dropout_backward(din, dout,
+							    st->mask[i] + (size_t)s0 * of, count);
 				else
 					memcpy(din, dout, sizeof(float) * count);
 			}
@@ -588,8 +590,14 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 		return rc;
 	if (group_size < 1)
 		group_size = n;
-	struct step_job j = {.st = st, .tiles = tiles, .labels = labels, .n = n, .train = 1,
-			     .scale = 1.0f / (float)group_size, .lr = lr, .t = step};
+	struct step_job j = {.st = st,
+			     .tiles = tiles,
+			     .labels = labels,
+			     .n = n,
+			     .train = 1,
+			     .scale = 1.0f / (float)group_size,
+			     .lr = lr,
+			     .t = step};
 	draw_masks(st, n, step);
 	hn_team_run(st->team, step_member, &j);
 	sum_results(st, res);

@@ -40,8 +40,8 @@ static float sum_lanes(const float *restrict x, size_t len)
 }
 
 /*
- * col[(c*k + ki)*k + kj][s*P + oh*out_w + ow] = in[s][c][oh*stride + ki - pad][ow*stride + kj - pad]
- * (0 outside the image). Stride-1 rows are one memcpy between zeroed edges.
+ * col[(c*k + ki)*k + kj][s*P + oh*out_w + ow] = in[s][c][oh*stride + ki - pad][ow*stride + kj -
+ * pad] (0 outside the image). Stride-1 rows are one memcpy between zeroed edges.
  */
 void hn_im2col(float *restrict col, const float *restrict in, int n, const struct hn_layer *l)
 {

@@ -16,8 +16,8 @@ void hn_dense_forward(float *out, const float *in, const float *w, const float *
 {
 	const int ni = l->in_c * l->in_h * l->in_w, no = l->out_c;
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, no, ni, 1.0f, in, ni, w, ni, 0.0f, out,
-		    no);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, no, ni, 1.0f, in, ni, w, ni, 0.0f,
+		    out, no);
 	for (int s = 0; s < n; s++) {
 		float *restrict row = out + (size_t)s * no;
 		const float *restrict bias = b;
@@ -41,8 +41,7 @@ void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float
 	const float *g = dout;
 
 	if (out_relu) {
-		for (size_t i = 0; i < (size_t)n * no; i++)
-		{
+		for (size_t i = 0; i < (size_t)n * no; i++) {
 			float v = dout[i]; /* unconditional load: vectorizes */
 			tmp[i] = out_relu[i] > 0.0f ? v : 0.0f;
 		}
@@ -55,9 +54,9 @@ void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float
 		for (int o = 0; o < no; o++)
 			acc[o] += row[o];
 	}
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, n, 1.0f, g, no, in, ni, 1.0f, dw,
-		    ni);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, n, 1.0f, g, no, in, ni, 1.0f,
+		    dw, ni);
 	if (din)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ni, no, 1.0f, g, no, w, ni,
-			    0.0f, din, ni);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ni, no, 1.0f, g, no, w,
+			    ni, 0.0f, din, ni);
 }

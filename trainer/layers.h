@@ -44,8 +44,7 @@ void hn_im2col(float *restrict col, const float *restrict in, int n, const struc
 void hn_col2im(float *restrict din, const float *restrict dcol, int n, const struct hn_layer *l);
 
 /* maxpool: idx (n*out floats' worth of int32) records the argmax within each sample's input. */
-void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
-			const struct hn_layer *l);
+void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l);
 void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
 			 const struct hn_layer *l);
 
@@ -83,7 +82,7 @@ void hn_softmax_ce_backward(float *dlogits, const float *probs, const uint16_t *
  * update. State: s1 = momentum's v or Adam's m, s2 = Adam's v (NULL if unused).
  * Zeroes grads.
  */
-void hn_optim_update(const struct hn_optim *o, float *params, float *grads, float *s1,
-		     float *s2, size_t nparams, float lr, uint64_t t);
+void hn_optim_update(const struct hn_optim *o, float *params, float *grads, float *s1, float *s2,
+		     size_t nparams, float lr, uint64_t t);
 
 #endif

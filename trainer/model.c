@@ -19,8 +19,8 @@
 #include "common/perm.h"
 #include "trainer/model.h"
 
-#define MAX_DIM 65536                /* channels / units / spatial size */
-#define MAX_PARAMS (1ULL << 31)      /* floats: 8 GiB of weights is far past any use here */
+#define MAX_DIM	   65536	/* channels / units / spatial size */
+#define MAX_PARAMS (1ULL << 31) /* floats: 8 GiB of weights is far past any use here */
 
 static const struct {
 	const char *name, *spec;

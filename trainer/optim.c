@@ -48,8 +48,7 @@ void hn_optim_update(const struct hn_optim *o, float *restrict params, float *re
 			float g = grads[i];
 			m[i] = b1 * m[i] + (1.0f - b1) * g;
 			v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-			params[i] = params[i] * decay -
-				    lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
+			params[i] = params[i] * decay - lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
 		}
 		break;
 	}

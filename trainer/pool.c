@@ -11,11 +11,9 @@
 
 #include "trainer/layers.h"
 
-void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
-			const struct hn_layer *l)
+void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l)
 {
-	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k,
-		  S = l->stride;
+	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k, S = l->stride;
 	const size_t planes = (size_t)n * l->in_c;
 
 	for (size_t pl = 0; pl < planes; pl++) {

@@ -24,7 +24,7 @@ struct hn_team {
 	hn_team_fn fn;
 	void *arg;
 	unsigned long gen; /* __atomic */
-	int pending;       /* __atomic: members still running this generation */
+	int pending;	   /* __atomic: members still running this generation */
 	int quit;
 };
 
