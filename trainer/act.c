@@ -11,7 +11,7 @@
 #include "common/perm.h"
 #include "trainer/layers.h"
 
-void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
+HN_HOT void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
 		      int w)
 {
 	const size_t hw = (size_t)h * w;
@@ -31,13 +31,13 @@ void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n,
 	}
 }
 
-void hn_relu_forward(float *out, const float *in, size_t count)
+HN_HOT void hn_relu_forward(float *out, const float *in, size_t count)
 {
 	for (size_t i = 0; i < count; i++)
 		out[i] = in[i] > 0.0f ? in[i] : 0.0f;
 }
 
-void hn_relu_backward(float *din, const float *dout, const float *out, size_t count)
+HN_HOT void hn_relu_backward(float *din, const float *dout, const float *out, size_t count)
 {
 	for (size_t i = 0; i < count; i++) {
 		float g = dout[i]; /* unconditional load: lets the loop vectorize */
@@ -56,14 +56,14 @@ void hn_dropout_mask(float *restrict mask, size_t count, float p, uint64_t seed,
 		mask[i] = sprite_rng_uniform(&r) < p ? 0.0f : keep;
 }
 
-void hn_dropout_forward(float *restrict out, const float *restrict in, const float *restrict mask,
+HN_HOT void hn_dropout_forward(float *restrict out, const float *restrict in, const float *restrict mask,
 			size_t count)
 {
 	for (size_t i = 0; i < count; i++)
 		out[i] = in[i] * mask[i];
 }
 
-void hn_dropout_backward(float *restrict din, const float *restrict dout,
+HN_HOT void hn_dropout_backward(float *restrict din, const float *restrict dout,
 			 const float *restrict mask, size_t count)
 {
 	for (size_t i = 0; i < count; i++)

@@ -11,7 +11,7 @@
 
 #include "trainer/layers.h"
 
-void hn_dense_forward(float *out, const float *in, const float *w, const float *b, int n,
+HN_HOT void hn_dense_forward(float *out, const float *in, const float *w, const float *b, int n,
 		      const struct hn_layer *l, int relu)
 {
 	const int ni = l->in_c * l->in_h * l->in_w, no = l->out_c;
@@ -33,7 +33,7 @@ void hn_dense_forward(float *out, const float *in, const float *w, const float *
 	}
 }
 
-void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float *dout,
+HN_HOT void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float *dout,
 		       const float *out_relu, const float *in, const float *w, int n,
 		       const struct hn_layer *l)
 {

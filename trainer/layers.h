@@ -20,6 +20,17 @@
 
 #include "trainer/backend.h"
 
+/*
+ * HN_HOT: the elementwise and copy loops get an AVX2/FMA clone (x86-64-v3)
+ * beside the baseline one, picked at load time, so one binary runs on any
+ * x86-64 and still uses 256-bit vectors where they exist.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define HN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HN_HOT
+#endif
+
 /* Input tile: n HWC uint8 tiles -> n CHW float tiles, scaled by 1/255. */
 void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
 		      int w);

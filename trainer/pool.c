@@ -11,7 +11,7 @@
 
 #include "trainer/layers.h"
 
-void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l)
+HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l)
 {
 	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k, S = l->stride;
 	const size_t planes = (size_t)n * l->in_c;
@@ -62,7 +62,7 @@ void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const 
 	}
 }
 
-void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
+HN_HOT void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
 			 const struct hn_layer *l)
 {
 	const size_t in_plane = (size_t)l->in_h * l->in_w, out_plane = (size_t)l->out_h * l->out_w;
