@@ -60,41 +60,11 @@ static int fail(char *err, int code, const char *fmt, ...)
 	return -code;
 }
 
-/* pread exactly len bytes; -errno, or -SPRITE_ETRUNC on a short file. */
+/* sprite_pread_full, with a file that ends early reported as truncation. */
 static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -SPRITE_ETRUNC;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pwrite(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
+	int r = sprite_pread_full(fd, buf, len, off);
+	return r == -ENODATA ? -SPRITE_ETRUNC : r;
 }
 
 /* A name the mount can use as a directory entry and a terminal can print. */
@@ -778,14 +748,14 @@ static int flush_sheet(sprite_writer *w)
 
 	/* Write the aligned part in place, then the tail with zero padding. */
 	uint64_t body = stored & ~((uint64_t)SPRITE_ALIGN - 1);
-	r = pwrite_full(w->fd, data, (size_t)body, w->pos);
+	r = sprite_pwrite_full(w->fd, data, (size_t)body, w->pos);
 	if (r < 0)
 		return r;
 	if (stored > body) {
 		uint8_t tail[SPRITE_ALIGN];
 		memset(tail, 0, sizeof(tail));
 		memcpy(tail, data + body, (size_t)(stored - body));
-		r = pwrite_full(w->fd, tail, SPRITE_ALIGN, w->pos + body);
+		r = sprite_pwrite_full(w->fd, tail, SPRITE_ALIGN, w->pos + body);
 		if (r < 0)
 			return r;
 	}
@@ -861,7 +831,7 @@ static int write_padded(sprite_writer *w, const void *p, size_t len, uint64_t *o
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, p, len);
-	int r = pwrite_full(w->fd, buf, (size_t)total, w->pos);
+	int r = sprite_pwrite_full(w->fd, buf, (size_t)total, w->pos);
 	free(buf);
 	if (r < 0)
 		return r;
@@ -901,7 +871,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 	h->file_size = w->pos;
 	h->header_checksum = 0;
 	h->header_checksum = sprite_checksum(h, sizeof(*h));
-	r = pwrite_full(w->fd, h, sizeof(*h), 0);
+	r = sprite_pwrite_full(w->fd, h, sizeof(*h), 0);
 	if (r < 0) {
 		r = fail(err, -r, "writing the header: %s", strerror(-r));
 		goto bad;

@@ -11,6 +11,17 @@
 /* XXH3-64 (libxxhash), seed 0: the checksum of every store structure. */
 uint64_t sprite_checksum(const void *p, size_t len);
 
+/*
+ * Whole-buffer I/O that retries on EINTR and short transfers.
+ * sprite_pread_full returns 0, -errno, or -ENODATA when the file ends first.
+ */
+int sprite_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+int sprite_write_full(int fd, const void *buf, size_t len);
+
+/* mkdir -p with mode 0755; 0 or -errno. */
+int sprite_mkdir_p(const char *path);
+
 /* Monotonic seconds. */
 double sprite_now(void);
 

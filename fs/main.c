@@ -136,24 +136,6 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, 
 	return 0;
 }
 
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static void on_skip(void *ctx, const char *path, const char *why)
 {
 	unsigned long *n = ctx;
@@ -184,7 +166,7 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	} else {
 		snprintf(dir, sizeof(dir), "%s/.cache/spritefs", getenv("HOME"));
 	}
-	r = mkdir_p(dir);
+	r = sprite_mkdir_p(dir);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: cannot create cache directory %s: %s\n", dir,
 			strerror(-r));

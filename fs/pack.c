@@ -256,26 +256,6 @@ struct export
 	char err[SPRITE_ERR_MAX];
 };
 
-static int mkdir_p(const char *path)
-{
-	char tmp[4096];
-	size_t n = strlen(path);
-	if (n >= sizeof tmp)
-		return -ENAMETOOLONG;
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /* A class name as a folder name: no '/', not hidden, not empty. */
 static char *sanitize(const char *name)
 {
@@ -461,7 +441,7 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 		for (uint32_t c = 0; c < E.in->nclasses; c++) {
 			snprintf(p, sizeof p, "%s/%s/%s", dir, E.in->splits[sp].name,
 				 E.class_dir[c]);
-			if ((r = mkdir_p(p)) < 0) {
+			if ((r = sprite_mkdir_p(p)) < 0) {
 				fprintf(stderr, PROG ": cannot create %s: %s\n", p, strerror(-r));
 				goto out;
 			}

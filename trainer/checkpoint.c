@@ -47,22 +47,6 @@ _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 
 #define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
 
-static int write_all(int fd, const void *p, size_t len)
-{
-	const char *c = p;
-	while (len) {
-		ssize_t r = write(fd, c, len);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err)
 {
 	struct ckpt_header h;
@@ -110,7 +94,7 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int rc = fd < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = write_all(fd, buf, total + 8);
+		rc = sprite_write_full(fd, buf, total + 8);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (fd >= 0 && close(fd) < 0 && rc == 0)

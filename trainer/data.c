@@ -141,25 +141,6 @@ static void apply_limits(hn_source *s, const struct hn_source_options *o)
 
 /* ---- reading helpers ---------------------------------------------------- */
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO; /* short file */
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 /* Read a whole small file (<= cap bytes) into a NUL-terminated buffer. */
 static int read_small_file(const char *path, size_t cap, char **out, size_t *len)
 {
@@ -382,7 +363,7 @@ static int npy_parse(int fd, const char *path, uint64_t *shape, int *ndim, int *
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return fail(err, -errno, "%s: %s", path, strerror(errno));
-	if (pread_full(fd, pre, sizeof pre, 0) < 0 || memcmp(pre, "\x93NUMPY", 6))
+	if (sprite_pread_full(fd, pre, sizeof pre, 0) < 0 || memcmp(pre, "\x93NUMPY", 6))
 		return fail(err, -EINVAL, "%s: not a .npy file", path);
 	uint64_t hlen, hoff;
 	if (pre[6] == 1) {
@@ -400,7 +381,7 @@ static int npy_parse(int fd, const char *path, uint64_t *shape, int *ndim, int *
 	char *h = malloc(hlen + 1);
 	if (!h)
 		return -ENOMEM;
-	if (pread_full(fd, h, hlen, hoff) < 0) {
+	if (sprite_pread_full(fd, h, hlen, hoff) < 0) {
 		free(h);
 		return fail(err, -EIO, "%s: short .npy header", path);
 	}
@@ -799,14 +780,14 @@ static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 		if (i + (uint64_t)run > s->info.full_count[split])
 			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root,
 				    i);
-		int rc = pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
+		int rc = sprite_pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
 				    (size_t)run * s->tile_bytes,
 				    s->img_off[split] + i * s->tile_bytes);
 		if (rc < 0)
 			return fail(err, rc, "%s: reading %s images.npy: %s", s->root, which,
 				    strerror(-rc));
 		uint8_t lb[4096 * 8];
-		rc = pread_full(s->lab_fd[split], lb, (size_t)run * (size_t)ls,
+		rc = sprite_pread_full(s->lab_fd[split], lb, (size_t)run * (size_t)ls,
 				s->lab_off[split] + i * (uint64_t)ls);
 		if (rc < 0)
 			return fail(err, rc, "%s: reading %s labels.npy: %s", s->root, which,
@@ -1292,7 +1273,7 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
 	need = hdr.total_size;
 	uint8_t *buf = malloc(need);
-	int rc = buf ? pread_full(fd, buf, need, 0) : -ENOMEM;
+	int rc = buf ? sprite_pread_full(fd, buf, need, 0) : -ENOMEM;
 	close(fd);
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
