@@ -32,7 +32,7 @@
 
 #define DEFAULT_PREFETCH  8u
 #define DEFAULT_EPOCHS	  100u
-#define DEFAULT_BATCH	  256u
+#define DEFAULT_BATCH	  64u
 #define MAX_DEFAULT_CACHE (16ull << 30)
 
 struct cli {
