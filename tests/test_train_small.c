@@ -18,7 +18,7 @@
  * Extra modes, for the benchmarks (not run by meson test):
  *   --bench MODEL [--threads T] [--batch B] [--steps S]
  *       train_step samples/s on data already in RAM, one JSON line (T4).
- *   --full MODEL [--epochs E] [--lr LR] [--threads T] [--batch B]
+ *   --full MODEL [--epochs E] [--lr LR] [--wd WD] [--threads T] [--batch B]
  *       full 60k training, momentum 0.9, cosine schedule, test accuracy on
  *       the 10k test split after each epoch, one JSON line per epoch (T6).
  * The data directory is $FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist.
@@ -220,6 +220,8 @@ struct run {
 	void *st;
 	float *params;
 };
+
+static float opt_wd; /* --full --wd: weight decay for the T6 runs */
 
 static int run_create(struct run *r, const char *model, const struct dataset *d,
 		      enum hn_optim_kind kind, int threads, int max_batch, uint64_t seed)
@@ -443,11 +445,13 @@ int main(int argc, char **argv)
 			epochs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
 			lr = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--wd") && i + 1 < argc)
+			opt_wd = (float)atof(argv[++i]);
 		else {
 			fprintf(stderr,
 				"usage: %s [--bench MODEL | --full MODEL] [--threads T] [--batch "
 				"B] "
-				"[--steps S] [--epochs E] [--lr LR]\n",
+				"[--steps S] [--epochs E] [--lr LR] [--wd WD]\n",
 				argv[0]);
 			return 2;
 		}

@@ -43,7 +43,8 @@ HN_HOT static float sum_lanes(const float *restrict x, size_t len)
  * col[(c*k + ki)*k + kj][s*P + oh*out_w + ow] = in[s][c][oh*stride + ki - pad][ow*stride + kj -
  * pad] (0 outside the image). Stride-1 rows are one memcpy between zeroed edges.
  */
-HN_HOT void hn_im2col(float *restrict col, const float *restrict in, int n, const struct hn_layer *l)
+HN_HOT void hn_im2col(float *restrict col, const float *restrict in, int n,
+		      const struct hn_layer *l)
 {
 	const int C = l->in_c, H = l->in_h, W = l->in_w, K = l->k, S = l->stride, Pd = l->pad;
 	const int OH = l->out_h, OW = l->out_w;
@@ -72,10 +73,8 @@ HN_HOT void hn_im2col(float *restrict col, const float *restrict in, int n, cons
 						for (int ow = 0; ow < ow0; ow++)
 							dst[ow] = 0.0f;
 						if (S == 1) {
-							/* rows are short (11-26 floats): an inline
-							 * loop beats a memcpy call */
-							for (int ow = ow0; ow < ow1; ow++)
-								dst[ow] = src[ow];
+							memcpy(dst + ow0, src + ow0,
+							       sizeof(float) * (ow1 - ow0));
 						} else {
 							for (int ow = ow0; ow < ow1; ow++)
 								dst[ow] = src[(size_t)ow * S];
@@ -90,7 +89,8 @@ HN_HOT void hn_im2col(float *restrict col, const float *restrict in, int n, cons
 }
 
 /* The adjoint of hn_im2col: din = 0, then every column entry is added back where it came from. */
-HN_HOT void hn_col2im(float *restrict din, const float *restrict dcol, int n, const struct hn_layer *l)
+HN_HOT void hn_col2im(float *restrict din, const float *restrict dcol, int n,
+		      const struct hn_layer *l)
 {
 	const int C = l->in_c, H = l->in_h, W = l->in_w, K = l->k, S = l->stride, Pd = l->pad;
 	const int OH = l->out_h, OW = l->out_w;
@@ -131,7 +131,7 @@ HN_HOT void hn_col2im(float *restrict din, const float *restrict dcol, int n, co
 }
 
 HN_HOT void hn_conv2d_forward(float *out, float *col, float *tmp, const float *in, const float *w,
-		       const float *b, int n, const struct hn_layer *l, int relu)
+			      const float *b, int n, const struct hn_layer *l, int relu)
 {
 	const int M = l->out_c, K = l->in_c * l->k * l->k;
 	const size_t P = (size_t)l->out_h * l->out_w;
@@ -158,9 +158,10 @@ HN_HOT void hn_conv2d_forward(float *out, float *col, float *tmp, const float *i
 	}
 }
 
-HN_HOT void hn_conv2d_backward(float *din, float *dw, float *db, float *col, float *tmp, float *dcol,
-			const float *dout, const float *out_relu, const float *in, const float *w,
-			int n, const struct hn_layer *l, int col_valid)
+HN_HOT void hn_conv2d_backward(float *din, float *dw, float *db, float *col, float *tmp,
+			       float *dcol, const float *dout, const float *out_relu,
+			       const float *in, const float *w, int n, const struct hn_layer *l,
+			       int col_valid)
 {
 	const int M = l->out_c, K = l->in_c * l->k * l->k;
 	const size_t P = (size_t)l->out_h * l->out_w;
