@@ -1,16 +1,17 @@
 /*
- * conv.c - 2-D convolution on the CPU: im2col over the whole minibatch and one
- * OpenBLAS sgemm per pass.
+ * conv.c - 2-D convolution on the CPU: im2col over all n samples handed in
+ * and one OpenBLAS sgemm per pass.
  *
  * Why this shape: a per-sample GEMM for a small layer (e.g. 64 x 288 x 121)
- * leaves OpenBLAS starved, while one GEMM over the batch (64 x 288 x 7744 for
- * batch 64) runs near peak. The price is a reorder between the GEMM's
- * [out_c][n*P] result and NCHW activations; it is a copy of contiguous runs of
- * P floats, and the bias add and a following ReLU are fused into it, so it
- * costs one pass over the output. Backward mirrors it: dout is reordered into
- * [out_c][n*P] (gated by the fused ReLU's mask, summed for the bias), the
- * filter gradient is one sgemm against the im2col matrix, and the input
- * gradient is one sgemm into a column matrix folded back by col2im.
+ * leaves OpenBLAS starved, while one GEMM over several samples (64 x 288 x
+ * 484 for a 4-sample chunk; the backend picks n to fit the cache) runs near
+ * peak. The price is a reorder between the GEMM's [out_c][n*P] result and
+ * NCHW activations; it is a copy of contiguous runs of P floats, and the bias
+ * add and a following ReLU are fused into it, so it costs one pass over the
+ * output. Backward mirrors it: dout is reordered into [out_c][n*P] (gated by
+ * the fused ReLU's mask, summed for the bias), the filter gradient is one
+ * sgemm against the im2col matrix, and the input gradient is one sgemm into a
+ * column matrix folded back by col2im.
  */
 #include <string.h>
 

@@ -36,14 +36,14 @@ void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n,
 		      int w);
 
 /*
- * conv2d (im2col over the whole batch + one sgemm).
+ * conv2d (im2col over the n samples given + one sgemm).
  * col:  scratch, hn_conv2d_col_floats(l, n) floats: the im2col matrix
  *       [in_c*k*k][n*out_h*out_w]; forward leaves it filled, and backward
  *       may reuse it (col_valid = 1) instead of rebuilding it from in.
  * tmp:  scratch, n*out_c*out_h*out_w floats (the GEMM's [out_c][n*P] result).
  * relu: fuse a following ReLU into the forward (out = max(0, conv + b)).
  * dcol: scratch like col, used only when din != NULL.
- * dout_relu: the output whose > 0 mask gates dout (a fused ReLU), or NULL.
+ * out_relu: the output whose > 0 mask gates dout (a fused ReLU), or NULL.
  */
 size_t hn_conv2d_col_floats(const struct hn_layer *l, int n);
 void hn_conv2d_forward(float *out, float *col, float *tmp, const float *in, const float *w,
