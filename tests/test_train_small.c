@@ -233,8 +233,12 @@ static int run_create(struct run *r, const char *model, const struct dataset *d,
 	}
 	r->params = malloc(sizeof(float) * r->m.nparams);
 	hn_model_init_params(&r->m, seed, r->params);
-	struct hn_optim o = {
-		.kind = kind, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+	struct hn_optim o = {.kind = kind,
+			     .momentum = 0.9f,
+			     .beta1 = 0.9f,
+			     .beta2 = 0.999f,
+			     .eps = 1e-8f,
+			     .weight_decay = opt_wd};
 	struct hn_backend_config cfg = {.threads = threads, .max_batch = max_batch, .seed = seed};
 	if (hn_backend_cpu.create(&r->m, &o, &cfg, r->params, &r->st, err)) {
 		FAIL("create %s: %s", model, err);
