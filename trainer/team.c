@@ -48,12 +48,10 @@ static void *member_main(void *p)
 	unsigned long seen = 0;
 	free(me);
 	for (;;) {
-		unsigned long g = 0;
-		for (int i = 0; i < SPIN_ITERS; i++) {
-			g = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
-			if (g != seen)
-				break;
+		unsigned long g = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+		for (int i = 0; i < SPIN_ITERS && g == seen; i++) {
 			cpu_relax();
+			g = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
 		}
 		if (g == seen) {
 			pthread_mutex_lock(&t->mu);
