@@ -2,11 +2,13 @@
  * team.c - the cpu backend's thread team: one dispatch = one generation.
  *
  * The caller bumps a generation counter and works as member 0; the other
- * members notice the new generation (spinning a few microseconds first, as a
- * step issues a dispatch every millisecond or less, then sleeping on a
- * condition variable), run the function, and count down. The last to finish
- * wakes the caller if it went to sleep. A dispatch costs a few microseconds
- * on an idle machine and never busy-waits for long on a loaded one.
+ * members notice the new generation (spinning SPIN_ITERS pauses first --
+ * tens to hundreds of microseconds, depending on the CPU's pause latency --
+ * since a training step dispatches twice within milliseconds, then sleeping
+ * on a condition variable), run the function, and count down. The last to
+ * finish wakes the caller if it went to sleep. A dispatch costs a few
+ * microseconds on an idle machine and never busy-waits for long on a loaded
+ * one.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,7 +16,7 @@
 
 #include "trainer/team.h"
 
-#define SPIN_ITERS 20000
+#define SPIN_ITERS 4000
 
 struct hn_team {
 	int n;
