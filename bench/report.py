@@ -246,7 +246,7 @@ def main():
     rss = max([m.get("rss_bytes", 0) for m in tight], default=0)
     hwm = max([m.get("hwm_bytes", 0) for m in tight], default=0)
 
-    # ---- targets (../shared/BENCHMARKS.md, issue 3)
+    # ---- targets: the figures the project is held to (T1-T8)
     targets = []
 
     def target(tid, what, measured, goal, ok, how):
