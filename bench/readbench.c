@@ -41,8 +41,8 @@ enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE };
 struct rb_item {
 	char *path;
 	uint32_t sheet; /* RB_STORE: sheet index; RB_NPY: first row */
-	uint32_t rows;  /* RB_NPY: rows in this chunk */
-	int src;        /* RB_STORE / RB_NPY: index into srcs */
+	uint32_t rows;	/* RB_NPY: rows in this chunk */
+	int src;	/* RB_STORE / RB_NPY: index into srcs */
 };
 
 /* An opened store or npy file shared by the items that refer to it. */
@@ -242,7 +242,8 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0)
-				return rb_fail("%s: %s", s->path, r < 0 ? strerror(errno) : "short read");
+				return rb_fail("%s: %s", s->path,
+					       r < 0 ? strerror(errno) : "short read");
 			got += (size_t)r;
 		}
 		for (uint32_t i = 0; i < it->rows; i++)
@@ -358,9 +359,10 @@ static int rb_npy_open(struct rb_src *s, char *err, size_t errcap)
 	s->row_bytes = row;
 	s->rows = dims[0];
 	if (s->rows > ((uint64_t)st.st_size - s->data_off) / row) {
-		snprintf(err, errcap, "%s: .npy holds %" PRIu64 " rows of %" PRIu64
-			 " bytes but the file is %lld bytes", s->path, s->rows, row,
-			 (long long)st.st_size);
+		snprintf(err, errcap,
+			 "%s: .npy holds %" PRIu64 " rows of %" PRIu64
+			 " bytes but the file is %lld bytes",
+			 s->path, s->rows, row, (long long)st.st_size);
 		return -EINVAL;
 	}
 	if (nd == 3)
@@ -372,19 +374,19 @@ static int rb_npy_open(struct rb_src *s, char *err, size_t errcap)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: spritefs-readbench [options] PATH...\n"
-		"Read every file under PATH (files or folders) and print one JSON line with\n"
-		"raw MB/s, files/s and, with --decode, decoded samples/s.\n"
-		"  --decode KIND  none (raw read, default) | image (TIFF/PNG/JPEG files) |\n"
-		"                 batch (spritefs *.sprite batch files) | npy (uint8 .npy files) |\n"
-		"                 store (sheets of *.sprites store files)\n"
-		"  --match SUFFIX only files whose path ends with SUFFIX\n"
-		"  --threads N    reader threads (default 1)\n"
-		"  --bs SIZE      read size for raw reads, rows chunk for npy (default 1M)\n"
-		"  --direct       O_DIRECT for raw reads\n"
-		"  --limit N      at most N files / sheets (in path order)\n"
-		"  --label TEXT   copied into the JSON output\n");
+	fprintf(f, "usage: spritefs-readbench [options] PATH...\n"
+		   "Read every file under PATH (files or folders) and print one JSON line with\n"
+		   "raw MB/s, files/s and, with --decode, decoded samples/s.\n"
+		   "  --decode KIND  none (raw read, default) | image (TIFF/PNG/JPEG files) |\n"
+		   "                 batch (spritefs *.sprite batch files) | npy (uint8 .npy "
+		   "files) |\n"
+		   "                 store (sheets of *.sprites store files)\n"
+		   "  --match SUFFIX only files whose path ends with SUFFIX\n"
+		   "  --threads N    reader threads (default 1)\n"
+		   "  --bs SIZE      read size for raw reads, rows chunk for npy (default 1M)\n"
+		   "  --direct       O_DIRECT for raw reads\n"
+		   "  --limit N      at most N files / sheets (in path order)\n"
+		   "  --label TEXT   copied into the JSON output\n");
 }
 
 int main(int argc, char **argv)
@@ -392,12 +394,15 @@ int main(int argc, char **argv)
 	int threads = 1;
 	uint64_t limit = 0, bs = 1 << 20;
 	const char *label = "";
-	static const struct option opts[] = {
-		{"decode", required_argument, 0, 'd'}, {"match", required_argument, 0, 'm'},
-		{"threads", required_argument, 0, 't'}, {"bs", required_argument, 0, 'b'},
-		{"direct", no_argument, 0, 'D'},        {"limit", required_argument, 0, 'l'},
-		{"label", required_argument, 0, 'L'},   {"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0}};
+	static const struct option opts[] = {{"decode", required_argument, 0, 'd'},
+					     {"match", required_argument, 0, 'm'},
+					     {"threads", required_argument, 0, 't'},
+					     {"bs", required_argument, 0, 'b'},
+					     {"direct", no_argument, 0, 'D'},
+					     {"limit", required_argument, 0, 'l'},
+					     {"label", required_argument, 0, 'L'},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	pthread_mutex_init(&ctx.err_lock, NULL);
 	int o;
 	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:h", opts, NULL)) != -1) {
@@ -414,7 +419,8 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "store"))
 				ctx.decode = RB_STORE;
 			else {
-				fprintf(stderr, "spritefs-readbench: unknown --decode %s\n", optarg);
+				fprintf(stderr, "spritefs-readbench: unknown --decode %s\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -430,7 +436,8 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			if (sprite_parse_size(optarg, &bs) < 0 || bs < 4096 || bs > (1ull << 30)) {
-				fprintf(stderr, "spritefs-readbench: bad --bs %s (4K..1G)\n", optarg);
+				fprintf(stderr, "spritefs-readbench: bad --bs %s (4K..1G)\n",
+					optarg);
 				return 2;
 			}
 			break;

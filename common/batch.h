@@ -16,8 +16,8 @@
 struct sprite_batch {
 	uint32_t count, h, w, c, split;
 	const uint16_t *labels; /* count entries */
-	const uint32_t *ids;    /* count entries: sample index within the split */
-	const uint8_t *tiles;   /* count * h * w * c bytes */
+	const uint32_t *ids;	/* count entries: sample index within the split */
+	const uint8_t *tiles;	/* count * h * w * c bytes */
 };
 
 /* Offsets and total size of a batch of count tiles of h*w*c bytes. */

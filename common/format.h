@@ -27,20 +27,20 @@
 
 #include <stdint.h>
 
-#define SPRITE_MAGIC "SPRITES\0" /* 8 bytes */
-#define SPRITE_VERSION 1u
-#define SPRITE_HEADER_SIZE 4096u
-#define SPRITE_ALIGN 4096u /* sheets and index start on this boundary */
-#define SPRITE_MAX_SPLITS 8u
-#define SPRITE_NAME_MAX 64u       /* data set name, NUL-padded */
+#define SPRITE_MAGIC	      "SPRITES\0" /* 8 bytes */
+#define SPRITE_VERSION	      1u
+#define SPRITE_HEADER_SIZE    4096u
+#define SPRITE_ALIGN	      4096u /* sheets and index start on this boundary */
+#define SPRITE_MAX_SPLITS     8u
+#define SPRITE_NAME_MAX	      64u /* data set name, NUL-padded */
 #define SPRITE_SPLIT_NAME_MAX 16u /* split name, NUL-padded */
 
 /* Hard caps a reader enforces before allocating anything. */
-#define SPRITE_MAX_TILE_SIDE 4096u
-#define SPRITE_MAX_CHANNELS 4u
+#define SPRITE_MAX_TILE_SIDE   4096u
+#define SPRITE_MAX_CHANNELS    4u
 #define SPRITE_MAX_SHEET_TILES 65536u
-#define SPRITE_MAX_CLASSES 65535u
-#define SPRITE_MAX_SHEET_RAW (1ull << 30) /* 1 GiB decoded per sheet */
+#define SPRITE_MAX_CLASSES     65535u
+#define SPRITE_MAX_SHEET_RAW   (1ull << 30) /* 1 GiB decoded per sheet */
 
 enum sprite_codec {
 	SPRITE_CODEC_RAW = 0,
@@ -49,31 +49,31 @@ enum sprite_codec {
 
 struct sprite_split_entry {
 	char name[SPRITE_SPLIT_NAME_MAX]; /* "train", "test", NUL-padded */
-	uint64_t count;                   /* samples in this split */
-	uint32_t first_sheet;             /* sheets of a split are contiguous */
+	uint64_t count;			  /* samples in this split */
+	uint32_t first_sheet;		  /* sheets of a split are contiguous */
 	uint32_t nsheets;
 }; /* 32 bytes */
 
 struct sprite_header {
-	char magic[8];              /* SPRITE_MAGIC */
-	uint32_t version;           /* SPRITE_VERSION; a reader refuses newer */
-	uint32_t header_size;       /* SPRITE_HEADER_SIZE */
+	char magic[8];			 /* SPRITE_MAGIC */
+	uint32_t version;		 /* SPRITE_VERSION; a reader refuses newer */
+	uint32_t header_size;		 /* SPRITE_HEADER_SIZE */
 	uint32_t tile_h, tile_w, tile_c; /* tile shape, uint8 HWC */
-	uint32_t sheet_tiles;       /* tiles per full sheet; the last of a split may hold fewer */
+	uint32_t sheet_tiles; /* tiles per full sheet; the last of a split may hold fewer */
 	uint32_t nclasses;
-	uint32_t nsplits;           /* <= SPRITE_MAX_SPLITS */
+	uint32_t nsplits; /* <= SPRITE_MAX_SPLITS */
 	uint32_t nsheets;
-	uint32_t flags;             /* reserved, 0 */
-	uint64_t file_size;         /* exact size of the store file */
-	uint64_t index_offset;      /* 4 KiB-aligned */
-	uint64_t index_size;        /* nsheets * sizeof(struct sprite_sheet_entry) */
+	uint32_t flags;	       /* reserved, 0 */
+	uint64_t file_size;    /* exact size of the store file */
+	uint64_t index_offset; /* 4 KiB-aligned */
+	uint64_t index_size;   /* nsheets * sizeof(struct sprite_sheet_entry) */
 	uint64_t names_offset;
 	uint64_t names_size;
 	uint64_t index_checksum;    /* XXH3-64 of the index bytes */
 	uint64_t names_checksum;    /* XXH3-64 of the names bytes */
 	char name[SPRITE_NAME_MAX]; /* data set name, NUL-padded */
 	struct sprite_split_entry splits[SPRITE_MAX_SPLITS];
-	uint64_t header_checksum;   /* XXH3-64 of the first 4096 bytes with this field zeroed */
+	uint64_t header_checksum; /* XXH3-64 of the first 4096 bytes with this field zeroed */
 	uint8_t pad[SPRITE_HEADER_SIZE - 432];
 };
 
@@ -83,12 +83,12 @@ struct sprite_sheet_entry {
 	uint32_t raw_size;     /* bytes once decoded: a whole batch file */
 	uint64_t checksum;     /* XXH3-64 of the stored bytes */
 	uint64_t raw_checksum; /* XXH3-64 of the decoded bytes */
-	uint64_t first;        /* index of the sheet's first sample within its split */
-	uint32_t count;        /* tiles in this sheet, 1..sheet_tiles */
-	uint16_t split;        /* index into header.splits */
-	uint8_t codec;         /* enum sprite_codec */
+	uint64_t first;	       /* index of the sheet's first sample within its split */
+	uint32_t count;	       /* tiles in this sheet, 1..sheet_tiles */
+	uint16_t split;	       /* index into header.splits */
+	uint8_t codec;	       /* enum sprite_codec */
 	uint8_t reserved;      /* 0 */
-}; /* 48 bytes */
+};			       /* 48 bytes */
 
 /*
  * Batch file (*.sprite): a header, then count labels (uint16), then count
@@ -97,23 +97,23 @@ struct sprite_sheet_entry {
  * header names (64-byte aligned). A store sheet decodes to exactly this; an
  * epoch view is the same layout with gathered samples.
  */
-#define SPRITE_BATCH_MAGIC "SPRBATCH"
-#define SPRITE_BATCH_VERSION 1u
+#define SPRITE_BATCH_MAGIC	 "SPRBATCH"
+#define SPRITE_BATCH_VERSION	 1u
 #define SPRITE_BATCH_HEADER_SIZE 64u
 
 struct sprite_batch_header {
-	char magic[8];            /* SPRITE_BATCH_MAGIC */
-	uint32_t version;         /* SPRITE_BATCH_VERSION */
-	uint32_t header_size;     /* 64 */
-	uint32_t count;           /* samples in this batch */
-	uint32_t h, w, c;         /* tile shape */
-	uint32_t labels_offset;   /* = 64 */
-	uint32_t ids_offset;      /* 64-aligned, after labels */
-	uint32_t tiles_offset;    /* 64-aligned, after ids */
-	uint32_t split;           /* split index in the store */
-	uint64_t total_size;      /* whole file size: tiles_offset + count*h*w*c */
-	uint64_t reserved;        /* 0 */
-}; /* 64 bytes */
+	char magic[8];		/* SPRITE_BATCH_MAGIC */
+	uint32_t version;	/* SPRITE_BATCH_VERSION */
+	uint32_t header_size;	/* 64 */
+	uint32_t count;		/* samples in this batch */
+	uint32_t h, w, c;	/* tile shape */
+	uint32_t labels_offset; /* = 64 */
+	uint32_t ids_offset;	/* 64-aligned, after labels */
+	uint32_t tiles_offset;	/* 64-aligned, after ids */
+	uint32_t split;		/* split index in the store */
+	uint64_t total_size;	/* whole file size: tiles_offset + count*h*w*c */
+	uint64_t reserved;	/* 0 */
+};				/* 64 bytes */
 
 _Static_assert(sizeof(struct sprite_split_entry) == 32, "split entry layout");
 _Static_assert(sizeof(struct sprite_header) == SPRITE_HEADER_SIZE, "header layout");

@@ -21,17 +21,17 @@
 
 struct sprite_image {
 	uint32_t h, w, c; /* c in 1, 3 after decode (alpha/palette resolved) */
-	uint8_t *px;      /* h*w*c bytes, HWC, malloc'd */
+	uint8_t *px;	  /* h*w*c bytes, HWC, malloc'd */
 };
 
-#define SPRITE_IMAGE_MAX_SIDE 65536u
+#define SPRITE_IMAGE_MAX_SIDE	65536u
 #define SPRITE_IMAGE_MAX_PIXELS (1ull << 28)
 
 void sprite_image_free(struct sprite_image *im); /* frees px; NULL is fine */
 
 /* Decode an encoded file held in memory; the kind is found from magic bytes. */
-int sprite_image_decode(const void *data, size_t len, const char *name,
-			struct sprite_image *out, char *err);
+int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
+			char *err);
 /* Read a file and decode it. */
 int sprite_image_load(const char *path, struct sprite_image *out, char *err);
 
@@ -44,8 +44,7 @@ int sprite_image_fit(const struct sprite_image *im, uint32_t h, uint32_t w, uint
  * dims n,h,w) or labels (0x00000801, dim n). Returns n, with *px (n*h*w) or
  * *labels (n) malloc'd.
  */
-int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px,
-			       char *err);
+int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px, char *err);
 int64_t sprite_idx_load_labels(const char *path, uint8_t **labels, char *err);
 
 /* Writers used to serve/view tiles and to build test trees. */

@@ -26,11 +26,11 @@
 
 struct sprite_pack_options {
 	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
-	uint32_t sheet_tiles;            /* 0: 1024 */
+	uint32_t sheet_tiles;		 /* 0: 1024 */
 	enum sprite_codec codec;
-	int jobs;                        /* decode threads; 0: all cores */
-	int strict;                      /* any bad image fails the pack */
-	const char *name;                /* data set name; NULL: source folder's base name */
+	int jobs;			  /* decode threads; 0: all cores */
+	int strict;			  /* any bad image fails the pack */
+	const char *name;		  /* data set name; NULL: source folder's base name */
 	struct sprite_progress *progress; /* drawn from the calling thread when not NULL */
 	/* Called (from the calling thread) once per skipped image. */
 	void (*on_skip)(void *ctx, const char *path, const char *why);
@@ -38,11 +38,11 @@ struct sprite_pack_options {
 };
 
 struct sprite_pack_report {
-	uint64_t found;   /* image files seen */
+	uint64_t found;	  /* image files seen */
 	uint64_t packed;  /* samples written */
 	uint64_t skipped; /* bad images left out */
 	uint64_t split_count[SPRITE_MAX_SPLITS];
-	double seconds;   /* wall time of decode + write */
+	double seconds;		      /* wall time of decode + write */
 	uint64_t bytes_in, bytes_out; /* source bytes read, store bytes written */
 };
 

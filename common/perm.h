@@ -30,7 +30,7 @@ struct sprite_rng {
 void sprite_rng_init(struct sprite_rng *r, uint64_t seed, uint64_t epoch);
 uint64_t sprite_rng_next(struct sprite_rng *r);
 uint64_t sprite_rng_below(struct sprite_rng *r, uint64_t k); /* k >= 1 */
-float sprite_rng_uniform(struct sprite_rng *r);              /* [0, 1), 24-bit */
+float sprite_rng_uniform(struct sprite_rng *r);		     /* [0, 1), 24-bit */
 
 /* perm[0..n) = sample order for (seed, epoch). */
 void sprite_perm(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t *perm);

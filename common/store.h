@@ -27,11 +27,11 @@
 #define SPRITE_ERR_MAX 256
 
 /* Error codes beyond errno for format problems. */
-#define SPRITE_EBADMAGIC 1000  /* not a store / not a batch file */
-#define SPRITE_EVERSION 1001   /* version newer than this reader */
-#define SPRITE_ECORRUPT 1002   /* a field is out of range / inconsistent */
-#define SPRITE_ECHECKSUM 1003  /* a checksum does not match */
-#define SPRITE_ETRUNC 1004     /* file shorter than it claims */
+#define SPRITE_EBADMAGIC 1000 /* not a store / not a batch file */
+#define SPRITE_EVERSION	 1001 /* version newer than this reader */
+#define SPRITE_ECORRUPT	 1002 /* a field is out of range / inconsistent */
+#define SPRITE_ECHECKSUM 1003 /* a checksum does not match */
+#define SPRITE_ETRUNC	 1004 /* file shorter than it claims */
 
 typedef struct sprite_store sprite_store;
 
@@ -46,7 +46,7 @@ struct sprite_store_info {
 	uint64_t file_size;
 	const struct sprite_split_entry *splits; /* nsplits entries */
 	const struct sprite_sheet_entry *sheets; /* nsheets entries */
-	const char *const *class_names;          /* nclasses strings */
+	const char *const *class_names;		 /* nclasses strings */
 };
 
 /*
@@ -80,8 +80,8 @@ int64_t sprite_store_read_sheet(const sprite_store *s, uint32_t i, void *raw, si
 				char *err);
 
 /* Map (split, sample index within split) to (sheet, slot in sheet). */
-int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample,
-			uint32_t *sheet, uint32_t *slot);
+int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, uint32_t *sheet,
+			uint32_t *slot);
 
 /* Check every checksum and structural field of every sheet (spritefs-pack --verify). */
 int sprite_store_verify(const sprite_store *s, char *err);
@@ -91,9 +91,9 @@ int sprite_store_verify(const sprite_store *s, char *err);
 typedef struct sprite_writer sprite_writer;
 
 struct sprite_writer_params {
-	const char *name;        /* data set name */
+	const char *name; /* data set name */
 	uint32_t tile_h, tile_w, tile_c;
-	uint32_t sheet_tiles;    /* default 1024 when 0 */
+	uint32_t sheet_tiles; /* default 1024 when 0 */
 	enum sprite_codec codec;
 	uint32_t nclasses;
 	const char *const *class_names;
@@ -104,8 +104,8 @@ struct sprite_writer_params {
  * path only by sprite_writer_finish(); abort or a crash never leaves a
  * half-written store under the final name.
  */
-int sprite_writer_open(const char *path, const struct sprite_writer_params *p,
-		       sprite_writer **out, char *err);
+int sprite_writer_open(const char *path, const struct sprite_writer_params *p, sprite_writer **out,
+		       char *err);
 
 /*
  * Start a split; splits are written one after another (all of "train", then

@@ -43,7 +43,7 @@ struct sprite_progress {
 };
 void sprite_progress_start(struct sprite_progress *p, const char *label, uint64_t total);
 void sprite_progress_add(struct sprite_progress *p, uint64_t n); /* thread-safe */
-void sprite_progress_draw(struct sprite_progress *p);           /* call from one thread */
+void sprite_progress_draw(struct sprite_progress *p);		 /* call from one thread */
 void sprite_progress_end(struct sprite_progress *p);
 
 #endif

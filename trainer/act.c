@@ -11,8 +11,8 @@
 #include "common/perm.h"
 #include "trainer/layers.h"
 
-HN_HOT void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
-		      int w)
+HN_HOT void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c,
+			     int h, int w)
 {
 	const size_t hw = (size_t)h * w;
 	const float scale = 1.0f / 255.0f;
@@ -56,15 +56,15 @@ void hn_dropout_mask(float *restrict mask, size_t count, float p, uint64_t seed,
 		mask[i] = sprite_rng_uniform(&r) < p ? 0.0f : keep;
 }
 
-HN_HOT void hn_dropout_forward(float *restrict out, const float *restrict in, const float *restrict mask,
-			size_t count)
+HN_HOT void hn_dropout_forward(float *restrict out, const float *restrict in,
+			       const float *restrict mask, size_t count)
 {
 	for (size_t i = 0; i < count; i++)
 		out[i] = in[i] * mask[i];
 }
 
 HN_HOT void hn_dropout_backward(float *restrict din, const float *restrict dout,
-			 const float *restrict mask, size_t count)
+				const float *restrict mask, size_t count)
 {
 	for (size_t i = 0; i < count; i++)
 		din[i] = dout[i] * mask[i];

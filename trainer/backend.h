@@ -23,14 +23,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HN_ERR_MAX 256
+#define HN_ERR_MAX    256
 #define HN_MAX_LAYERS 64
 
 enum hn_layer_kind {
 	HN_LAYER_CONV2D,  /* k x k, stride, pad; weights [out_c][in_c][k][k], bias [out_c] */
 	HN_LAYER_MAXPOOL, /* k x k window, stride */
 	HN_LAYER_RELU,
-	HN_LAYER_DENSE,   /* weights [out][in] (row-major), bias [out]; flattens CHW input */
+	HN_LAYER_DENSE,	  /* weights [out][in] (row-major), bias [out]; flattens CHW input */
 	HN_LAYER_DROPOUT, /* inverted dropout with rate p; identity at eval */
 };
 
@@ -41,18 +41,18 @@ enum hn_layer_kind {
  */
 struct hn_layer {
 	enum hn_layer_kind kind;
-	int in_c, in_h, in_w;    /* input shape (per sample) */
+	int in_c, in_h, in_w;	 /* input shape (per sample) */
 	int out_c, out_h, out_w; /* output shape (per sample) */
-	int k, stride, pad;      /* conv, maxpool */
-	float p;                 /* dropout rate */
-	size_t w_off, w_len;     /* weights: offset/length in floats within params (0 if none) */
-	size_t b_off, b_len;     /* bias */
+	int k, stride, pad;	 /* conv, maxpool */
+	float p;		 /* dropout rate */
+	size_t w_off, w_len;	 /* weights: offset/length in floats within params (0 if none) */
+	size_t b_off, b_len;	 /* bias */
 };
 
 struct hn_model {
 	char name[32];
 	int in_c, in_h, in_w; /* input = tile shape (C from the tile) */
-	int nclasses;         /* last layer's output size */
+	int nclasses;	      /* last layer's output size */
 	int nlayers;
 	struct hn_layer layers[HN_MAX_LAYERS];
 	size_t nparams; /* total floats in the one parameter allocation */
@@ -62,10 +62,11 @@ enum hn_optim_kind { HN_OPT_SGD, HN_OPT_MOMENTUM, HN_OPT_ADAM };
 
 struct hn_optim {
 	enum hn_optim_kind kind;
-	float momentum;     /* momentum (0.9) */
+	float momentum;	    /* momentum (0.9) */
 	float beta1, beta2; /* adam (0.9, 0.999) */
-	float eps;          /* adam (1e-8) */
-	float weight_decay; /* decoupled (AdamW-style) for adam, L2 added to grad for sgd/momentum */
+	float eps;	    /* adam (1e-8) */
+	float weight_decay; /* decoupled (AdamW-style) for adam, L2 added to grad for sgd/momentum
+			     */
 };
 
 /* Floats of optimizer state per parameter: 0 sgd, 1 momentum, 2 adam. */
@@ -75,26 +76,27 @@ static inline int hn_optim_state_per_param(enum hn_optim_kind k)
 }
 
 struct hn_backend_config {
-	int threads;           /* maths threads (cpu); 0 = default */
-	int max_batch;         /* largest batch passed to train/eval */
-	int amp;               /* gpu: mixed precision with dynamic loss scaling */
-	int device_index;      /* gpu ordinal */
-	uint64_t seed;         /* dropout randomness: seeded per (seed, step) */
+	int threads;	  /* maths threads (cpu); 0 = default */
+	int max_batch;	  /* largest batch passed to train/eval */
+	int amp;	  /* gpu: mixed precision with dynamic loss scaling */
+	int device_index; /* gpu ordinal */
+	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
 };
 
 struct hn_step_result {
-	double loss_sum;   /* sum over the batch of per-sample cross-entropy */
-	int correct;       /* argmax == label count */
-	double compute_s;  /* device-side time of this call where the backend can tell
-			      (CUDA events); 0 means "use host wall time" */
-	int skipped;       /* amp: update skipped because of overflow */
+	double loss_sum;  /* sum over the batch of per-sample cross-entropy */
+	int correct;	  /* argmax == label count */
+	double compute_s; /* device-side time of this call where the backend can tell
+			     (CUDA events); 0 means "use host wall time" */
+	int skipped;	  /* amp: update skipped because of overflow */
 };
 
 typedef struct hn_backend hn_backend;
 
 struct hn_backend_ops {
 	const char *name;
-	/* Create state for model m with optimizer o; params initialised from init (host, nparams). */
+	/* Create state for model m with optimizer o; params initialised from init (host, nparams).
+	 */
 	int (*create)(const struct hn_model *m, const struct hn_optim *o,
 		      const struct hn_backend_config *cfg, const float *init, void **state,
 		      char *err);
@@ -118,7 +120,8 @@ struct hn_backend_ops {
 	int (*set_params)(void *state, const float *params);
 	int (*get_opt_state)(void *state, float *opt); /* nparams * per_param floats */
 	int (*set_opt_state)(void *state, const float *opt);
-	/* Human-readable device description ("OpenBLAS 0.3.21, 2 threads", "NVIDIA H100, cuDNN 9.x"). */
+	/* Human-readable device description ("OpenBLAS 0.3.21, 2 threads", "NVIDIA H100,
+	 * cuDNN 9.x"). */
 	const char *(*describe)(void *state);
 	/* Bytes of backend memory for weights, grads, opt state and activations at max_batch. */
 	uint64_t (*memory_bytes)(void *state);

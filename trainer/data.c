@@ -781,14 +781,14 @@ static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root,
 				    i);
 		int rc = sprite_pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
-				    (size_t)run * s->tile_bytes,
-				    s->img_off[split] + i * s->tile_bytes);
+					   (size_t)run * s->tile_bytes,
+					   s->img_off[split] + i * s->tile_bytes);
 		if (rc < 0)
 			return fail(err, rc, "%s: reading %s images.npy: %s", s->root, which,
 				    strerror(-rc));
 		uint8_t lb[4096 * 8];
 		rc = sprite_pread_full(s->lab_fd[split], lb, (size_t)run * (size_t)ls,
-				s->lab_off[split] + i * (uint64_t)ls);
+				       s->lab_off[split] + i * (uint64_t)ls);
 		if (rc < 0)
 			return fail(err, rc, "%s: reading %s labels.npy: %s", s->root, which,
 				    strerror(-rc));

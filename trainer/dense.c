@@ -12,7 +12,7 @@
 #include "trainer/layers.h"
 
 HN_HOT void hn_dense_forward(float *out, const float *in, const float *w, const float *b, int n,
-		      const struct hn_layer *l, int relu)
+			     const struct hn_layer *l, int relu)
 {
 	const int ni = l->in_c * l->in_h * l->in_w, no = l->out_c;
 
@@ -34,8 +34,8 @@ HN_HOT void hn_dense_forward(float *out, const float *in, const float *w, const 
 }
 
 HN_HOT void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float *dout,
-		       const float *out_relu, const float *in, const float *w, int n,
-		       const struct hn_layer *l)
+			      const float *out_relu, const float *in, const float *w, int n,
+			      const struct hn_layer *l)
 {
 	const int ni = l->in_c * l->in_h * l->in_w, no = l->out_c;
 	const float *g = dout;

@@ -545,7 +545,8 @@ int main(int argc, char **argv)
 	/* Defaults that train the cnn past 91% on Fashion-MNIST in 15 epochs (docs/HNTRAIN.md). */
 	if (o.lr < 0)
 		o.lr = o.optim.kind == HN_OPT_ADAM ? 0.001 : 0.05;
-	if (!o.resume && !o.given_wd && o.optim.kind != HN_OPT_ADAM) /* a checkpoint keeps its own */
+	if (!o.resume && !o.given_wd &&
+	    o.optim.kind != HN_OPT_ADAM) /* a checkpoint keeps its own */
 		o.optim.weight_decay = 5e-4f;
 
 	struct hn_source_options so = {

@@ -18,7 +18,8 @@
 #include "trainer/layers.h"
 
 HN_HOT void hn_optim_update(const struct hn_optim *o, float *restrict params, float *restrict grads,
-		     float *restrict s1, float *restrict s2, size_t nparams, float lr, uint64_t t)
+			    float *restrict s1, float *restrict s2, size_t nparams, float lr,
+			    uint64_t t)
 {
 	const float wd = o->weight_decay;
 

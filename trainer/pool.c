@@ -11,7 +11,8 @@
 
 #include "trainer/layers.h"
 
-HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l)
+HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
+			       const struct hn_layer *l)
 {
 	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k, S = l->stride;
 	const size_t planes = (size_t)n * l->in_c;
@@ -63,7 +64,7 @@ HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
 }
 
 HN_HOT void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
-			 const struct hn_layer *l)
+				const struct hn_layer *l)
 {
 	const size_t in_plane = (size_t)l->in_h * l->in_w, out_plane = (size_t)l->out_h * l->out_w;
 	const size_t planes = (size_t)n * l->in_c;
