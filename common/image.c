@@ -1222,10 +1222,21 @@ int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w
 
 int sprite_pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c)
 {
-	if (c != 1 && c != 3)
+	int n;
+	if (c == 1 || c == 3)
+		n = snprintf(buf, cap, "P%c\n%u %u\n255\n", c == 1 ? '5' : '6', w, h);
+	else if (c == 2 || c == 4)
+		n = snprintf(buf, cap,
+			     "P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n",
+			     w, h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
+	else
 		return -EINVAL;
-	int n = snprintf(buf, cap, "P%c\n%u %u\n255\n", c == 1 ? '5' : '6', w, h);
 	if (n < 0 || (size_t)n >= cap)
 		return -ENOSPC;
 	return n;
+}
+
+const char *sprite_pnm_ext(uint32_t c)
+{
+	return c == 1 ? ".pgm" : c == 3 ? ".ppm" : ".pam";
 }

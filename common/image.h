@@ -52,7 +52,14 @@ int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t 
 		      int compression /* COMPRESSION_* from tiffio.h */, char *err);
 int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
 		     char *err);
-/* Netpbm (P5/P6) header for an h*w*c image; returns its length (< 32). */
+/*
+ * Netpbm header for an h*w*c image: P5 (gray), P6 (RGB), or PAM P7 for 2 and 4
+ * channels (gray+alpha, RGBA). Returns its length (< SPRITE_PNM_HEADER_MAX),
+ * -EINVAL for other channel counts, -ENOSPC if cap is too small.
+ */
+#define SPRITE_PNM_HEADER_MAX 128
 int sprite_pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c);
+/* The file extension that goes with it, dot included: ".pgm", ".ppm" or ".pam". */
+const char *sprite_pnm_ext(uint32_t c);
 
 #endif

@@ -283,7 +283,7 @@ static int write_tile(struct export *E, const char *path, const uint8_t *px, cha
 	case FMT_PNG:
 		return sprite_png_write(path, px, h, w, c, err);
 	case FMT_PNM: {
-		char hdr[32];
+		char hdr[SPRITE_PNM_HEADER_MAX];
 		int hl = sprite_pnm_header(hdr, sizeof hdr, h, w, c);
 		if (hl < 0) {
 			snprintf(err, SPRITE_ERR_MAX, "%ux%ux%u tiles have no PNM form", h, w, c);
@@ -314,7 +314,7 @@ static void *export_worker(void *arg)
 	struct export *E = arg;
 	const struct sprite_store_info *in = E->in;
 	static const char *const ext[] = {"tif", "tif", "png", NULL};
-	const char *e = E->fmt == FMT_PNM ? (in->tile_c == 1 ? "pgm" : "ppm") : ext[E->fmt];
+	const char *e = E->fmt == FMT_PNM ? sprite_pnm_ext(in->tile_c) + 1 : ext[E->fmt];
 	void *raw = NULL;
 	size_t cap = 0;
 	char err[SPRITE_ERR_MAX], path[4096];

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "common/batch.h"
+#include "common/image.h"
 #include "fs/sfs.h"
 
 static const char *const split_children[] = {"images.npy", "labels.npy", "batches",
@@ -49,26 +50,7 @@ static int digits(uint64_t n)
 
 static const char *img_ext(const struct sfs *fs)
 {
-	switch (fs->info->tile_c) {
-	case 1:
-		return ".pgm";
-	case 3:
-		return ".ppm";
-	default:
-		return ".pam";
-	}
-}
-
-/* Netpbm header of a h x w image with c channels (P5, P6, or P7 for 2 and 4). */
-static int pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c)
-{
-	if (c == 1)
-		return snprintf(buf, cap, "P5\n%u %u\n255\n", w, h);
-	if (c == 3)
-		return snprintf(buf, cap, "P6\n%u %u\n255\n", w, h);
-	return snprintf(buf, cap,
-			"P7\nWIDTH %u\nHEIGHT %u\nDEPTH %u\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n", w,
-			h, c, c == 2 ? "GRAYSCALE_ALPHA" : "RGB_ALPHA");
+	return sprite_pnm_ext(fs->info->tile_c);
 }
 
 static void sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols)
@@ -360,17 +342,18 @@ static uint64_t sheet_img_size(const struct sfs *fs, uint32_t sheet)
 {
 	const struct sprite_store_info *in = fs->info;
 	uint32_t rows, cols;
-	char hdr[160];
+	char hdr[SPRITE_PNM_HEADER_MAX];
 	sheet_grid(fs, in->sheets[sheet].count, &rows, &cols);
-	int hl = pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w, in->tile_c);
+	int hl = sprite_pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w,
+				   in->tile_c);
 	return (uint64_t)hl + (uint64_t)rows * cols * fs->tile_bytes;
 }
 
 static uint64_t class_img_size(const struct sfs *fs)
 {
-	char hdr[160];
+	char hdr[SPRITE_PNM_HEADER_MAX];
 	const struct sprite_store_info *in = fs->info;
-	return (uint64_t)pnm_header(hdr, sizeof(hdr), in->tile_h, in->tile_w, in->tile_c) +
+	return (uint64_t)sprite_pnm_header(hdr, sizeof(hdr), in->tile_h, in->tile_w, in->tile_c) +
 	       fs->tile_bytes;
 }
 
@@ -893,9 +876,9 @@ static int read_class_img(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint
 			  uint64_t end, struct sfs_rbuf *rb)
 {
 	const struct sprite_store_info *in = fs->info;
-	char hdr[160];
+	char hdr[SPRITE_PNM_HEADER_MAX];
 	uint32_t sheet, slot;
-	int hl = pnm_header(hdr, sizeof(hdr), in->tile_h, in->tile_w, in->tile_c);
+	int hl = sprite_pnm_header(hdr, sizeof(hdr), in->tile_h, in->tile_w, in->tile_c);
 	if (pos < (uint64_t)hl) {
 		uint8_t *g = rb_gen(rb, (size_t)hl);
 		if (!g)
@@ -923,9 +906,10 @@ static int read_sheet_img(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint
 	const struct sprite_store_info *in = fs->info;
 	uint32_t sheet = sp->first_sheet + n, rows, cols;
 	const struct sprite_sheet_entry *e = &in->sheets[sheet];
-	char hdr[160];
+	char hdr[SPRITE_PNM_HEADER_MAX];
 	sheet_grid(fs, e->count, &rows, &cols);
-	int hl = pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w, in->tile_c);
+	int hl = sprite_pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w,
+				   in->tile_c);
 	rb->flat = 1;
 	if (pos < (uint64_t)hl)
 		add_span(fs, rb, hdr, 0, (uint64_t)hl, &pos, end);

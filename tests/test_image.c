@@ -729,14 +729,22 @@ static void test_writers(void)
 		}
 		free(px);
 	}
-	char hdr[32];
+	char hdr[SPRITE_PNM_HEADER_MAX];
 	int n = sprite_pnm_header(hdr, sizeof hdr, 28, 30, 1);
 	if (n != (int)strlen("P5\n30 28\n255\n") || memcmp(hdr, "P5\n30 28\n255\n", (size_t)n))
 		fail("pnm header: '%.*s'", n > 0 ? n : 0, hdr);
 	if (sprite_pnm_header(hdr, sizeof hdr, 2, 2, 3) < 0 || hdr[1] != '6')
 		fail("pnm header for RGB should be P6");
-	if (sprite_pnm_header(hdr, sizeof hdr, 2, 2, 2) >= 0)
-		fail("pnm header for 2 channels should fail");
+	n = sprite_pnm_header(hdr, sizeof hdr, 2, 3, 2);
+	if (n < 0 || strncmp(hdr, "P7\nWIDTH 3\nHEIGHT 2\nDEPTH 2\n", 27) ||
+	    !strstr(hdr, "TUPLTYPE GRAYSCALE_ALPHA\nENDHDR\n"))
+		fail("pnm header for gray+alpha should be PAM: '%.*s'", n > 0 ? n : 0, hdr);
+	if (sprite_pnm_header(hdr, sizeof hdr, 2, 2, 4) < 0 || !strstr(hdr, "RGB_ALPHA"))
+		fail("pnm header for RGBA should be PAM RGB_ALPHA");
+	if (sprite_pnm_header(hdr, sizeof hdr, 2, 2, 5) != -EINVAL)
+		fail("pnm header for 5 channels should fail");
+	if (sprite_pnm_header(hdr, 8, 2, 2, 4) != -ENOSPC)
+		fail("pnm header into a short buffer should say -ENOSPC");
 	tpath(path, sizeof path, "no/such/dir/x.tif");
 	uint8_t one = 0;
 	if (sprite_tiff_write(path, &one, 1, 1, 1, COMPRESSION_NONE, err) >= 0)
