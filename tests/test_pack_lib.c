@@ -21,17 +21,7 @@
 #include "common/image.h"
 #include "common/pack.h"
 #include "common/store.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL (%s:%d): ", __FILE__, __LINE__);                     \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
+#include "tests/check.h"
 
 static char dir[256];
 

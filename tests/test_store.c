@@ -27,19 +27,9 @@
 #include "common/batch.h"
 #include "common/store.h"
 #include "common/util.h"
+#include "tests/check.h"
 
-static int failures;
 static char dir[] = "/tmp/test_store.XXXXXX";
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 struct shape {
 	uint32_t h, w, c, sheet;
