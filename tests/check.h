@@ -4,6 +4,7 @@
  * CHECK(cond, fmt, ...) prints the file, line, the failed condition and a
  * message, and counts the failure; the test keeps going so that one run shows
  * every failing case, and main() exits 1 when `failures` is non-zero.
+ * FAIL(fmt, ...) is the same for a failure found without one condition.
  */
 #ifndef SPRITE_TEST_CHECK_H
 #define SPRITE_TEST_CHECK_H
@@ -20,6 +21,13 @@ static int failures;
 			fputc('\n', stderr);                                                       \
 			failures++;                                                                \
 		}                                                                                  \
+	} while (0)
+
+#define FAIL(...)                                                                                  \
+	do {                                                                                       \
+		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
+		fputc('\n', stderr);                                                               \
+		failures++;                                                                        \
 	} while (0)
 
 #endif

@@ -19,15 +19,7 @@
 #include "common/perm.h"
 #include "trainer/layers.h"
 #include "trainer/model.h"
-
-static int failures;
-
-#define FAIL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
-		fputc('\n', stderr);                                                               \
-		failures++;                                                                        \
-	} while (0)
+#include "tests/check.h"
 
 static struct sprite_rng rng;
 

@@ -36,15 +36,7 @@
 #include "trainer/backend.h"
 #include "trainer/layers.h"
 #include "trainer/model.h"
-
-static int failures;
-
-#define FAIL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
-		fputc('\n', stderr);                                                               \
-		failures++;                                                                        \
-	} while (0)
+#include "tests/check.h"
 
 struct dataset {
 	uint32_t n, h, w;
