@@ -18,10 +18,20 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#if SPRITE_CHECKSUM_AVX2
+uint64_t sprite_checksum(const void *p, size_t len)
+{
+	/* one load and a test after libgcc's start-up probe of the CPU */
+	if (__builtin_cpu_supports("avx2"))
+		return sprite_checksum_avx2(p, len);
+	return XXH3_64bits(p, len);
+}
+#else
 uint64_t sprite_checksum(const void *p, size_t len)
 {
 	return XXH3_64bits(p, len);
 }
+#endif
 
 double sprite_now(void)
 {

@@ -10,6 +10,8 @@
 
 /* XXH3-64 (libxxhash), seed 0: the checksum of every store structure. */
 uint64_t sprite_checksum(const void *p, size_t len);
+/* The same hash built for AVX2 (checksum_avx2.c); sprite_checksum picks it when it may. */
+uint64_t sprite_checksum_avx2(const void *p, size_t len);
 
 /*
  * Whole-buffer I/O that retries on EINTR and short transfers.

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <lz4.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "common/batch.h"
 #include "common/store.h"
@@ -745,12 +746,42 @@ static void check_writer(void)
 	CHECK(tmp_leftovers("w.sprites") == 0 && stat(path, &st) < 0, "leftovers after bad params");
 }
 
+/*
+ * sprite_checksum may take the AVX2 build of XXH3: it must give libxxhash's
+ * hash for every length (XXH3 has separate paths up to 16, 128 and 240 bytes,
+ * then stripes of 64 and blocks of 1024) and alignment.
+ */
+static void check_checksum(void)
+{
+	size_t cap = (1u << 20) + 64;
+	uint8_t *b = malloc(cap);
+	if (!b) {
+		FAIL("out of memory");
+		return;
+	}
+	for (size_t i = 0; i < cap; i++)
+		b[i] = (uint8_t)mix(i);
+	int bad = 0;
+	for (size_t len = 0; len <= 2100 && bad < 5; len++)
+		for (size_t off = 0; off < 3; off++)
+			if (sprite_checksum(b + off, len) != XXH3_64bits(b + off, len)) {
+				FAIL("checksum of %zu bytes at offset %zu differs from libxxhash", len, off);
+				bad++;
+			}
+	const size_t big[] = {4095, 65536, 800000, 1u << 20};
+	for (size_t k = 0; k < sizeof(big) / sizeof(big[0]); k++)
+		CHECK(sprite_checksum(b + 1, big[k]) == XXH3_64bits(b + 1, big[k]),
+		      "checksum of %zu bytes differs from libxxhash", big[k]);
+	free(b);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
+	check_checksum();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
