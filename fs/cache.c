@@ -2,10 +2,17 @@
  * cache.c - decoded sheets held in memory under a budget.
  *
  * One slot per sheet of the store (states: empty, loading, ready, failed),
- * one mutex and one condition variable. Decoded sheets live in their own
- * anonymous mappings rather than in malloc'd memory: a sheet is large, and
- * munmap() returns its pages at once, so the process's resident size follows
- * the budget instead of the allocator's high-water mark.
+ * one mutex and one condition variable.
+ *
+ * Decoded sheets live in fixed-size blocks (the largest sheet, page-rounded)
+ * carved from large anonymous chunks that ask for transparent huge pages. An
+ * evicted sheet's block goes on a free list and the next decode reuses it, so
+ * a cold pass costs one huge-page fault per 2 MiB instead of a fault, a
+ * memory-cgroup charge and a page-table lock per 4 KiB, and a warm cache
+ * recycles memory without returning it to the kernel. Blocks are taken only
+ * when the budget allows (or a reader must go over it, see below), so the
+ * process's resident size follows the budget: at most one chunk's worth of
+ * never-used blocks lies beyond it, and those were never touched.
  *
  * Eviction is CLOCK over ready, unpinned sheets. A sheet that was prefetched
  * and not yet read is only evicted by a reader that needs room (never by
@@ -27,7 +34,6 @@ enum { S_EMPTY = 0, S_LOADING, S_READY, S_FAILED };
 
 struct slot {
 	uint8_t *raw;
-	size_t map_len;
 	uint32_t pins;
 	uint8_t state;
 	uint8_t clock;	 /* referenced since the hand last passed */
@@ -43,14 +49,22 @@ struct sfs_cache {
 	uint32_t n;
 	uint32_t hand;
 	uint64_t budget;
-	uint64_t resident; /* ready + loading reservations */
+	uint64_t resident; /* blocks of ready sheets + loading reservations */
+
+	/* sheet memory */
+	size_t block;	       /* bytes per block */
+	size_t chunk_len;      /* bytes per chunk, a multiple of 2 MiB */
+	uint8_t **chunks;      /* chunk bases, for munmap at the end */
+	uint32_t nchunks, chunk_cap;
+	uint8_t *bump, *bump_end; /* never-used blocks of the newest chunk */
+	uint8_t *free_list;	  /* freed blocks, linked through their first bytes */
+	uint64_t mapped;	  /* bytes of chunks */
 };
 
-static size_t map_len_of(struct sfs *fs, uint32_t i)
-{
-	size_t raw = fs->info->sheets[i].raw_size;
-	return (raw + 4095) & ~(size_t)4095;
-}
+#define HUGE_PAGE  (2ull << 20)
+#define CHUNK_WANT (16ull << 20)
+
+static void prealloc(struct sfs *fs, struct sfs_cache *c);
 
 int sfs_cache_create(struct sfs *fs)
 {
@@ -66,8 +80,115 @@ int sfs_cache_create(struct sfs *fs)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	c->budget = fs->o.cache_bytes;
+	c->block = ((size_t)fs->max_raw + 4095) & ~(size_t)4095;
+	if (c->block < 4096)
+		c->block = 4096;
+	/* about 16 MiB of blocks per chunk, fewer under a small budget, at least one */
+	uint64_t per = CHUNK_WANT / c->block;
+	if (per > c->budget / 4 / c->block)
+		per = c->budget / 4 / c->block;
+	if (per < 1)
+		per = 1;
+	c->chunk_len = (size_t)((per * c->block + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
 	fs->cache = c;
+	prealloc(fs, c);
 	return 0;
+}
+
+/* A new chunk, 2 MiB-aligned so that it can be backed by huge pages. Locked. */
+static int add_chunk(struct sfs *fs, struct sfs_cache *c)
+{
+	if (c->nchunks == c->chunk_cap) {
+		uint32_t cap = c->chunk_cap ? 2 * c->chunk_cap : 16;
+		uint8_t **n = realloc(c->chunks, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		c->chunks = n;
+		c->chunk_cap = cap;
+	}
+	size_t over = c->chunk_len + HUGE_PAGE;
+	uint8_t *p = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	uint8_t *base = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (base > p)
+		munmap(p, (size_t)(base - p));
+	if (base + c->chunk_len < p + over)
+		munmap(base + c->chunk_len, (size_t)(p + over - (base + c->chunk_len)));
+	/* advice only: without THP the chunk still works, one fault per page */
+	(void)madvise(base, c->chunk_len, MADV_HUGEPAGE);
+	c->chunks[c->nchunks++] = base;
+	c->bump = base;
+	c->bump_end = base + c->chunk_len / c->block * c->block;
+	c->mapped += c->chunk_len;
+	SFS_ADD(fs, bytes_mapped, c->chunk_len);
+	return 0;
+}
+
+/* Return a block to the free list. Locked. */
+static void block_put(struct sfs_cache *c, uint8_t *p)
+{
+	memcpy(p, &c->free_list, sizeof(c->free_list));
+	c->free_list = p;
+}
+
+uint8_t *sfs_sheet_mem_get(struct sfs *fs)
+{
+	struct sfs_cache *c = fs->cache;
+	uint8_t *p = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (c->free_list) {
+		p = c->free_list;
+		memcpy(&c->free_list, p, sizeof(c->free_list));
+	} else if (c->bump < c->bump_end || add_chunk(fs, c) == 0) {
+		p = c->bump;
+		c->bump += c->block;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return p;
+}
+
+void sfs_sheet_mem_put(struct sfs *fs, uint8_t *p)
+{
+	struct sfs_cache *c = fs->cache;
+	if (!p)
+		return;
+	pthread_mutex_lock(&c->lock);
+	block_put(c, p);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Fault in the blocks that the first pass over the store will fill (at most
+ * the budget and -o prealloc), so that serving it takes no page faults: on a
+ * 2-core machine, faulting and zeroing fresh pages cost a cold pass as much
+ * CPU as the checksums. The blocks go on the free list.
+ */
+static void prealloc(struct sfs *fs, struct sfs_cache *c)
+{
+	uint64_t want = (uint64_t)c->n * c->block;
+	if (want > c->budget)
+		want = c->budget;
+	if (want > fs->o.prealloc_bytes)
+		want = fs->o.prealloc_bytes;
+	uint64_t blocks = want / c->block, got = 0;
+	while (got < blocks && add_chunk(fs, c) == 0) {
+		uint8_t *base = c->chunks[c->nchunks - 1];
+#ifdef MADV_POPULATE_WRITE
+		if (madvise(base, c->chunk_len, MADV_POPULATE_WRITE) < 0)
+#endif
+			memset(base, 0, c->chunk_len);
+		while (c->bump < c->bump_end) {
+			block_put(c, c->bump);
+			c->bump += c->block;
+			got++;
+		}
+	}
+}
+
+size_t sfs_sheet_mem_block(struct sfs *fs)
+{
+	return fs->cache->block;
 }
 
 void sfs_cache_destroy(struct sfs *fs)
@@ -75,9 +196,9 @@ void sfs_cache_destroy(struct sfs *fs)
 	struct sfs_cache *c = fs->cache;
 	if (!c)
 		return;
-	for (uint32_t i = 0; i < c->n; i++)
-		if (c->slots[i].raw)
-			munmap(c->slots[i].raw, c->slots[i].map_len);
+	for (uint32_t k = 0; k < c->nchunks; k++)
+		munmap(c->chunks[k], c->chunk_len);
+	free(c->chunks);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	free(c->slots);
@@ -85,24 +206,12 @@ void sfs_cache_destroy(struct sfs *fs)
 	fs->cache = NULL;
 }
 
-/*
- * Evict until need more bytes fit, or nothing more may go. Called locked;
- * victims are unmapped after the lock is dropped, by the caller, through
- * the list it passes.
- */
-struct victims {
-	void *p[16];
-	size_t len[16];
-	int n;
-};
-
-static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int demand,
-		      struct victims *v)
+/* Evict until need more bytes fit, or nothing more may go. Called locked. */
+static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int demand)
 {
 	uint32_t scanned = 0;
-	while (c->resident + need > c->budget && scanned < 2 * c->n && v->n < 16) {
+	while (c->resident + need > c->budget && scanned < 2 * c->n) {
 		struct slot *s = &c->slots[c->hand];
-		uint32_t idx = c->hand;
 		c->hand = (c->hand + 1) % c->n;
 		scanned++;
 		if (s->state != S_READY || s->pins)
@@ -113,49 +222,27 @@ static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int de
 			s->clock = 0;
 			continue;
 		}
-		(void)idx;
-		v->p[v->n] = s->raw;
-		v->len[v->n] = s->map_len;
-		v->n++;
-		c->resident -= s->map_len;
-		SFS_SUB(fs, bytes_resident, s->map_len);
+		block_put(c, s->raw);
+		c->resident -= c->block;
+		SFS_SUB(fs, bytes_resident, c->block);
 		SFS_SUB(fs, sheets_resident, 1);
 		SFS_ADD(fs, evictions, 1);
 		s->raw = NULL;
-		s->map_len = 0;
 		s->unused = 0;
 		s->state = S_EMPTY;
 	}
 }
 
-static void drop_victims(struct victims *v)
-{
-	for (int k = 0; k < v->n; k++)
-		munmap(v->p[k], v->len[k]);
-	v->n = 0;
-}
-
 /* Start loading sheet i (locked, slot empty). Returns 0 or -EAGAIN (no room for a prefetch). */
-static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand,
-		      struct victims *v)
+static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand)
 {
 	struct slot *s = &c->slots[i];
-	size_t len = map_len_of(fs, i);
-	make_room(fs, c, len, demand, v);
-	while (demand && c->resident + len > c->budget && v->n == 16) {
-		/* the victim list filled up: unmap outside the lock and go on */
-		pthread_mutex_unlock(&c->lock);
-		drop_victims(v);
-		pthread_mutex_lock(&c->lock);
-		if (s->state != S_EMPTY)
-			return 0;
-		make_room(fs, c, len, demand, v);
-	}
-	if (!demand && c->resident + len > c->budget)
+	make_room(fs, c, c->block, demand);
+	if (!demand && c->resident + c->block > c->budget)
 		return -EAGAIN;
 	s->state = S_LOADING;
 	s->err = 0;
-	c->resident += len;
+	c->resident += c->block;
 	s->unused = !demand;
 	sfs_prefetch_submit(fs, i, demand);
 	return 0;
@@ -164,7 +251,6 @@ static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int deman
 int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 {
 	struct sfs_cache *c = fs->cache;
-	struct victims v = {.n = 0};
 	int64_t ret;
 	int waited = 0, counted = 0;
 
@@ -205,13 +291,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 				ret = s->err;
 				break;
 			}
-			start_load(fs, c, i, 1, &v);
-		}
-		if (v.n) {
-			pthread_mutex_unlock(&c->lock);
-			drop_victims(&v);
-			pthread_mutex_lock(&c->lock);
-			continue;
+			start_load(fs, c, i, 1);
 		}
 		if (s->state != S_LOADING)
 			continue;
@@ -221,7 +301,6 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 		pthread_cond_wait(&c->cond, &c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
-	drop_victims(&v);
 	return ret;
 }
 
@@ -245,7 +324,6 @@ int sfs_sheet_present(struct sfs *fs, uint32_t i)
 void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n)
 {
 	struct sfs_cache *c = fs->cache;
-	struct victims v = {.n = 0};
 	if (!n)
 		return;
 	pthread_mutex_lock(&c->lock);
@@ -253,16 +331,13 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n)
 		uint32_t i = list[k];
 		if (i >= c->n || c->slots[i].state != S_EMPTY)
 			continue;
-		if (start_load(fs, c, i, 0, &v) < 0) {
+		if (start_load(fs, c, i, 0) < 0) {
 			SFS_ADD(fs, prefetch_skipped, 1);
 			break;
 		}
 		SFS_ADD(fs, prefetch_issued, 1);
-		if (v.n == 16)
-			break;
 	}
 	pthread_mutex_unlock(&c->lock);
-	drop_victims(&v);
 }
 
 void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi)
@@ -277,34 +352,33 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
 	sfs_sheet_prefetch(fs, list, k);
 }
 
-void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, size_t map_len, int err)
+void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 {
 	struct sfs_cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
 	struct slot *s = &c->slots[i];
-	size_t reserved = map_len_of(fs, i);
 	if (s->state != S_LOADING) {
 		/* cannot happen (one read per load); never lose track of memory */
-		pthread_mutex_unlock(&c->lock);
 		if (raw)
-			munmap(raw, map_len);
+			block_put(c, raw);
+		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	if (err == -SPRITE_ECHECKSUM || err == -SPRITE_ECORRUPT) {
-		s->state = S_FAILED;
-		c->resident -= reserved;
-	} else if (err < 0) {
-		s->state = S_EMPTY;
-		s->err = -EIO;
-		c->resident -= reserved;
+	if (err < 0 || !raw) {
+		if (raw)
+			block_put(c, raw);
+		c->resident -= c->block;
+		if (err == -SPRITE_ECHECKSUM || err == -SPRITE_ECORRUPT) {
+			s->state = S_FAILED;
+		} else {
+			s->state = S_EMPTY;
+			s->err = -EIO;
+		}
 	} else {
 		s->state = S_READY;
 		s->raw = raw;
-		s->map_len = map_len;
 		s->clock = 1;
-		c->resident += map_len;
-		c->resident -= reserved;
-		SFS_ADD(fs, bytes_resident, map_len);
+		SFS_ADD(fs, bytes_resident, c->block);
 		SFS_ADD(fs, sheets_resident, 1);
 	}
 	s->waiters = 0;

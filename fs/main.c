@@ -34,9 +34,11 @@
 #define DEFAULT_EPOCHS	  100u
 #define DEFAULT_BATCH	  64u
 #define MAX_DEFAULT_CACHE (16ull << 30)
+#define DEFAULT_PREALLOC  (256ull << 20)
 
 struct cli {
-	char *cache, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct, *cachedir;
+	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
+	char *cachedir;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -48,6 +50,7 @@ struct cli {
 	}
 static const struct fuse_opt cli_spec[] = {
 	OPT("cache=%s", cache),
+	OPT("prealloc=%s", prealloc),
 	OPT("prefetch=%s", prefetch),
 	OPT("epochs=%s", epochs),
 	OPT("seed=%s", seed),
@@ -95,6 +98,9 @@ static void usage(FILE *f)
 		"  -d                 FUSE debug output (implies -f)\n"
 		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most "
 		"16G)\n"
+		"  -o prealloc=SIZE   sheet memory faulted in at mount, so that first reads do not\n"
+		"                     page-fault (default: the decoded store, at most the cache\n"
+		"                     and 256M; 0 = off)\n"
 		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
 		"  -o epochs=N        epoch views listed per seed (default %u)\n"
 		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can "
@@ -264,6 +270,7 @@ static uint64_t default_cache(void)
 static int apply_options(struct cli *c, struct sfs_opts *o)
 {
 	o->cache_bytes = default_cache();
+	o->prealloc_bytes = DEFAULT_PREALLOC;
 	o->prefetch = DEFAULT_PREFETCH;
 	o->epochs = DEFAULT_EPOCHS;
 	o->seed = 0;
@@ -282,6 +289,13 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 			return -1;
 		}
 		o->cache_bytes = v;
+	}
+	if (c->prealloc) {
+		if (sprite_parse_size(c->prealloc, &o->prealloc_bytes) < 0) {
+			fprintf(stderr, "spritefs: -o prealloc=%s: expected a size (e.g. 0, 64M, 1G)\n",
+				c->prealloc);
+			return -1;
+		}
 	}
 	if (c->prefetch && parse_u32("prefetch", c->prefetch, 0, 256, &o->prefetch))
 		return -1;
@@ -469,6 +483,7 @@ out_args:
 		free(c.pos[k]);
 	free(c.cache);
 	free(c.prefetch);
+	free(c.prealloc);
 	free(c.epochs);
 	free(c.seed);
 	free(c.window);

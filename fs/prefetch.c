@@ -190,7 +190,7 @@ static void fail_sheet(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, int e
 	p->freebufs[p->nfree++] = b;
 	p->mark[sheet] = Q_NONE;
 	pthread_mutex_unlock(&p->lock);
-	sfs_cache_complete(fs, sheet, NULL, 0, -EIO);
+	sfs_cache_complete(fs, sheet, NULL, -EIO);
 }
 
 static void to_decode(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t len)
@@ -317,20 +317,16 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&p->dlock);
 
 		const struct sprite_sheet_entry *e = &fs->info->sheets[j.sheet];
-		size_t map_len = ((size_t)e->raw_size + 4095) & ~(size_t)4095;
-		/* populated up front: one kernel call instead of a fault per page */
-		uint8_t *raw = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		uint8_t *raw = sfs_sheet_mem_get(fs);
 		int64_t r;
 		double t0 = sprite_now();
-		if (raw == MAP_FAILED) {
-			raw = NULL;
+		if (!raw) {
 			r = -ENOMEM;
 			snprintf(err, sizeof(err), "out of memory");
 		} else {
 			err[0] = 0;
 			r = sprite_sheet_decode(fs->store, j.sheet, p->bufs[j.buf], e->stored_size,
-						raw, map_len, err);
+						raw, sfs_sheet_mem_block(fs), err);
 		}
 		SFS_ADD(fs, decode_ns, (uint64_t)((sprite_now() - t0) * 1e9));
 
@@ -341,9 +337,7 @@ static void *worker_main(void *arg)
 		wake(p);
 
 		if (r < 0) {
-			if (raw)
-				munmap(raw, map_len);
-			raw = NULL;
+			sfs_sheet_mem_put(fs, raw);
 			if (r == -SPRITE_ECHECKSUM || r == -SPRITE_ECORRUPT) {
 				SFS_ADD(fs, checksum_failures, 1);
 				const struct sprite_split_entry *sp = &fs->info->splits[e->split];
@@ -358,11 +352,11 @@ static void *worker_main(void *arg)
 				sfs_log("spritefs: %s: sheet %u: %s", fs->store_path, j.sheet,
 					err[0] ? err : strerror((int)-r));
 			}
-			sfs_cache_complete(fs, j.sheet, NULL, 0, (int)r);
+			sfs_cache_complete(fs, j.sheet, NULL, (int)r);
 		} else {
 			SFS_ADD(fs, sheets_decoded, 1);
 			SFS_ADD(fs, raw_bytes_decoded, (uint64_t)r);
-			sfs_cache_complete(fs, j.sheet, raw, map_len, 0);
+			sfs_cache_complete(fs, j.sheet, raw, 0);
 		}
 	}
 	return NULL;

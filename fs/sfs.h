@@ -27,6 +27,7 @@
 
 struct sfs_opts {
 	uint64_t cache_bytes; /* sheet cache budget */
+	uint64_t prealloc_bytes; /* sheet memory faulted in at mount (capped by the store) */
 	uint32_t prefetch;    /* sheets ahead of a reader */
 	uint32_t epochs;      /* epoch views listed per seed */
 	uint64_t seed;	      /* seed listed under epochs/ */
@@ -50,6 +51,7 @@ struct sfs_stats {
 	uint64_t requests, reads, bytes_served, opens, lookups, eio;
 	uint64_t cache_hits, cache_misses, evictions;
 	uint64_t sheets_resident, bytes_resident;
+	uint64_t bytes_mapped; /* sheet memory chunks, used or free */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
 	uint64_t uring_reads, uring_bytes, buffered_reads;
 	uint64_t inflight;
@@ -154,8 +156,16 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n);
 void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi);
 /* Nonzero when sheet i is resident or on its way. */
 int sfs_sheet_present(struct sfs *fs, uint32_t i);
-/* Called by decode workers when sheet i is done: raw (mmap'd, map_len) or err < 0. */
-void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, size_t map_len, int err);
+/*
+ * Sheet memory: a block of sfs_sheet_mem_block() bytes for one decoded sheet,
+ * or NULL when no memory can be mapped. Decode workers take one per sheet;
+ * sfs_cache_complete() keeps it (err 0) or gives it back (err < 0).
+ */
+uint8_t *sfs_sheet_mem_get(struct sfs *fs);
+void sfs_sheet_mem_put(struct sfs *fs, uint8_t *p);
+size_t sfs_sheet_mem_block(struct sfs *fs);
+/* Called by decode workers when sheet i is done: its bytes in raw, or err < 0. */
+void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err);
 
 /* ---- prefetch.c -------------------------------------------------------- */
 

@@ -99,7 +99,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 {
 	struct sfs_str s = {0};
 	double up = sprite_now() - fs->stats.started;
-	uint64_t resident = SFS_GET(fs, bytes_resident);
+	uint64_t mapped = SFS_GET(fs, bytes_mapped);
 	uint64_t iobufs = sfs_prefetch_mem(fs);
 	uint64_t scratch = SFS_GET(fs, scratch_bytes);
 #define C(name)                                                                                    \
@@ -116,6 +116,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(evictions);
 	C(sheets_resident);
 	C(bytes_resident);
+	C(bytes_mapped);
 	sfs_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
 	sfs_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
 	C(prefetch_issued);
@@ -133,7 +134,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	sfs_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
 	sfs_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
 	sfs_str_printf(&s, "  \"memory_in_use\": %llu,\n",
-		       (unsigned long long)(resident + iobufs + scratch));
+		       (unsigned long long)(mapped + iobufs + scratch));
 	sfs_str_printf(&s, "  \"rss\": %llu\n}\n", (unsigned long long)sfs_rss_bytes());
 #undef C
 	if (s.oom) {

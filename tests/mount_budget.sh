@@ -21,9 +21,12 @@ hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$SFS_PID/status")
 rss=$(awk '/VmRSS/ {print $2 * 1024}' "/proc/$SFS_PID/status")
 ev=$(stat_field "$T/mnt" evictions)
 res=$(stat_field "$T/mnt" bytes_resident)
+mapped=$(stat_field "$T/mnt" bytes_mapped)
 echo "budget $((budget >> 20)) MiB: peak RSS $((hwm >> 20)) MiB, RSS now $((rss >> 20)) MiB, cache $((res >> 20)) MiB, $ev evictions, epoch 0 $(cat "$T/epoch.bytes") bytes"
 [[ $ev -gt 0 ]] || fail "no evictions with a store larger than the budget"
 [[ $res -le $budget ]] || fail "cache holds $res bytes, over the budget $budget"
+[[ $mapped -ge $res && $mapped -le $((budget + (64 << 20))) ]] ||
+	fail "sheet memory mapped $mapped bytes: below the cache's $res or over budget + 64 MiB"
 [[ $hwm -le $((budget + (64 << 20))) ]] || fail "peak RSS $hwm > budget + 64 MiB"
 sfs_umount "$T/mnt"
 echo "PASS"
