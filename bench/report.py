@@ -176,6 +176,10 @@ def main():
         g = groups.setdefault(key, {"medium": r["medium"], "state": r["state"],
                                     "read": [], "decode": []})
         g[r["kind"]].append(r.get("result") or {})
+    def per_pass(x, k):  # --passes N reads everything N times
+        v = x.get(k)
+        return v // max(1, x.get("passes") or 1) if isinstance(v, int) else v
+
     rows = []
     for key, g in groups.items():
         row = {"medium": g["medium"], "state": g["state"], "runs": max(len(g["read"]),
@@ -183,11 +187,11 @@ def main():
         if g["read"]:
             row["mb_s"] = med([x.get("mb_s") for x in g["read"]])
             row["files_s"] = med([x.get("files_s") for x in g["read"]])
-            row["bytes"] = g["read"][0].get("bytes")
+            row["bytes"] = per_pass(g["read"][0], "bytes")
             row["read_wall_s"] = med([x.get("wall_s") for x in g["read"]])
         if g["decode"]:
             row["samples_s"] = med([x.get("samples_s") for x in g["decode"]])
-            row["samples"] = g["decode"][0].get("samples")
+            row["samples"] = per_pass(g["decode"][0], "samples")
             sums = {x.get("sample_sum") for x in g["decode"] if x.get("sample_sum")}
             if sums:
                 row["sample_sum"] = sorted(sums)[0] if len(sums) == 1 else "differs:" + ",".join(sorted(sums))
