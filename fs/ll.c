@@ -2,10 +2,21 @@
  * ll.c - the FUSE low-level operations of spritefs, in one const table.
  *
  * The tree is immutable while mounted, so every reply carries long entry and
- * attribute timeouts and every open asks the kernel to keep its page cache
- * (keep_cache): a second read of a file never reaches the daemon. Only
- * stats.json changes; it is opened direct_io, with a snapshot taken at open
- * and freed at release.
+ * attribute timeouts and the kernel keeps its page cache of every file: a
+ * second read of a file never reaches the daemon. Where the kernel allows it
+ * (FUSE no_open), opens do not reach it either: the first open answers
+ * ENOSYS, and from then on the kernel opens files by itself, keeping their
+ * cache, and sends no open or release. A trainer that opens a small epoch
+ * batch or a by-class image per sample saves a round trip per file: warm
+ * open+read+close of a 50 KB batch file costs about half as much.
+ *
+ * Only stats.json changes. It is one page (SFS_STATS_SIZE, padded), its
+ * attributes never cache, and its mtime moves every 10 ms; with
+ * auto_inval_data, a read() after a change finds the page invalidated and
+ * gets a fresh snapshot, taken whole in one reply. Without no_open
+ * (-o kernel_open=0, or an old kernel), it is opened direct_io, and a read
+ * from offset 0 takes a fresh snapshot that later offsets of the same
+ * descriptor share.
  *
  * Reads are answered with fuse_reply_iov() pointing into pinned sheets (one
  * copy, user to kernel, done by the writev on /dev/fuse); the sheets are
@@ -35,6 +46,12 @@ static struct sfs *fs_of(fuse_req_t req)
 
 static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 {
+	struct timespec t = fs->mtime;
+	if (sfs_ino_kind(a->ino) == SFS_K_STATS_JSON) {
+		/* the counters move: a new mtime (10 ms steps) makes the kernel re-read */
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec -= t.tv_nsec % 10000000;
+	}
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
 	st->st_mode = a->dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
@@ -44,13 +61,12 @@ static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
 	st->st_uid = getuid();
 	st->st_gid = getgid();
-	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
 static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct sfs *fs = userdata;
-	(void)fs;
 	/* 1 MiB requests: libfuse derives max_pages from max_write */
 	conn->max_write = SFS_MAX_READ;
 	conn->max_readahead =
@@ -59,9 +75,16 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	conn->want &=
-		~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ |
-			    FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
+	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+				  FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE);
+	if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) &&
+	    (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) && fs->o.kernel_open) {
+		/* every file's mtime is fixed but stats.json's: only it gets invalidated */
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+		fs->no_open = 1;
+	} else {
+		conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	}
 }
 
 static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -187,8 +210,13 @@ static void sfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (fs->no_open) {
+		/* the kernel takes this as "open without asking, keep the cache" */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
-		/* a snapshot per open: one reader sees one picture */
+		/* a snapshot per descriptor, renewed by each read from offset 0 */
 		size_t len = 0;
 		char *j = sfs_stats_json(fs, &len);
 		if (!j) {
@@ -235,10 +263,31 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (fi->fh) {
 		struct sfs_str *s = (struct sfs_str *)(uintptr_t)fi->fh;
+		size_t nlen = 0;
+		char *fresh = off == 0 ? sfs_stats_json(fs, &nlen) : NULL;
+		if (fresh) { /* a read from the start sees fresh counters, as with no_open */
+			free(s->p);
+			*s = (struct sfs_str){.p = fresh, .len = nlen, .cap = nlen};
+		}
 		size_t o = (uint64_t)off < s->len ? (size_t)off : s->len;
 		size_t n = s->len - o < size ? s->len - o : size;
 		SFS_ADD(fs, bytes_served, n);
 		fuse_reply_buf(req, s->p + o, n);
+		return;
+	}
+	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
+		/* no_open: a snapshot per read; the page is one reply */
+		size_t len = 0;
+		char *j = sfs_stats_json(fs, &len);
+		if (!j) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		size_t o = (uint64_t)off < len ? (size_t)off : len;
+		size_t n = len - o < size ? len - o : size;
+		SFS_ADD(fs, bytes_served, n);
+		fuse_reply_buf(req, j + o, n);
+		free(j);
 		return;
 	}
 	struct sfs_rbuf *rb = sfs_rbuf_get(fs, size);

@@ -38,7 +38,7 @@
 
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
-	char *cachedir;
+	char *cachedir, *kopen;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -59,6 +59,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("workers=%s", workers),
 	OPT("direct=%s", direct),
 	OPT("cachedir=%s", cachedir),
+	OPT("kernel_open=%s", kopen),
 	{"-f", offsetof(struct cli, foreground), 1},
 	{"-d", offsetof(struct cli, debug), 1},
 	{"debug", offsetof(struct cli, debug), 1},
@@ -112,6 +113,8 @@ static void usage(FILE *f)
 		"cache)\n"
 		"  -o workers=N       decode threads (default: number of CPUs)\n"
 		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
+		"  -o kernel_open=0|1 let the kernel open files without asking the daemon (FUSE\n"
+		"                     no_open), where it can: no round trip per open (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
 		"  other -o options go to FUSE (allow_other, default_permissions, ...)\n",
@@ -279,6 +282,7 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	o->workers = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (uint32_t)ncpu;
 	o->direct = 1;
+	o->kernel_open = 1;
 	if (c->cache) {
 		uint64_t v;
 		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
@@ -314,6 +318,12 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 		if (parse_u32("direct", c->direct, 0, 1, &d))
 			return -1;
 		o->direct = (int)d;
+	}
+	if (c->kopen) {
+		uint32_t d;
+		if (parse_u32("kernel_open", c->kopen, 0, 1, &d))
+			return -1;
+		o->kernel_open = (int)d;
 	}
 	o->foreground = c->foreground || c->debug;
 	o->debug = c->debug;
@@ -491,6 +501,7 @@ out_args:
 	free(c.workers);
 	free(c.direct);
 	free(c.cachedir);
+	free(c.kopen);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -35,6 +35,7 @@ struct sfs_opts {
 	uint32_t batch;	      /* samples per epoch-view batch file */
 	uint32_t workers;     /* decode threads */
 	int direct;	      /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
+	int kernel_open;      /* 1: FUSE no_open when the kernel offers it */
 	int foreground, debug;
 };
 
@@ -43,6 +44,7 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u	  /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
+#define SFS_STATS_SIZE	    4096u	  /* stats.json: one page, padded with spaces */
 
 /* ---- stats ------------------------------------------------------------- */
 
@@ -110,6 +112,7 @@ struct sfs {
 	char *dataset_json;
 	size_t dataset_json_len;
 	int pnm_c_ok; /* by-class images exist (c is 1 or 3; else .pam) */
+	int no_open;  /* the kernel opens files without asking us (FUSE no_open) */
 
 	pthread_mutex_t seed_lock;
 	uint64_t seeds[SFS_MAX_SEEDS];
@@ -125,7 +128,10 @@ struct sfs {
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sfs_log_to_syslog(int on);
-/* A malloc'd JSON snapshot of the counters; *len set. NULL on ENOMEM. */
+/*
+ * A malloc'd JSON snapshot of the counters, padded with spaces to
+ * SFS_STATS_SIZE bytes and ending in a newline; *len set. NULL on ENOMEM.
+ */
 char *sfs_stats_json(struct sfs *fs, size_t *len);
 /* Resident set size of this process, from /proc/self/statm. */
 uint64_t sfs_rss_bytes(void);

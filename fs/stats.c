@@ -126,6 +126,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(uring_reads);
 	C(uring_bytes);
 	sfs_str_printf(&s, "  \"direct_io\": %s,\n", fs->stats.direct_io ? "true" : "false");
+	sfs_str_printf(&s, "  \"kernel_open\": %s,\n", fs->no_open ? "true" : "false");
 	C(checksum_failures);
 	C(read_errors);
 	C(sheets_decoded);
@@ -135,8 +136,12 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	sfs_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
 	sfs_str_printf(&s, "  \"memory_in_use\": %llu,\n",
 		       (unsigned long long)(mapped + iobufs + scratch));
-	sfs_str_printf(&s, "  \"rss\": %llu\n}\n", (unsigned long long)sfs_rss_bytes());
+	sfs_str_printf(&s, "  \"rss\": %llu\n}", (unsigned long long)sfs_rss_bytes());
 #undef C
+	/* a fixed size, so that the file's size never changes under a reader */
+	while (!s.oom && s.len + 1 < SFS_STATS_SIZE)
+		sfs_str_printf(&s, "%*s", (int)(SFS_STATS_SIZE - 1 - s.len), "");
+	sfs_str_printf(&s, "\n");
 	if (s.oom) {
 		free(s.p);
 		return NULL;
