@@ -63,8 +63,9 @@ struct sfs_prefetch {
 	uint32_t *urgent, *ahead; /* ring queues of sheet numbers, capacity nsheets */
 	uint32_t uh, ut, un, ah, at, an, cap;
 	uint8_t *mark; /* Q_* per sheet */
+	uint8_t *urgent_read; /* 1 while a read a reader waits for is in flight */
 	int stop;
-	uint32_t inflight;
+	uint32_t inflight, urgent_inflight;
 
 	pthread_t ring_thread;
 	int ring_started;
@@ -135,14 +136,24 @@ uint64_t sfs_prefetch_mem(struct sfs *fs)
 	return p ? (uint64_t)p->nbufs * p->buf_len : 0;
 }
 
-/* Next sheet to read (locked), or UINT32_MAX. */
+/*
+ * Next sheet to read (locked), or UINT32_MAX. While a reader waits on a read,
+ * reads ahead go out one at a time: the device serves what is in flight side
+ * by side, so eight sheets issued with the urgent one would make the reader
+ * wait for all of them (a cold mount's first read: 8.6 ms instead of ~1.5).
+ */
 static uint32_t next_sheet(struct sfs_prefetch *p)
 {
 	while (p->un) {
 		uint32_t i = pop_q(p->urgent, &p->uh, &p->un, p->cap);
-		if (p->mark[i] == Q_URGENT)
+		if (p->mark[i] == Q_URGENT) {
+			p->urgent_read[i] = 1;
+			p->urgent_inflight++;
 			return i;
+		}
 	}
+	if (p->urgent_inflight && p->inflight > p->urgent_inflight)
+		return UINT32_MAX;
 	while (p->an) {
 		uint32_t i = pop_q(p->ahead, &p->ah, &p->an, p->cap);
 		if (p->mark[i] == Q_AHEAD)
@@ -181,8 +192,20 @@ static void prep_read(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t
 	SFS_ADD(p->fs, uring_reads, 1);
 }
 
+/* The read of a sheet is over (read whole, or failed for good). Ring thread only. */
+static void read_over(struct sfs_prefetch *p, uint32_t sheet)
+{
+	if (p->urgent_read[sheet]) {
+		pthread_mutex_lock(&p->lock);
+		p->urgent_read[sheet] = 0;
+		p->urgent_inflight--;
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
 static void fail_sheet(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, int err)
 {
+	read_over(p, sheet);
 	struct sfs *fs = p->fs;
 	sfs_log("spritefs: %s: sheet %u: read failed: %s", fs->store_path, sheet, strerror(-err));
 	SFS_ADD(fs, read_errors, 1);
@@ -245,6 +268,7 @@ static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
 		prep_read(p, sheet, b, done); /* short read: ask for the rest */
 		return;
 	}
+	read_over(p, sheet);
 	to_decode(p, sheet, b, done);
 }
 
@@ -381,7 +405,8 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 	p->urgent = calloc(n, sizeof(uint32_t));
 	p->ahead = calloc(n, sizeof(uint32_t));
 	p->mark = calloc(n, 1);
-	if (!p->urgent || !p->ahead || !p->mark)
+	p->urgent_read = calloc(n, 1);
+	if (!p->urgent || !p->ahead || !p->mark || !p->urgent_read)
 		return -ENOMEM;
 
 	/* buffers: enough for prefetch + a few readers, within BUF_MEM_CAP */
@@ -497,6 +522,7 @@ void sfs_prefetch_stop(struct sfs *fs)
 	free(p->urgent);
 	free(p->ahead);
 	free(p->mark);
+	free(p->urgent_read);
 	free(p->workers);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->dlock);
