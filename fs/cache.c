@@ -39,6 +39,7 @@ struct slot {
 	uint8_t clock;	 /* referenced since the hand last passed */
 	uint8_t unused;	 /* prefetched, not yet read */
 	uint8_t waiters; /* a reader sleeps on it */
+	uint8_t push;	 /* loaded ahead of a batch-file reader: push it to the kernel */
 	int err;	 /* last error for S_EMPTY after a transient failure */
 };
 
@@ -234,7 +235,7 @@ static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int de
 }
 
 /* Start loading sheet i (locked, slot empty). Returns 0 or -EAGAIN (no room for a prefetch). */
-static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand)
+static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand, int push)
 {
 	struct slot *s = &c->slots[i];
 	make_room(fs, c, c->block, demand);
@@ -244,6 +245,7 @@ static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int deman
 	s->err = 0;
 	c->resident += c->block;
 	s->unused = !demand;
+	s->push = (uint8_t)(push && !demand);
 	sfs_prefetch_submit(fs, i, demand);
 	return 0;
 }
@@ -291,7 +293,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 				ret = s->err;
 				break;
 			}
-			start_load(fs, c, i, 1);
+			start_load(fs, c, i, 1, 0);
 		}
 		if (s->state != S_LOADING)
 			continue;
@@ -321,7 +323,7 @@ int sfs_sheet_present(struct sfs *fs, uint32_t i)
 	return __atomic_load_n(&c->slots[i].state, __ATOMIC_RELAXED) != S_EMPTY;
 }
 
-void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n)
+void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n, int push)
 {
 	struct sfs_cache *c = fs->cache;
 	if (!n)
@@ -331,7 +333,7 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n)
 		uint32_t i = list[k];
 		if (i >= c->n || c->slots[i].state != S_EMPTY)
 			continue;
-		if (start_load(fs, c, i, 0) < 0) {
+		if (start_load(fs, c, i, 0, push) < 0) {
 			SFS_ADD(fs, prefetch_skipped, 1);
 			break;
 		}
@@ -340,7 +342,8 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi)
+void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi,
+			    int push)
 {
 	uint32_t list[256];
 	uint32_t k = 0;
@@ -349,11 +352,12 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
 	for (uint32_t i = from; i < hi && k < n; i++)
 		if (i >= lo && !sfs_sheet_present(fs, i))
 			list[k++] = i;
-	sfs_sheet_prefetch(fs, list, k);
+	sfs_sheet_prefetch(fs, list, k, push);
 }
 
-void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
+int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 {
+	int push = 0;
 	struct sfs_cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
 	struct slot *s = &c->slots[i];
@@ -362,7 +366,7 @@ void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 		if (raw)
 			block_put(c, raw);
 		pthread_mutex_unlock(&c->lock);
-		return;
+		return 0;
 	}
 	if (err < 0 || !raw) {
 		if (raw)
@@ -378,10 +382,17 @@ void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 		s->state = S_READY;
 		s->raw = raw;
 		s->clock = 1;
+		if (s->push && s->unused && !s->waiters && fs->o.push) {
+			/* pinned while the worker pushes it; sfs_sheet_put() unpins */
+			s->pins++;
+			push = 1;
+		}
 		SFS_ADD(fs, bytes_resident, c->block);
 		SFS_ADD(fs, sheets_resident, 1);
 	}
+	s->push = 0;
 	s->waiters = 0;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	return push;
 }

@@ -64,6 +64,36 @@ static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
+/*
+ * Store decoded sheet i into the kernel's page cache of its batch file, in
+ * 1 MiB pieces (fuse_lowlevel_notify_store), from the decode worker that
+ * made it. A reader going through batches/ in order then finds the pages
+ * there: the copy into the page cache runs on the worker's core, alongside
+ * the reader, instead of inside the reader's read() round trip. The kernel
+ * answers ENOENT for a file it has not looked up; nothing is lost then, the
+ * read comes to the daemon as usual.
+ */
+void sfs_push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw)
+{
+	const struct sprite_sheet_entry *e = &fs->info->sheets[i];
+	struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
+	if (!se)
+		return;
+	uint64_t ino = sfs_ino(SFS_K_BATCH, e->split, 0, i - fs->splits[e->split].first_sheet);
+	size_t len = e->raw_size, done = 0;
+	while (done < len) {
+		size_t n = len - done < SFS_MAX_READ ? len - done : SFS_MAX_READ;
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+		bv.buf[0].mem = (void *)(uintptr_t)(raw + done);
+		if (fuse_lowlevel_notify_store(se, ino, (off_t)done, &bv, 0) != 0)
+			break;
+		done += n;
+	}
+	if (done == len)
+		SFS_ADD(fs, sheets_pushed, 1);
+	SFS_ADD(fs, bytes_pushed, done);
+}
+
 static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct sfs *fs = userdata;
@@ -75,6 +105,11 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* always plus: a listing makes every inode (see readdir_common) */
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	}
 	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
 				  FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE);
 	if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) &&
@@ -85,6 +120,16 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	} else {
 		conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	}
+}
+
+static void fill_entry(struct sfs *fs, const struct sfs_attr *a, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = 1;
+	fill_stat(fs, a, &e->attr);
+	e->attr_timeout = sfs_ino_kind(a->ino) == SFS_K_STATS_JSON ? 0 : TIMEOUT;
+	e->entry_timeout = TIMEOUT;
 }
 
 static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -99,13 +144,7 @@ static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct fuse_entry_param e;
-	memset(&e, 0, sizeof(e));
-	e.ino = a.ino;
-	e.generation = 1;
-	fill_stat(fs, &a, &e.attr);
-	int live = sfs_ino_kind(a.ino) == SFS_K_STATS_JSON;
-	e.attr_timeout = live ? 0 : TIMEOUT;
-	e.entry_timeout = TIMEOUT;
+	fill_entry(fs, &a, &e);
 	fuse_reply_entry(req, &e);
 }
 
@@ -330,8 +369,15 @@ static void sfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	fuse_reply_open(req, fi);
 }
 
-static void sfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+/*
+ * readdir and readdirplus. With plus, each entry carries its attributes and
+ * the kernel makes the inode at once: a reader that lists batches/ before
+ * reading it needs no lookup per file, and the decode workers can push sheets
+ * into the page cache of files the reader has not opened yet (an inode the
+ * kernel does not hold cannot be pushed to). Inodes are computed, not
+ * allocated, so the lookup counts this hands out need no forget.
+ */
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct sfs *fs = fs_of(req);
 	SFS_ADD(fs, requests, 1);
@@ -354,18 +400,38 @@ static void sfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		}
 		if (r == 0)
 			break;
-		struct stat st;
-		memset(&st, 0, sizeof(st));
-		st.st_ino = a.ino;
-		st.st_mode = a.dir ? S_IFDIR : S_IFREG;
-		size_t need =
-			fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param e;
+			fill_entry(fs, &a, &e);
+			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+						      (off_t)(i + 1));
+		} else {
+			struct stat st;
+			memset(&st, 0, sizeof(st));
+			st.st_ino = a.ino;
+			st.st_mode = a.dir ? S_IFDIR : S_IFREG;
+			need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+						 (off_t)(i + 1));
+		}
 		if (need > size - used)
 			break;
 		used += need;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void sfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, 0);
+}
+
+static void sfs_ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			       struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, 1);
 }
 
 static void sfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -411,6 +477,7 @@ const struct fuse_lowlevel_ops sfs_ll_ops = {
 	.release = sfs_ll_release,
 	.opendir = sfs_ll_opendir,
 	.readdir = sfs_ll_readdir,
+	.readdirplus = sfs_ll_readdirplus,
 	.statfs = sfs_ll_statfs,
 	.setxattr = sfs_ll_setxattr,
 	.removexattr = sfs_ll_removexattr,

@@ -38,7 +38,7 @@
 
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
-	char *cachedir, *kopen;
+	char *cachedir, *kopen, *push;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -60,6 +60,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("direct=%s", direct),
 	OPT("cachedir=%s", cachedir),
 	OPT("kernel_open=%s", kopen),
+	OPT("push=%s", push),
 	{"-f", offsetof(struct cli, foreground), 1},
 	{"-d", offsetof(struct cli, debug), 1},
 	{"debug", offsetof(struct cli, debug), 1},
@@ -115,6 +116,8 @@ static void usage(FILE *f)
 		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
 		"  -o kernel_open=0|1 let the kernel open files without asking the daemon (FUSE\n"
 		"                     no_open), where it can: no round trip per open (default 1)\n"
+		"  -o push=0|1        store sheets loaded ahead of a batches/ reader into the\n"
+		"                     kernel's page cache as they are decoded (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
 		"  other -o options go to FUSE (allow_other, default_permissions, ...)\n",
@@ -283,6 +286,7 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	o->workers = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (uint32_t)ncpu;
 	o->direct = 1;
 	o->kernel_open = 1;
+	o->push = 1;
 	if (c->cache) {
 		uint64_t v;
 		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
@@ -324,6 +328,12 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 		if (parse_u32("kernel_open", c->kopen, 0, 1, &d))
 			return -1;
 		o->kernel_open = (int)d;
+	}
+	if (c->push) {
+		uint32_t d;
+		if (parse_u32("push", c->push, 0, 1, &d))
+			return -1;
+		o->push = (int)d;
 	}
 	o->foreground = c->foreground || c->debug;
 	o->debug = c->debug;
@@ -467,6 +477,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_idle_threads(cfg, 8);
 	fuse_loop_cfg_set_max_threads(cfg, 32);
+	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */
 	r = fuse_session_loop_mt(se, cfg);
 	/* a signal ends the loop with its number: that is the way to stop us */
 	ret = (r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP) ? 0 : 1;
@@ -502,6 +513,7 @@ out_args:
 	free(c.direct);
 	free(c.cachedir);
 	free(c.kopen);
+	free(c.push);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -380,7 +380,10 @@ static void *worker_main(void *arg)
 		} else {
 			SFS_ADD(fs, sheets_decoded, 1);
 			SFS_ADD(fs, raw_bytes_decoded, (uint64_t)r);
-			sfs_cache_complete(fs, j.sheet, raw, 0);
+			if (sfs_cache_complete(fs, j.sheet, raw, 0)) {
+				sfs_push_batch(fs, j.sheet, raw);
+				sfs_sheet_put(fs, j.sheet);
+			}
 		}
 	}
 	return NULL;

@@ -36,6 +36,7 @@ struct sfs_opts {
 	uint32_t workers;     /* decode threads */
 	int direct;	      /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
 	int kernel_open;      /* 1: FUSE no_open when the kernel offers it */
+	int push;	      /* 1: push sheets loaded ahead into the kernel's page cache */
 	int foreground, debug;
 };
 
@@ -54,6 +55,7 @@ struct sfs_stats {
 	uint64_t cache_hits, cache_misses, evictions;
 	uint64_t sheets_resident, bytes_resident;
 	uint64_t bytes_mapped; /* sheet memory chunks, used or free */
+	uint64_t sheets_pushed, bytes_pushed; /* into the kernel's page cache */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
 	uint64_t uring_reads, uring_bytes, buffered_reads;
 	uint64_t inflight;
@@ -113,6 +115,7 @@ struct sfs {
 	size_t dataset_json_len;
 	int pnm_c_ok; /* by-class images exist (c is 1 or 3; else .pam) */
 	int no_open;  /* the kernel opens files without asking us (FUSE no_open) */
+	struct fuse_session *se; /* for notifications; NULL until the session exists */
 
 	pthread_mutex_t seed_lock;
 	uint64_t seeds[SFS_MAX_SEEDS];
@@ -156,10 +159,15 @@ void sfs_cache_destroy(struct sfs *fs);
  */
 int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw);
 void sfs_sheet_put(struct sfs *fs, uint32_t i);
-/* Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks. */
-void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n);
+/*
+ * Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks.
+ * push: a reader goes through the batch files in order, so each sheet is
+ * pushed into the kernel's page cache of its batch file once decoded.
+ */
+void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n, int push);
 /* Prefetch sheets [from, from+n) clipped to [lo, hi). */
-void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi);
+void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi,
+			    int push);
 /* Nonzero when sheet i is resident or on its way. */
 int sfs_sheet_present(struct sfs *fs, uint32_t i);
 /*
@@ -170,8 +178,17 @@ int sfs_sheet_present(struct sfs *fs, uint32_t i);
 uint8_t *sfs_sheet_mem_get(struct sfs *fs);
 void sfs_sheet_mem_put(struct sfs *fs, uint8_t *p);
 size_t sfs_sheet_mem_block(struct sfs *fs);
-/* Called by decode workers when sheet i is done: its bytes in raw, or err < 0. */
-void sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err);
+/*
+ * Called by decode workers when sheet i is done: its bytes in raw, or err < 0.
+ * Returns 1 when the worker should push the sheet to the kernel (it is then
+ * pinned: sfs_push_batch(), then sfs_sheet_put()).
+ */
+int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err);
+
+/* ---- ll.c -------------------------------------------------------------- */
+
+/* Push decoded sheet i into the kernel's page cache of its batch file. */
+void sfs_push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw);
 
 /* ---- prefetch.c -------------------------------------------------------- */
 

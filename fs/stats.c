@@ -117,6 +117,8 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(sheets_resident);
 	C(bytes_resident);
 	C(bytes_mapped);
+	C(sheets_pushed);
+	C(bytes_pushed);
 	sfs_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
 	sfs_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
 	C(prefetch_issued);

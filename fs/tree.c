@@ -270,7 +270,7 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 		struct sprite_batch_header h;
 		if (k % 4 == 0)
 			sfs_sheet_prefetch_run(fs, i + 1, fs->o.prefetch, sp->first_sheet,
-					       sp->first_sheet + sp->nsheets);
+					       sp->first_sheet + sp->nsheets, 0);
 		int64_t n = sfs_sheet_get(fs, i, &raw);
 		if (n < 0) {
 			bad[k] = 1;
@@ -813,7 +813,7 @@ static int read_images_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 		return r;
 	uint32_t nspan = (uint32_t)((end - pos) / (tb * fs->info->sheet_tiles)) + 2;
 	sfs_sheet_prefetch_run(fs, sheet, nspan + fs->o.prefetch, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets);
+			       sp->first_sheet + sp->nsheets, 0);
 	while (pos < end) {
 		uint64_t d = pos - hl, s = d / tb;
 		r = locate(fs, sp->index, s, &sheet, &slot);
@@ -864,7 +864,7 @@ static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t
 {
 	uint32_t sheet = sp->first_sheet + n;
 	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets);
+			       sp->first_sheet + sp->nsheets, 1);
 	return rb_add_sheet(fs, rb, sheet, pos, (size_t)(end - pos));
 }
 
@@ -889,7 +889,7 @@ static int read_class_img(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint
 		return r;
 	const struct sprite_sheet_entry *e = &in->sheets[sheet];
 	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets);
+			       sp->first_sheet + sp->nsheets, 0);
 	return rb_add_sheet(fs, rb, sheet,
 			    tiles_offset(fs, e->count) + (uint64_t)slot * fs->tile_bytes +
 				    (pos - (uint64_t)hl),
@@ -995,7 +995,7 @@ static void epoch_prefetch(struct sfs *fs, struct sfs_split *sp, const uint32_t 
 		if (!dup)
 			list[k++] = sheet;
 	}
-	sfs_sheet_prefetch(fs, list, k);
+	sfs_sheet_prefetch(fs, list, k, 0);
 }
 
 static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, uint32_t n,
