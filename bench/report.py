@@ -162,6 +162,7 @@ def main():
             if res.get("wall_s"):
                 ceil.setdefault(r["medium"], []).append(res["bytes"] / 1e6 / res["wall_s"])
     ceilings = {"fio_store_mb_s": med(ceil.get("fio-store", [])),
+                "fio_store_pass_mb_s": med(ceil.get("fio-store-pass", [])),
                 "fio_disk_mb_s": med(ceil.get("fio-disk", [])),
                 "dd_tmpfs_mb_s": med(ceil.get("dd-tmpfs", [])),
                 "fio_engine": (ceil.get("fio-disk-engine") or ceil.get("fio-store-engine")
@@ -266,9 +267,15 @@ def main():
     t2 = None
     if sc.get("read_wall_s") and store_bytes and ceilings["fio_store_mb_s"]:
         t2 = (store_bytes / 1e6 / sc["read_wall_s"]) / ceilings["fio_store_mb_s"]
+    t2p = None
+    if t2 is not None and ceilings["fio_store_pass_mb_s"]:
+        t2p = t2 * ceilings["fio_store_mb_s"] / ceilings["fio_store_pass_mb_s"]
     target("T2", "spritefs cold (fresh mount, caches dropped) vs fio O_DIRECT seq read of the store, compressed bytes",
            t2, ">= 0.8x", None if t2 is None else t2 >= 0.8,
-           "store bytes / cold pass wall time over fio 1M QD16 MB/s")
+           "store bytes / cold pass wall time over fio 1M QD16 MB/s (time-based)")
+    if t2p:
+        targets[-1]["also"] = f"{t2p:.2f}x of one fio pass"
+        targets[-1]["vs_one_pass"] = t2p
     tt = row_of("torch-tiff-tmpfs", "warm")
     dsw = row_of("spritefs", "warm")
     r3 = ratio(dsw.get("samples_s"), tt.get("samples_s"))
@@ -330,6 +337,7 @@ def main():
     L.append("|---|---:|")
     L.append(f"| disk: fio sequential 1 MiB, O_DIRECT, {ceilings['fio_engine'] or 'io_uring'}, QD16 | {fmt(ceilings['fio_disk_mb_s'])} |")
     L.append(f"| disk: same, on the store file | {fmt(ceilings['fio_store_mb_s'])} |")
+    L.append(f"| disk: same, one pass over the store file (median) | {fmt(ceilings['fio_store_pass_mb_s'])} |")
     L.append(f"| memory: dd bs=4M from a tmpfs file | {fmt(ceilings['dd_tmpfs_mb_s'])} |")
     L.append("")
     L.append("### Reading (no training)")
@@ -386,6 +394,8 @@ def main():
         else:
             ms = f"{m:.2f}x"
         res = "n/a" if t["pass"] is None else ("pass" if t["pass"] else "**miss**")
+        if t.get("also"):
+            ms += f" ({t['also']})"
         L.append(f"| {t['id']} | {t['what']} | {ms} | {t['target']} | {res} |")
     L.append("")
     if notes:
