@@ -401,16 +401,12 @@ int main(int argc, char **argv)
 	int threads = 1;
 	uint64_t limit = 0, bs = 1 << 20;
 	const char *label = "";
-	static const struct option opts[] = {{"decode", required_argument, 0, 'd'},
-					     {"match", required_argument, 0, 'm'},
-					     {"threads", required_argument, 0, 't'},
-					     {"bs", required_argument, 0, 'b'},
-					     {"direct", no_argument, 0, 'D'},
-					     {"limit", required_argument, 0, 'l'},
-					     {"passes", required_argument, 0, 'P'},
-					     {"label", required_argument, 0, 'L'},
-					     {"help", no_argument, 0, 'h'},
-					     {0, 0, 0, 0}};
+	static const struct option opts[] = {
+		{"decode", required_argument, 0, 'd'},	{"match", required_argument, 0, 'm'},
+		{"threads", required_argument, 0, 't'}, {"bs", required_argument, 0, 'b'},
+		{"direct", no_argument, 0, 'D'},	{"limit", required_argument, 0, 'l'},
+		{"passes", required_argument, 0, 'P'},	{"label", required_argument, 0, 'L'},
+		{"help", no_argument, 0, 'h'},		{0, 0, 0, 0}};
 	pthread_mutex_init(&ctx.err_lock, NULL);
 	ctx.passes = 1;
 	int o;
@@ -594,8 +590,8 @@ int main(int argc, char **argv)
 	       "\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"samples\":%" PRIu64
 	       ",\"wall_s\":%.6f,\"mb_s\":%.3f,\"files_s\":%.1f,\"samples_s\":%.1f,"
 	       "\"shape\":[%u,%u,%u],\"sample_sum\":\"%016" PRIx64 "\",\"errors\":%" PRIu64 "}\n",
-	       label, names[ctx.decode], threads, ctx.passes, ctx.direct ? "true" : "false", ctx.files,
-	       ctx.bytes, ctx.samples, wall, (double)ctx.bytes / 1e6 / wall,
+	       label, names[ctx.decode], threads, ctx.passes, ctx.direct ? "true" : "false",
+	       ctx.files, ctx.bytes, ctx.samples, wall, (double)ctx.bytes / 1e6 / wall,
 	       (double)ctx.files / wall, (double)ctx.samples / wall, ctx.shape[0], ctx.shape[1],
 	       ctx.shape[2], ctx.sum, ctx.errors);
 	if (ctx.errors) {

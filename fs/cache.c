@@ -53,9 +53,9 @@ struct sfs_cache {
 	uint64_t resident; /* blocks of ready sheets + loading reservations */
 
 	/* sheet memory */
-	size_t block;	       /* bytes per block */
-	size_t chunk_len;      /* bytes per chunk, a multiple of 2 MiB */
-	uint8_t **chunks;      /* chunk bases, for munmap at the end */
+	size_t block;	  /* bytes per block */
+	size_t chunk_len; /* bytes per chunk, a multiple of 2 MiB */
+	uint8_t **chunks; /* chunk bases, for munmap at the end */
 	uint32_t nchunks, chunk_cap;
 	uint8_t *bump, *bump_end; /* never-used blocks of the newest chunk */
 	uint8_t *free_list;	  /* freed blocks, linked through their first bytes */

@@ -290,6 +290,16 @@ static void sfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	fuse_reply_err(req, 0);
 }
 
+/* Reply with bytes [off, off+size) of a generated file p of len bytes. */
+static void reply_slice(fuse_req_t req, struct sfs *fs, const char *p, size_t len, off_t off,
+			size_t size)
+{
+	size_t o = (uint64_t)off < len ? (size_t)off : len;
+	size_t n = len - o < size ? len - o : size;
+	SFS_ADD(fs, bytes_served, n);
+	fuse_reply_buf(req, p + o, n);
+}
+
 static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
@@ -308,10 +318,7 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			free(s->p);
 			*s = (struct sfs_str){.p = fresh, .len = nlen, .cap = nlen};
 		}
-		size_t o = (uint64_t)off < s->len ? (size_t)off : s->len;
-		size_t n = s->len - o < size ? s->len - o : size;
-		SFS_ADD(fs, bytes_served, n);
-		fuse_reply_buf(req, s->p + o, n);
+		reply_slice(req, fs, s->p, s->len, off, size);
 		return;
 	}
 	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
@@ -322,10 +329,7 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		size_t o = (uint64_t)off < len ? (size_t)off : len;
-		size_t n = len - o < size ? len - o : size;
-		SFS_ADD(fs, bytes_served, n);
-		fuse_reply_buf(req, j + o, n);
+		reply_slice(req, fs, j, len, off, size);
 		free(j);
 		return;
 	}

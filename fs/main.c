@@ -100,7 +100,8 @@ static void usage(FILE *f)
 		"  -d                 FUSE debug output (implies -f)\n"
 		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most "
 		"16G)\n"
-		"  -o prealloc=SIZE   sheet memory faulted in at mount, so that first reads do not\n"
+		"  -o prealloc=SIZE   sheet memory faulted in at mount, so that first reads do "
+		"not\n"
 		"                     page-fault (default: the decoded store, at most the cache\n"
 		"                     and 256M; 0 = off)\n"
 		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
@@ -300,7 +301,8 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	}
 	if (c->prealloc) {
 		if (sprite_parse_size(c->prealloc, &o->prealloc_bytes) < 0) {
-			fprintf(stderr, "spritefs: -o prealloc=%s: expected a size (e.g. 0, 64M, 1G)\n",
+			fprintf(stderr,
+				"spritefs: -o prealloc=%s: expected a size (e.g. 0, 64M, 1G)\n",
 				c->prealloc);
 			return -1;
 		}

@@ -62,7 +62,7 @@ struct sfs_prefetch {
 	uint32_t nfree;
 	uint32_t *urgent, *ahead; /* ring queues of sheet numbers, capacity nsheets */
 	uint32_t uh, ut, un, ah, at, an, cap;
-	uint8_t *mark; /* Q_* per sheet */
+	uint8_t *mark;	      /* Q_* per sheet */
 	uint8_t *urgent_read; /* 1 while a read a reader waits for is in flight */
 	int stop;
 	uint32_t inflight, urgent_inflight;

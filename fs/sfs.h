@@ -26,17 +26,17 @@
 /* ---- options ---------------------------------------------------------- */
 
 struct sfs_opts {
-	uint64_t cache_bytes; /* sheet cache budget */
+	uint64_t cache_bytes;	 /* sheet cache budget */
 	uint64_t prealloc_bytes; /* sheet memory faulted in at mount (capped by the store) */
-	uint32_t prefetch;    /* sheets ahead of a reader */
-	uint32_t epochs;      /* epoch views listed per seed */
-	uint64_t seed;	      /* seed listed under epochs/ */
-	uint32_t window;      /* sheets per shuffle window; 0 = automatic */
-	uint32_t batch;	      /* samples per epoch-view batch file */
-	uint32_t workers;     /* decode threads */
-	int direct;	      /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
-	int kernel_open;      /* 1: FUSE no_open when the kernel offers it */
-	int push;	      /* 1: push sheets loaded ahead into the kernel's page cache */
+	uint32_t prefetch;	 /* sheets ahead of a reader */
+	uint32_t epochs;	 /* epoch views listed per seed */
+	uint64_t seed;		 /* seed listed under epochs/ */
+	uint32_t window;	 /* sheets per shuffle window; 0 = automatic */
+	uint32_t batch;		 /* samples per epoch-view batch file */
+	uint32_t workers;	 /* decode threads */
+	int direct;		 /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
+	int kernel_open;	 /* 1: FUSE no_open when the kernel offers it */
+	int push;		 /* 1: push sheets loaded ahead into the kernel's page cache */
 	int foreground, debug;
 };
 
@@ -54,7 +54,7 @@ struct sfs_stats {
 	uint64_t requests, reads, bytes_served, opens, lookups, eio;
 	uint64_t cache_hits, cache_misses, evictions;
 	uint64_t sheets_resident, bytes_resident;
-	uint64_t bytes_mapped; /* sheet memory chunks, used or free */
+	uint64_t bytes_mapped;		      /* sheet memory chunks, used or free */
 	uint64_t sheets_pushed, bytes_pushed; /* into the kernel's page cache */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
 	uint64_t uring_reads, uring_bytes, buffered_reads;
@@ -113,8 +113,8 @@ struct sfs {
 	char **class_dir; /* directory name of each class under by-class/ */
 	char *dataset_json;
 	size_t dataset_json_len;
-	int pnm_c_ok; /* by-class images exist (c is 1 or 3; else .pam) */
-	int no_open;  /* the kernel opens files without asking us (FUSE no_open) */
+	int pnm_c_ok;		 /* by-class images exist (c is 1 or 3; else .pam) */
+	int no_open;		 /* the kernel opens files without asking us (FUSE no_open) */
 	struct fuse_session *se; /* for notifications; NULL until the session exists */
 
 	pthread_mutex_t seed_lock;

@@ -765,7 +765,8 @@ static void check_checksum(void)
 	for (size_t len = 0; len <= 2100 && bad < 5; len++)
 		for (size_t off = 0; off < 3; off++)
 			if (sprite_checksum(b + off, len) != XXH3_64bits(b + off, len)) {
-				FAIL("checksum of %zu bytes at offset %zu differs from libxxhash", len, off);
+				FAIL("checksum of %zu bytes at offset %zu differs from libxxhash",
+				     len, off);
 				bad++;
 			}
 	const size_t big[] = {4095, 65536, 800000, 1u << 20};
