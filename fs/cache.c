@@ -59,7 +59,6 @@ struct sfs_cache {
 	uint32_t nchunks, chunk_cap;
 	uint8_t *bump, *bump_end; /* never-used blocks of the newest chunk */
 	uint8_t *free_list;	  /* freed blocks, linked through their first bytes */
-	uint64_t mapped;	  /* bytes of chunks */
 };
 
 #define HUGE_PAGE  (2ull << 20)
@@ -121,7 +120,6 @@ static int add_chunk(struct sfs *fs, struct sfs_cache *c)
 	c->chunks[c->nchunks++] = base;
 	c->bump = base;
 	c->bump_end = base + c->chunk_len / c->block * c->block;
-	c->mapped += c->chunk_len;
 	SFS_ADD(fs, bytes_mapped, c->chunk_len);
 	return 0;
 }

@@ -14,9 +14,8 @@
  * attributes never cache, and its mtime moves every 10 ms; with
  * auto_inval_data, a read() after a change finds the page invalidated and
  * gets a fresh snapshot, taken whole in one reply. Without no_open
- * (-o kernel_open=0, or an old kernel), it is opened direct_io, and a read
- * from offset 0 takes a fresh snapshot that later offsets of the same
- * descriptor share.
+ * (-o kernel_open=0, or an old kernel), it is opened direct_io and every
+ * read takes a snapshot.
  *
  * Reads are answered with fuse_reply_iov() pointing into pinned sheets (one
  * copy, user to kernel, done by the writev on /dev/fuse); the sheets are
@@ -254,50 +253,12 @@ static void sfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
-		/* a snapshot per descriptor, renewed by each read from offset 0 */
-		size_t len = 0;
-		char *j = sfs_stats_json(fs, &len);
-		if (!j) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		struct sfs_str *s = malloc(sizeof(*s));
-		if (!s) {
-			free(j);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		*s = (struct sfs_str){.p = j, .len = len, .cap = len};
-		fi->fh = (uint64_t)(uintptr_t)s;
-		fi->direct_io = 1;
-		fi->keep_cache = 0;
-	} else {
-		fi->fh = 0;
-		fi->keep_cache = 1;
-	}
+	/* stats.json changes: no page cache for it (each read takes a snapshot) */
+	int live = sfs_ino_kind(ino) == SFS_K_STATS_JSON;
+	fi->direct_io = live;
+	fi->keep_cache = !live;
 	fi->noflush = 1;
 	fuse_reply_open(req, fi);
-}
-
-static void sfs_ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct sfs_str *s = (struct sfs_str *)(uintptr_t)fi->fh;
-	if (s) {
-		free(s->p);
-		free(s);
-	}
-	fuse_reply_err(req, 0);
-}
-
-/* Reply with bytes [off, off+size) of a generated file p of len bytes. */
-static void reply_slice(fuse_req_t req, struct sfs *fs, const char *p, size_t len, off_t off,
-			size_t size)
-{
-	size_t o = (uint64_t)off < len ? (size_t)off : len;
-	size_t n = len - o < size ? len - o : size;
-	SFS_ADD(fs, bytes_served, n);
-	fuse_reply_buf(req, p + o, n);
 }
 
 static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -310,26 +271,18 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (fi->fh) {
-		struct sfs_str *s = (struct sfs_str *)(uintptr_t)fi->fh;
-		size_t nlen = 0;
-		char *fresh = off == 0 ? sfs_stats_json(fs, &nlen) : NULL;
-		if (fresh) { /* a read from the start sees fresh counters, as with no_open */
-			free(s->p);
-			*s = (struct sfs_str){.p = fresh, .len = nlen, .cap = nlen};
-		}
-		reply_slice(req, fs, s->p, s->len, off, size);
-		return;
-	}
 	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
-		/* no_open: a snapshot per read; the page is one reply */
+		/* a snapshot per read; with no_open, the cached page is one reply */
 		size_t len = 0;
 		char *j = sfs_stats_json(fs, &len);
 		if (!j) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		reply_slice(req, fs, j, len, off, size);
+		size_t o = (uint64_t)off < len ? (size_t)off : len;
+		size_t n = len - o < size ? len - o : size;
+		SFS_ADD(fs, bytes_served, n);
+		fuse_reply_buf(req, j + o, n);
 		free(j);
 		return;
 	}
@@ -478,7 +431,6 @@ const struct fuse_lowlevel_ops sfs_ll_ops = {
 	.open = sfs_ll_open,
 	.read = sfs_ll_read,
 	.write = sfs_ll_write,
-	.release = sfs_ll_release,
 	.opendir = sfs_ll_opendir,
 	.readdir = sfs_ll_readdir,
 	.readdirplus = sfs_ll_readdirplus,
