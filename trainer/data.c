@@ -1258,23 +1258,64 @@ static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint
  * only when they hold exactly the batch it wants; the ids are compared
  * against idx so that a mount built with another order is caught, never
  * trained on silently.
+ *
+ * A view is read once (the next epoch reads other files), so it is opened
+ * O_DIRECT: spritefs then copies the batch from its sheet cache straight into
+ * our buffer, one copy instead of two, and the kernel's page cache is not
+ * filled with files nobody reads again. A filesystem that refuses O_DIRECT
+ * (a copy of the tree on tmpfs) is read the plain way.
  */
+static int view_load(const char *path, uint8_t *buf, size_t cap, size_t need)
+{
+	int rc = 0;
+	for (int direct = 1; direct >= 0; direct--) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+		if (fd < 0) {
+			rc = -errno;
+			if (direct && rc == -EINVAL)
+				continue;
+			return rc;
+		}
+		size_t got = 0;
+		rc = 0;
+		while (got < need) {
+			/* whole pages while they last: O_DIRECT-legal on any filesystem */
+			ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				rc = r < 0 ? -errno : -ENODATA;
+				break;
+			}
+			got += (size_t)r;
+		}
+		close(fd);
+		if (!(direct && rc == -EINVAL))
+			return rc;
+	}
+	return rc;
+}
+
 static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *idx, int n,
 		     uint8_t *tiles, uint16_t *labels, char *err)
 {
 	char path[4400];
 	snprintf(path, sizeof path, "%s/%s/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
 		 s->root, s->train_split, s->seed, epoch, bi);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	struct sprite_batch_header hdr;
-	size_t need = 0;
 	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
-	need = hdr.total_size;
-	uint8_t *buf = malloc(need);
-	int rc = buf ? sprite_pread_full(fd, buf, need, 0) : -ENOMEM;
-	close(fd);
+	size_t need = hdr.total_size, cap = (need + 4095) & ~(size_t)4095;
+	uint8_t *buf = NULL;
+	if (posix_memalign((void **)&buf, 4096, cap) != 0)
+		return fail(err, -ENOMEM, "%s: out of memory", path);
+	int rc = view_load(path, buf, cap, need);
+	if (rc < 0) {
+		free(buf);
+		if (rc == -ENOENT) /* no view for this (seed, epoch): the caller gathers */
+			return rc;
+		return fail(err, rc, "%s: %s", path,
+			    rc == -ENODATA ? "shorter than its batch" : strerror(-rc));
+	}
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
 	if (rc == 0 && (rc = sprite_batch_parse(buf, need, &b, why)) < 0)
