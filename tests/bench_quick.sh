@@ -122,6 +122,10 @@ for k in ("T1", "T2", "T3", "T5", "T7"):
         bad.append("target " + k + " missing")
     elif k != "T3" and tg[k]["measured"] is None:
         bad.append("target " + k + " not measured")
+t2 = {t.get("reads"): t for t in s.get("targets", []) if t["id"] == "T2"}
+for k in ("direct", "buffered"):
+    if k not in t2 or t2[k]["measured"] is None:
+        bad.append("T2 with " + k + " reads not measured")
 if bad:
     print("FAIL: results.json:", "; ".join(bad)); sys.exit(1)
 print("results.json ok:", len(r.get("records", [])), "records")
