@@ -864,7 +864,7 @@ static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t
 {
 	uint32_t sheet = sp->first_sheet + n;
 	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets, 1);
+			       sp->first_sheet + sp->nsheets, !rb->direct);
 	return rb_add_sheet(fs, rb, sheet, pos, (size_t)(end - pos));
 }
 

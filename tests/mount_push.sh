@@ -4,7 +4,8 @@
 # hold exactly the bytes the daemon serves: the batch files read on a cold
 # mount with push, then with -o push=0, then with O_DIRECT reads (no page
 # cache at all), hash the same; the daemon counts pushed sheets only when
-# pushing is on.
+# pushing is on, and never for a reader that reads with O_DIRECT (it has no
+# page cache to fill).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -35,6 +36,15 @@ for push in 1 0; do
 	fi
 	sfs_umount "$T/mnt"
 done
+sync
+echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt" -o "cache=64M,push=1"
+hashes "$T/mnt" direct >"$T/direct-cold.txt"
+pushed=$(stat_field "$T/mnt" sheets_pushed)
+echo "O_DIRECT reads on a cold mount: $pushed sheets pushed"
+[[ $pushed -eq 0 ]] || fail "an O_DIRECT reader got $pushed sheets pushed into a page cache it does not use"
+sfs_umount "$T/mnt"
+cmp -s "$T/direct.txt" "$T/direct-cold.txt" || fail "O_DIRECT reads on a cold mount differ"
 cmp -s "$T/push1.txt" "$T/push0.txt" || fail "batch files differ with and without push"
 cmp -s "$T/push1.txt" "$T/direct.txt" || fail "pushed page cache differs from O_DIRECT reads"
 echo "PASS"
