@@ -7,6 +7,7 @@ set -u
 : "${HNTRAIN:?HNTRAIN not set (run through meson test)}"
 : "${MKSTORE:?MKSTORE not set (run through meson test)}"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hntrain-test.XXXXXX")
+source "$(dirname "${BASH_SOURCE[0]}")/stat_field.sh"
 HN_MOUNTS=()
 HN_PIDS=()
 

@@ -74,13 +74,12 @@ echo "mount (views):    $h"
 [[ $h == "$ref" ]] || fail "mount (epoch views) gives weights $h, the store gives $ref"
 # Views are read once, with O_DIRECT: a second run gets them from the daemon
 # again (bytes_served grows by all of them), not from a page cache they filled.
-served() { sed -n 's/^ *"bytes_served": \([0-9]*\),$/\1/p' "$TMP/mnt/.spritefs/stats.json"; }
 views=0
 for f in "$TMP"/mnt/train/epochs/7/{0,1}/*.sprite; do views=$((views + $(stat -c %s "$f"))); done
 ((views > 0)) || fail "no epoch view files under $TMP/mnt/train/epochs/7"
-s1=$(served)
+s1=$(stat_field "$TMP/mnt" bytes_served)
 ref=$h check "mount (views) again" --data "$TMP/mnt" "${common[@]}"
-s2=$(served)
+s2=$(stat_field "$TMP/mnt" bytes_served)
 echo "second run: $((s2 - s1)) bytes served, views hold $views"
 ((s2 - s1 >= views)) || fail "a second run over the views was served $((s2 - s1)) bytes, fewer than the views' $views: they were not read with O_DIRECT"
 # --batch 64 (not the mount's 32): gathered from images.npy in permutation order.

@@ -72,7 +72,4 @@ sfs_umount() {
 	[[ $rc -eq 0 ]] || fail "spritefs exited with $rc after unmount"
 }
 
-# stat_field MOUNTPOINT NAME: one number from .spritefs/stats.json
-stat_field() {
-	sed -n "s/.*\"$2\": \\([0-9.]*\\).*/\\1/p" "$1/.spritefs/stats.json"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/stat_field.sh"

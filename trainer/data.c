@@ -1262,36 +1262,21 @@ static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint
  * A view is read once (the next epoch reads other files), so it is opened
  * O_DIRECT: spritefs then copies the batch from its sheet cache straight into
  * our buffer, one copy instead of two, and the kernel's page cache is not
- * filled with files nobody reads again. A filesystem that refuses O_DIRECT
- * (a copy of the tree on tmpfs) is read the plain way.
+ * filled with files nobody reads again. FUSE takes O_DIRECT reads of any
+ * length into any buffer; a filesystem that refuses them (EINVAL at open or
+ * at read) is read the plain way.
  */
-static int view_load(const char *path, uint8_t *buf, size_t cap, size_t need)
+static int view_load(const char *path, uint8_t *buf, size_t need)
 {
-	int rc = 0;
-	for (int direct = 1; direct >= 0; direct--) {
+	int rc = -EINVAL;
+	for (int direct = 1; direct >= 0 && rc == -EINVAL; direct--) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
 		if (fd < 0) {
 			rc = -errno;
-			if (direct && rc == -EINVAL)
-				continue;
-			return rc;
+			continue;
 		}
-		size_t got = 0;
-		rc = 0;
-		while (got < need) {
-			/* whole pages while they last: O_DIRECT-legal on any filesystem */
-			ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				rc = r < 0 ? -errno : -ENODATA;
-				break;
-			}
-			got += (size_t)r;
-		}
+		rc = sprite_pread_full(fd, buf, need, 0);
 		close(fd);
-		if (!(direct && rc == -EINVAL))
-			return rc;
 	}
 	return rc;
 }
@@ -1304,11 +1289,11 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 		 s->root, s->train_split, s->seed, epoch, bi);
 	struct sprite_batch_header hdr;
 	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
-	size_t need = hdr.total_size, cap = (need + 4095) & ~(size_t)4095;
-	uint8_t *buf = NULL;
-	if (posix_memalign((void **)&buf, 4096, cap) != 0)
+	size_t need = hdr.total_size;
+	uint8_t *buf = malloc(need);
+	if (!buf)
 		return fail(err, -ENOMEM, "%s: out of memory", path);
-	int rc = view_load(path, buf, cap, need);
+	int rc = view_load(path, buf, need);
 	if (rc < 0) {
 		free(buf);
 		if (rc == -ENOENT) /* no view for this (seed, epoch): the caller gathers */
