@@ -813,7 +813,7 @@ static int read_images_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 		return r;
 	uint32_t nspan = (uint32_t)((end - pos) / (tb * fs->info->sheet_tiles)) + 2;
 	sfs_sheet_prefetch_run(fs, sheet, nspan + fs->o.prefetch, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets, 0);
+			       fs->info->nsheets, 0); /* on into the next split, as read_batch */
 	while (pos < end) {
 		uint64_t d = pos - hl, s = d / tb;
 		r = locate(fs, sp->index, s, &sheet, &slot);
@@ -863,8 +863,14 @@ static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t
 		      struct sfs_rbuf *rb)
 {
 	uint32_t sheet = sp->first_sheet + n;
-	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets, !rb->direct);
+	/*
+	 * Ahead in store order, on past the split's last sheet into the next
+	 * split's (a pass over train/batches then test/batches, or a training
+	 * epoch then its evaluation, reads the store front to back): the first
+	 * reads of the next split then come from memory instead of the disk.
+	 */
+	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet, fs->info->nsheets,
+			       !rb->direct);
 	return rb_add_sheet(fs, rb, sheet, pos, (size_t)(end - pos));
 }
 
