@@ -30,6 +30,7 @@
 
 #include "common/image.h"
 #include "common/store.h"
+#include "common/util.h"
 
 #define PACK_RING_BYTES (256u << 20) /* tile memory of the decode ring */
 #define PACK_RING_MAX	2048u
@@ -159,7 +160,7 @@ static int list_dir(const char *dir, int kind, struct strv *out, char *err)
 		seterr(err, "out of memory listing %s", dir);
 		return r;
 	}
-	qsort(out->v, out->n, sizeof *out->v, cmp_str);
+	sprite_sort(out->v, out->n, sizeof *out->v, cmp_str);
 	return 0;
 }
 
@@ -229,7 +230,7 @@ static int walk_files(const char *dir, uint32_t split, uint16_t label, struct it
 		strv_free(&names);
 		return r;
 	}
-	qsort(names.v, names.n, sizeof *names.v, cmp_tagged);
+	sprite_sort(names.v, names.n, sizeof *names.v, cmp_tagged);
 	for (size_t i = 0; i < names.n && r == 0; i++) {
 		char *p = join(dir, names.v[i] + 1);
 		if (!p) {
@@ -345,7 +346,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 			r = strv_push(&s->classes, per[i].v[k]);
 	}
 	if (r == 0) {
-		qsort(s->classes.v, s->classes.n, sizeof *s->classes.v, cmp_str);
+		sprite_sort(s->classes.v, s->classes.n, sizeof *s->classes.v, cmp_str);
 		size_t u = 0;
 		for (size_t i = 0; i < s->classes.n; i++) {
 			if (u && !strcmp(s->classes.v[u - 1], s->classes.v[i]))

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
@@ -238,6 +239,12 @@ int sprite_write_full(int fd, const void *buf, size_t len)
 		len -= (size_t)r;
 	}
 	return 0;
+}
+
+void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
 }
 
 int sprite_mkdir_p(const char *path)

@@ -21,6 +21,9 @@ int sprite_pread_full(int fd, void *buf, size_t len, uint64_t off);
 int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int sprite_write_full(int fd, const void *buf, size_t len);
 
+/* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
+void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+
 /* mkdir -p with mode 0755; 0 or -errno. */
 int sprite_mkdir_p(const char *path);
 

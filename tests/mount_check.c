@@ -38,6 +38,7 @@
 #include "common/batch.h"
 #include "common/perm.h"
 #include "common/store.h"
+#include "common/util.h"
 
 #define NEAR (2u << 20)
 
@@ -443,7 +444,7 @@ static void check_byclass(uint32_t split, uint32_t step)
 			names[nn++] = strdup(de->d_name);
 		}
 		closedir(dp);
-		qsort(names, nn, sizeof(char *), cmp_str);
+		sprite_sort(names, nn, sizeof(char *), cmp_str);
 		size_t k = 0;
 		for (uint64_t s = 0; s < sp->count; s++) {
 			int bad;

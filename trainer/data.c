@@ -896,7 +896,7 @@ static int list_dir(const char *dir, int kind, char ***out, size_t *count)
 		qsort(v, n, sizeof *v, cmp_tagged);
 	if (kind) /* drop the tags */
 		for (size_t i = 0; i < n; i++)
-			memmove(v[i], v[i] + 1, strlen(v[i] + 1) + 1);
+			memmove(v[i], v[i] + 1, strlen(v[i])); /* the name and its NUL */
 	*out = v;
 	*count = n;
 	return 0;
