@@ -547,7 +547,8 @@ int main(int argc, char **argv)
 		} else if (rb_add_item(p, 0, 0, -1) < 0) {
 			return 1;
 		}
-		sprite_sort(ctx.items + before, ctx.nitems - before, sizeof(*ctx.items), rb_cmp_item);
+		sprite_sort(ctx.items + before, ctx.nitems - before, sizeof(*ctx.items),
+			    rb_cmp_item);
 	}
 	if (limit && ctx.nitems > limit)
 		ctx.nitems = limit;
