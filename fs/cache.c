@@ -61,6 +61,15 @@ struct sfs_cache {
 	uint8_t *free_list;	  /* freed blocks, linked through their first bytes */
 };
 
+/*
+ * State changes are made under the lock, and stored atomically: sfs_sheet_present()
+ * peeks at a state without the lock.
+ */
+static void set_state(struct slot *s, uint8_t state)
+{
+	__atomic_store_n(&s->state, state, __ATOMIC_RELAXED);
+}
+
 #define HUGE_PAGE  (2ull << 20)
 #define CHUNK_WANT (16ull << 20)
 
@@ -228,7 +237,7 @@ static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int de
 		SFS_ADD(fs, evictions, 1);
 		s->raw = NULL;
 		s->unused = 0;
-		s->state = S_EMPTY;
+		set_state(s, S_EMPTY);
 	}
 }
 
@@ -239,7 +248,7 @@ static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int deman
 	make_room(fs, c, c->block, demand);
 	if (!demand && c->resident + c->block > c->budget)
 		return -EAGAIN;
-	s->state = S_LOADING;
+	set_state(s, S_LOADING);
 	s->err = 0;
 	c->resident += c->block;
 	s->unused = !demand;
@@ -371,13 +380,13 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 			block_put(c, raw);
 		c->resident -= c->block;
 		if (err == -SPRITE_ECHECKSUM || err == -SPRITE_ECORRUPT) {
-			s->state = S_FAILED;
+			set_state(s, S_FAILED);
 		} else {
-			s->state = S_EMPTY;
+			set_state(s, S_EMPTY);
 			s->err = -EIO;
 		}
 	} else {
-		s->state = S_READY;
+		set_state(s, S_READY);
 		s->raw = raw;
 		s->clock = 1;
 		if (s->push && s->unused && !s->waiters && fs->o.push) {

@@ -646,15 +646,13 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 
 static pthread_key_t rb_key;
 static pthread_once_t rb_once = PTHREAD_ONCE_INIT;
-static struct sfs *rb_fs; /* for the scratch counter in the destructor */
 
 static void rb_free(void *p)
 {
 	struct sfs_rbuf *rb = p;
 	if (!rb)
 		return;
-	if (rb_fs)
-		SFS_SUB(rb_fs, scratch_bytes, rb->out_cap + rb->gen_cap);
+	SFS_SUB(rb->fs, scratch_bytes, rb->out_cap + rb->gen_cap);
 	free(rb->out);
 	free(rb->gen);
 	free(rb);
@@ -668,12 +666,12 @@ static void rb_key_init(void)
 struct sfs_rbuf *sfs_rbuf_get(struct sfs *fs, size_t size)
 {
 	pthread_once(&rb_once, rb_key_init);
-	rb_fs = fs;
 	struct sfs_rbuf *rb = pthread_getspecific(rb_key);
 	if (!rb) {
 		rb = calloc(1, sizeof(*rb));
 		if (!rb)
 			return NULL;
+		rb->fs = fs;
 		pthread_setspecific(rb_key, rb);
 	}
 	size_t need = size + 4096;
