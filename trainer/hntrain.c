@@ -765,9 +765,10 @@ int main(int argc, char **argv)
 				micro++;
 				if (apply)
 					step++;
-				hn_loader_release(ld, bt);
+				int n = bt->n;
+				hn_loader_release(ld, bt); /* a loader may refill it now */
 				if (!o.quiet) {
-					sprite_progress_add(&prog_bar, (uint64_t)bt->n);
+					sprite_progress_add(&prog_bar, (uint64_t)n);
 					sprite_progress_draw(&prog_bar);
 				}
 			}

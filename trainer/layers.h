@@ -23,9 +23,11 @@
 /*
  * HN_HOT: the elementwise and copy loops get an AVX2/FMA clone (x86-64-v3)
  * beside the baseline one, picked at load time, so one binary runs on any
- * x86-64 and still uses 256-bit vectors where they exist.
+ * x86-64 and still uses 256-bit vectors where they exist. Not under
+ * ThreadSanitizer: the clone resolvers run before it is set up.
  */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&          \
+	!defined(__SANITIZE_THREAD__)
 #define HN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HN_HOT
