@@ -892,8 +892,7 @@ static int list_dir(const char *dir, int kind, char ***out, size_t *count)
 		free(v);
 		return rc;
 	}
-	if (n)
-		qsort(v, n, sizeof *v, cmp_tagged);
+	sprite_sort(v, n, sizeof *v, cmp_tagged);
 	if (kind) /* drop the tags */
 		for (size_t i = 0; i < n; i++)
 			memmove(v[i], v[i] + 1, strlen(v[i])); /* the name and its NUL */
@@ -1042,7 +1041,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	}
 	size_t m = 0;
 	if (rc == 0 && nall) {
-		qsort(all, nall, sizeof *all, cmp_str);
+		sprite_sort(all, nall, sizeof *all, cmp_str);
 		for (size_t i = 0; i < nall; i++)
 			if (!m || strcmp(all[m - 1], all[i]))
 				all[m++] = all[i];
