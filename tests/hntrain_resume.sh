@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
 # hntrain_resume - a checkpoint continues a run exactly: 4 epochs in one go
 # and 2 epochs + --resume for the other 2 end with bit-identical weights, for
-# momentum and for adam (optimizer state), with a cosine schedule and
-# gradient accumulation; a damaged checkpoint is refused by name.
+# momentum and for adam (optimizer state), with a step and a cosine schedule,
+# warm-up and gradient accumulation. The resume names only the data and the
+# checkpoint: lr, schedule and epochs come from the checkpoint. An --lr given
+# at resume wins, with a note. A damaged checkpoint is refused by name.
 source "$(dirname "$0")/hntrain_common.sh"
 
 "$MKSTORE" "$TMP/d.sprites" --count-train 500 --count-test 100 --tile 12x12x1 --classes 4 \
 	--sheet 64 >/dev/null || fail "mkstore"
 
+declare -A sched=(
+	[momentum]="--lr 0.03 --schedule step --step-epochs 1 --gamma 0.5 --warmup 5"
+	[adam]="--lr 0.002 --schedule cosine --warmup 5"
+)
 for optim in momentum adam; do
+	# shellcheck disable=SC2206
 	args=(--data "$TMP/d.sprites" --model c8k3-r-m2-d32-r --optim "$optim" --epochs 4
-	      --batch 32 --accum 2 --schedule cosine --warmup 5 --seed 11)
+	      --batch 32 --accum 2 ${sched[$optim]} --seed 11)
 	full=$(hash_of "${args[@]}")
 	half=$(hash_of "${args[@]}" --stop-after 2 --checkpoint "$TMP/$optim.ckpt")
 	[[ -s $TMP/$optim.ckpt ]] || fail "no checkpoint written"
 	ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary checkpoint file was left behind"
 	[[ $half != "$full" ]] || fail "$optim: 2 epochs give the same weights as 4"
-	resumed=$(hash_of --data "$TMP/d.sprites" --epochs 4 --schedule cosine --warmup 5 \
-		--resume "$TMP/$optim.ckpt" --checkpoint "$TMP/$optim.ckpt")
+	cp "$TMP/$optim.ckpt" "$TMP/$optim-2.ckpt"
+	resumed=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/$optim.ckpt" \
+		--checkpoint "$TMP/$optim.ckpt")
+	grep -q "note" "$TMP/stderr" && fail "$optim: a plain resume printed: $(cat "$TMP/stderr")"
 	echo "$optim: 4 epochs $full, 2 epochs $half, 2 + resume 2: $resumed"
 	[[ $resumed == "$full" ]] || fail "$optim: resumed run ends with $resumed, the full run with $full"
 	# The checkpoint now holds epoch 4: resuming again trains nothing, same weights.
 	again=$(hash_of --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/$optim.ckpt")
 	[[ $again == "$full" ]] || fail "$optim: the epoch-4 checkpoint holds other weights"
+	# Another --lr at resume is used, and said.
+	other=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/$optim-2.ckpt" --lr 0.0005)
+	grep -q -- "--lr 0.0005 differs from the checkpoint's" "$TMP/stderr" ||
+		fail "$optim: no note for --lr at resume: $(cat "$TMP/stderr")"
+	[[ $other != "$full" ]] || fail "$optim: --lr 0.0005 at resume changed nothing"
+	echo "$optim: resume with --lr 0.0005: $other ($(cat "$TMP/stderr"))"
 done
+expect_fail "stop-after 5 is beyond --epochs 4" --data "$TMP/d.sprites" \
+	--resume "$TMP/adam-2.ckpt" --stop-after 5
 
 # Mismatches and damage are refused with a message.
 expect_fail "trains model" --data "$TMP/d.sprites" --model mlp --epochs 4 --resume "$TMP/adam.ckpt"

@@ -61,7 +61,7 @@ uint64_t hn_batches(uint64_t samples, int batch);
 /* ---- checkpoint.c ---- */
 
 #define HN_CKPT_MAGIC	"HNCKPT\0\0"
-#define HN_CKPT_VERSION 1u
+#define HN_CKPT_VERSION 2u /* 1 is still read: it has no schedule */
 
 struct hn_checkpoint {
 	char spec[256]; /* --model as given */
@@ -73,8 +73,15 @@ struct hn_checkpoint {
 	uint64_t seed;
 	uint32_t batch, accum, window;
 	uint64_t train_count; /* training samples per epoch (after --limit) */
-	float *params;	      /* nparams */
-	float *opt;	      /* nparams * hn_optim_state_per_param */
+	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
+	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,
+	 * --warmup and --epochs, so that a resume needs none of them again. */
+	int has_schedule;
+	uint32_t sched; /* 0 constant, 1 step, 2 cosine */
+	double lr, gamma;
+	uint64_t step_epochs, warmup, epochs;
+	float *params; /* nparams */
+	float *opt;    /* nparams * hn_optim_state_per_param */
 };
 
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err);

@@ -6,7 +6,9 @@
  *   struct ckpt_header (512 bytes: magic "HNCKPT\0\0", version, model spec,
  *     input shape, classes, parameter count, optimizer kind and constants,
  *     epochs completed, optimizer steps, seed, batch, accum, window,
- *     training samples per epoch, optimizer-state float count)
+ *     training samples per epoch, optimizer-state float count, and from
+ *     version 2 the schedule: lr, gamma, epochs, step epochs, warm-up,
+ *     schedule kind)
  *   float params[nparams]
  *   float opt[opt_floats]       (momentum buffer, or Adam's m then v)
  *   uint64 XXH3-64 of everything before it
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +44,15 @@ struct ckpt_header {
 	uint32_t batch, accum, window, reserved;
 	uint64_t train_count;
 	uint64_t opt_floats;
-	uint8_t pad[512 - 376];
+	double lr, gamma; /* version 2 on; zero in version 1 */
+	uint64_t epochs, step_epochs, warmup;
+	uint32_t sched, reserved2;
+	uint8_t pad[512 - 424];
 };
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
+_Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
+		       offsetof(struct ckpt_header, sched) == 416,
+	       "checkpoint header layout (docs/HNTRAIN.md)");
 
 #define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
 
@@ -74,6 +83,12 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	h.window = c->window;
 	h.train_count = c->train_count;
 	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
+	h.lr = c->lr;
+	h.gamma = c->gamma;
+	h.epochs = c->epochs;
+	h.step_epochs = c->step_epochs;
+	h.warmup = c->warmup;
+	h.sched = c->sched;
 
 	size_t plen = c->nparams * sizeof(float), olen = h.opt_floats * sizeof(float);
 	size_t total = sizeof h + plen + olen;
@@ -149,15 +164,18 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 		rc = -EINVAL;
 		goto out;
 	}
-	if (h.version != HN_CKPT_VERSION || h.header_size != sizeof h) {
-		snprintf(err, HN_ERR_MAX, "%s: checkpoint version %u, this hntrain reads %u", path,
-			 h.version, HN_CKPT_VERSION);
+	if (h.version < 1 || h.version > HN_CKPT_VERSION || h.header_size != sizeof h) {
+		snprintf(err, HN_ERR_MAX, "%s: checkpoint version %u, this hntrain reads 1 to %u",
+			 path, h.version, HN_CKPT_VERSION);
 		rc = -EINVAL;
 		goto out;
 	}
 	if (h.nparams == 0 || h.nparams > CKPT_MAX_PARAMS || h.optim_kind > HN_OPT_ADAM ||
 	    h.opt_floats != h.nparams * (uint64_t)hn_optim_state_per_param(h.optim_kind) ||
-	    memchr(h.spec, 0, sizeof h.spec) == NULL) {
+	    memchr(h.spec, 0, sizeof h.spec) == NULL ||
+	    (h.version >= 2 &&
+	     (!(h.lr > 0 && h.lr <= 1e3) || !(h.gamma > 0 && h.gamma <= 1) || h.epochs == 0 ||
+	      h.epochs < h.epoch || h.step_epochs == 0 || h.sched > 2))) {
 		snprintf(err, HN_ERR_MAX, "%s: corrupt checkpoint header", path);
 		rc = -EINVAL;
 		goto out;
@@ -212,6 +230,15 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->accum = h.accum;
 	c->window = h.window;
 	c->train_count = h.train_count;
+	if (h.version >= 2) {
+		c->has_schedule = 1;
+		c->sched = h.sched;
+		c->lr = h.lr;
+		c->gamma = h.gamma;
+		c->epochs = h.epochs;
+		c->step_epochs = h.step_epochs;
+		c->warmup = h.warmup;
+	}
 	c->params = malloc(h.nparams * sizeof(float));
 	c->opt = malloc((h.opt_floats ? h.opt_floats : 1) * sizeof(float));
 	if (!c->params || !c->opt) {

@@ -58,6 +58,8 @@ struct opts {
 	const char *checkpoint, *resume, *log;
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
+	/* given explicitly: these override what a --resume checkpoint says */
+	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 };
 
 static const char *prog = "hntrain";
@@ -116,7 +118,8 @@ static void usage(FILE *f)
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
 		"  --checkpoint FILE    write a checkpoint after each epoch (atomically)\n"
-		"  --resume FILE        continue a run from a checkpoint\n"
+		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
+		"                       epochs too, unless given here)\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
 		"  --help               this text\n"
@@ -288,7 +291,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
 	};
-	int lr_given = 0;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -355,7 +357,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_LR:
 			o->lr = parse_f("--lr", optarg, 1e-12, 1e3);
-			lr_given = 1;
+			o->given_lr = 1;
 			break;
 		case O_MOMENTUM:
 			o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999);
@@ -374,15 +376,19 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else
 				die(2, "--schedule: expected constant, step or cosine, got \"%s\"",
 				    optarg);
+			o->given_sched = 1;
 			break;
 		case O_STEP_EPOCHS:
 			o->step_epochs = parse_u64("--step-epochs", optarg, 1, 1000000);
+			o->given_step_epochs = 1;
 			break;
 		case O_GAMMA:
 			o->gamma = parse_f("--gamma", optarg, 1e-6, 1);
+			o->given_gamma = 1;
 			break;
 		case O_WARMUP:
 			o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX);
+			o->given_warmup = 1;
 			break;
 		case O_BATCH:
 			o->batch = (int)parse_u64("--batch", optarg, 1, 65536);
@@ -394,6 +400,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_EPOCHS:
 			o->epochs = parse_u64("--epochs", optarg, 1, 1000000);
+			o->given_epochs = 1;
 			break;
 		case O_STOP_AFTER:
 			o->stop_after = parse_u64("--stop-after", optarg, 1, 1000000);
@@ -451,11 +458,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
 	if (!o->data)
 		die(2, "--data PATH is required (see --help)");
-	if (!lr_given)
+	if (!o->given_lr)
 		o->lr = -1; /* the optimizer's default, once --resume has said which */
-	if (o->stop_after && o->stop_after > o->epochs)
-		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o->stop_after,
-		    o->epochs);
 	if (o->amp && strcmp(o->device, "gpu"))
 		die(2, "--amp needs --device gpu");
 }
@@ -480,6 +484,56 @@ static double lr_at(const struct opts *o, uint64_t s, uint64_t steps_per_epoch, 
 	}
 	}
 	return lr;
+}
+
+static const char *const sched_names[] = {"constant", "step", "cosine"};
+
+/*
+ * The schedule a checkpoint was trained with is used for what the command
+ * line leaves out, so that `--resume FILE` alone continues the run as
+ * planned. What the command line gives wins, with a note, because the run
+ * then no longer continues the one it resumes.
+ */
+static void resume_schedule(struct opts *o, const struct hn_checkpoint *ck)
+{
+	if (!ck->has_schedule) {
+		fprintf(stderr,
+			"%s: note: %s is a version-1 checkpoint without its schedule; --lr, "
+			"--schedule, --gamma, --step-epochs, --warmup and --epochs come from the "
+			"command line\n",
+			prog, o->resume);
+		return;
+	}
+	const char *why = "differs from the checkpoint's";
+	if (!o->given_lr)
+		o->lr = ck->lr;
+	else if (o->lr != ck->lr)
+		fprintf(stderr, "%s: note: --lr %g %s %g\n", prog, o->lr, why, ck->lr);
+	if (!o->given_sched)
+		o->sched = (enum sched_kind)ck->sched;
+	else if ((uint32_t)o->sched != ck->sched)
+		fprintf(stderr, "%s: note: --schedule %s %s %s\n", prog, sched_names[o->sched], why,
+			sched_names[ck->sched]);
+	if (!o->given_gamma)
+		o->gamma = ck->gamma;
+	else if (o->gamma != ck->gamma)
+		fprintf(stderr, "%s: note: --gamma %g %s %g\n", prog, o->gamma, why, ck->gamma);
+	if (!o->given_step_epochs)
+		o->step_epochs = ck->step_epochs;
+	else if (o->step_epochs != ck->step_epochs)
+		fprintf(stderr, "%s: note: --step-epochs %" PRIu64 " %s %" PRIu64 "\n", prog,
+			o->step_epochs, why, ck->step_epochs);
+	if (!o->given_warmup)
+		o->warmup = ck->warmup;
+	else if (o->warmup != ck->warmup)
+		fprintf(stderr, "%s: note: --warmup %" PRIu64 " %s %" PRIu64 "\n", prog, o->warmup,
+			why, ck->warmup);
+	if (!o->given_epochs)
+		o->epochs = ck->epochs;
+	else if (o->epochs != ck->epochs)
+		fprintf(stderr, "%s: note: --epochs %" PRIu64 " %s %" PRIu64 "%s\n", prog,
+			o->epochs, why, ck->epochs,
+			o->sched == SCHED_COSINE ? " (the cosine schedule is stretched)" : "");
 }
 
 static uint64_t weights_hash(const struct hn_backend_ops *be, void *st, float *params,
@@ -540,7 +594,11 @@ int main(int argc, char **argv)
 		o.batch = (int)ck.batch;
 		o.accum = (int)ck.accum;
 		o.window = ck.window;
+		resume_schedule(&o, &ck);
 	}
+	if (o.stop_after && o.stop_after > o.epochs)
+		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
+		    o.epochs);
 
 	/* Defaults that train the cnn past 91% on Fashion-MNIST in 15 epochs (docs/HNTRAIN.md). */
 	if (o.lr < 0)
@@ -842,6 +900,13 @@ int main(int argc, char **argv)
 					.accum = (uint32_t)o.accum,
 					.window = o.window,
 					.train_count = ntrain,
+					.has_schedule = 1,
+					.sched = (uint32_t)o.sched,
+					.lr = o.lr,
+					.gamma = o.gamma,
+					.step_epochs = o.step_epochs,
+					.warmup = o.warmup,
+					.epochs = o.epochs,
 					.params = params,
 				};
 				snprintf(c.spec, sizeof c.spec, "%s", o.model);
