@@ -1,0 +1,142 @@
+/*
+ * fuzz_image.c - fuzz target: image files (common/image.c: TIFF through
+ * libtiff, PNG through libpng, JPEG through libturbojpeg; the kind found
+ * from magic bytes), then the tile fit, gray and RGB, shrinking and
+ * enlarging. An image that decodes must have sides and pixel count within
+ * image.h's caps and 1 or 3 channels; otherwise the decoder must say why.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tiffio.h>
+#include <turbojpeg.h>
+
+#include "common/image.h"
+#include "common/store.h"
+#include "tests/fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sprite_image im = {0};
+	char err[SPRITE_ERR_MAX] = "";
+	if (sprite_image_decode(data, size, "input", &im, err) < 0) {
+		if (!err[0] || im.px) {
+			fprintf(stderr, "fuzz_image: a refused image left %s\n",
+				im.px ? "pixels allocated" : "no message");
+			abort();
+		}
+		return 0;
+	}
+	if (!im.px || im.h == 0 || im.w == 0 || im.h > SPRITE_IMAGE_MAX_SIDE ||
+	    im.w > SPRITE_IMAGE_MAX_SIDE || (uint64_t)im.h * im.w > SPRITE_IMAGE_MAX_PIXELS ||
+	    (im.c != 1 && im.c != 3)) {
+		fprintf(stderr, "fuzz_image: decoded %ux%ux%u\n", im.h, im.w, im.c);
+		abort();
+	}
+	uint8_t tile[40 * 40 * 3];
+	if (sprite_image_fit(&im, 7, 9, 1, tile) < 0 ||
+	    sprite_image_fit(&im, 40, 40, 3, tile) < 0) {
+		fprintf(stderr, "fuzz_image: a decoded %ux%ux%u image does not fit a tile\n", im.h,
+			im.w, im.c);
+		abort();
+	}
+	sprite_image_free(&im);
+	fuzz_accepted++;
+	return 0;
+}
+
+static void pattern(uint8_t *px, uint32_t h, uint32_t w, uint32_t c)
+{
+	for (uint32_t i = 0; i < h * w * c; i++)
+		px[i] = (uint8_t)(i * 7 + i / 13);
+}
+
+static int via_file(struct fuzz_buf *b, const char *name, int (*write)(const char *, void *),
+		    void *arg)
+{
+	char path[] = "/tmp/fuzz_image.XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	int rc = write(path, arg);
+	if (rc >= 0)
+		rc = fuzz_slurp(path, b);
+	unlink(path);
+	snprintf(b->name, sizeof b->name, "%s", name);
+	return rc;
+}
+
+struct spec {
+	uint32_t h, w, c;
+	int kind; /* TIFF compression, or 0 for PNG */
+};
+
+static int write_tiff_or_png(const char *path, void *arg)
+{
+	const struct spec *s = arg;
+	uint8_t px[16 * 20 * 3];
+	char err[SPRITE_ERR_MAX];
+	pattern(px, s->h, s->w, s->c);
+	return s->kind ? sprite_tiff_write(path, px, s->h, s->w, s->c, s->kind, err)
+		       : sprite_png_write(path, px, s->h, s->w, s->c, err);
+}
+
+static int jpeg(struct fuzz_buf *b, const char *name, int c)
+{
+	uint8_t px[16 * 20 * 3];
+	pattern(px, 16, 20, (uint32_t)c);
+	tjhandle tj = tjInitCompress();
+	unsigned char *out = NULL;
+	unsigned long len = 0;
+	int rc = tj && tjCompress2(tj, px, 20, 0, 16, c == 1 ? TJPF_GRAY : TJPF_RGB, &out, &len,
+				   c == 1 ? TJSAMP_GRAY : TJSAMP_420, 85, 0) == 0
+			 ? 0
+			 : -1;
+	if (rc == 0 && (b->data = malloc(len))) {
+		memcpy(b->data, out, len);
+		b->len = len;
+	} else {
+		rc = -1;
+	}
+	tjFree(out);
+	if (tj)
+		tjDestroy(tj);
+	snprintf(b->name, sizeof b->name, "%s", name);
+	return rc;
+}
+
+static int seeds(struct fuzz_buf **out, char *err)
+{
+	static const struct {
+		const char *name;
+		struct spec s;
+	} files[] = {
+		{"gray.tif", {16, 20, 1, COMPRESSION_NONE}},
+		{"gray-lzw.tif", {16, 20, 1, COMPRESSION_LZW}},
+		{"gray-deflate.tif", {16, 20, 1, COMPRESSION_ADOBE_DEFLATE}},
+		{"gray-packbits.tif", {16, 20, 1, COMPRESSION_PACKBITS}},
+		{"rgb-lzw.tif", {16, 20, 3, COMPRESSION_LZW}},
+		{"gray.png", {16, 20, 1, 0}},
+		{"rgb.png", {16, 20, 3, 0}},
+	};
+	enum { NF = sizeof files / sizeof files[0] };
+	struct fuzz_buf *b = calloc(NF + 2, sizeof *b);
+	if (!b)
+		return -1;
+	*out = b;
+	for (int i = 0; i < NF; i++)
+		if (via_file(&b[i], files[i].name, write_tiff_or_png, (void *)&files[i].s) < 0) {
+			snprintf(err, 256, "cannot write %s", files[i].name);
+			return -1;
+		}
+	if (jpeg(&b[NF], "gray.jpg", 1) < 0 || jpeg(&b[NF + 1], "rgb.jpg", 3) < 0) {
+		snprintf(err, 256, "libturbojpeg cannot compress");
+		return -1;
+	}
+	return NF + 2;
+}
+
+const struct fuzz_target fuzz_target = {"fuzz_image", seeds, NULL};
