@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# mount_random.sh - the mount over stores and options drawn at random from a
+# seed: tile sides 1..64 with 1, 3 or 4 channels, 1..300 classes, sheets of
+# 1..300 tiles, splits of 1..2000 and 0..300 samples, lz4 or raw, and any
+# mix of cache (down to less than one sheet), prefetch, workers, batch,
+# window, direct, push and kernel_open. Every view is checked byte-exact by
+# mount_check, read with and without O_DIRECT; the daemon must stay up.
+# Deterministic: SPRITEFS_TEST_SEED (default 1) and SPRITEFS_TEST_ROUNDS
+# (default 8) pick the cases, and a failure prints the case and its seed.
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+
+seed=${SPRITEFS_TEST_SEED:-1}
+rounds=${SPRITEFS_TEST_ROUNDS:-8}
+RANDOM=$seed
+# pick LO HI / one_of A B...: a draw into REPLY, always in this shell (a
+# $(...) subshell would reseed RANDOM and break the determinism).
+pick() {
+	REPLY=$(($1 + (RANDOM * 32768 + RANDOM) % ($2 - $1 + 1)))
+}
+one_of() {
+	local a=("$@")
+	REPLY=${a[RANDOM % ${#a[@]}]}
+}
+
+for ((r = 1; r <= rounds; r++)); do
+	pick 1 64; h=$REPLY
+	pick 1 64; w=$REPLY
+	one_of 1 3 4; c=$REPLY
+	pick 1 300; classes=$REPLY
+	pick 1 300; sheet=$REPLY
+	pick 1 2000; ntrain=$REPLY
+	pick 1 300; one_of 0 "$REPLY"; ntest=$REPLY
+	one_of lz4 none; codec=$REPLY
+	mk="--count-train $ntrain --count-test $ntest --tile ${h}x${w}x${c} --sheet $sheet"
+	mk+=" --classes $classes --codec $codec --seed $r"
+	one_of 1M 2M 4M 64M; opts="cache=$REPLY"
+	pick 0 16; opts+=",prefetch=$REPLY"
+	pick 1 4; opts+=",workers=$REPLY"
+	pick 1 500; opts+=",batch=$REPLY"
+	pick 0 5; opts+=",window=$REPLY"
+	pick 0 1; opts+=",direct=$REPLY"
+	pick 0 1; opts+=",push=$REPLY"
+	pick 0 1; opts+=",kernel_open=$REPLY"
+	pick 0 99; epoch_seed=$REPLY
+	opts+=",seed=$epoch_seed"
+	pick 1 2; chk="--seed $epoch_seed --epochs $REPLY"
+	one_of "" --direct; chk+=" $REPLY"
+	case_="seed $seed round $r: mkstore $mk; spritefs -o $opts; mount_check $chk"
+
+	# shellcheck disable=SC2086
+	"$MKSTORE" "$T/s.sprites" $mk >"$T/mkstore.log" 2>&1 || fail "[$case_] mkstore"
+	sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt" -o "$opts"
+	# shellcheck disable=SC2086
+	"$MOUNT_CHECK" "$T/s.sprites" "$T/mnt" $chk >"$T/check.log" 2>&1 ||
+		fail "[$case_] $(tail -5 "$T/check.log")"
+	kill -0 "$SFS_PID" 2>/dev/null || fail "[$case_] the daemon died"
+	[[ $(stat_field "$T/mnt" checksum_failures) -eq 0 ]] || fail "[$case_] checksum failures"
+	echo "[round $r] ${h}x${w}x${c} $classes classes, $ntrain+$ntest samples, sheet $sheet," \
+		"$codec, -o $opts: $(tail -1 "$T/check.log")"
+	sfs_umount "$T/mnt"
+done
+echo "PASS"
