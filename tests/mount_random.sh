@@ -3,8 +3,10 @@
 # seed: tile sides 1..64 with 1, 3 or 4 channels, 1..300 classes, sheets of
 # 1..300 tiles, splits of 1..2000 and 0..300 samples, lz4 or raw, and any
 # mix of cache (down to less than one sheet), prefetch, workers, batch,
-# window, direct, push and kernel_open. Every view is checked byte-exact by
-# mount_check, read with and without O_DIRECT; the daemon must stay up.
+# window, direct, push and kernel_open; in a third of the cases one sheet
+# of the store is damaged. Every view is checked byte-exact by mount_check,
+# read with and without O_DIRECT: what needs the damaged sheet must fail
+# with EIO, the rest must read exactly; the daemon must stay up.
 # Deterministic: SPRITEFS_TEST_SEED (default 1) and SPRITEFS_TEST_ROUNDS
 # (default 8) pick the cases, and a failure prints the case and its seed.
 source "$(dirname "$0")/mount_lib.sh"
@@ -46,18 +48,28 @@ for ((r = 1; r <= rounds; r++)); do
 	opts+=",seed=$epoch_seed"
 	pick 1 2; chk="--seed $epoch_seed --epochs $REPLY"
 	one_of "" --direct; chk+=" $REPLY"
+	nsheets=$(((ntrain + sheet - 1) / sheet + (ntest + sheet - 1) / sheet))
+	pick 0 $((3 * nsheets - 1)); bad=$REPLY # < nsheets: damage that sheet
 	case_="seed $seed round $r: mkstore $mk; spritefs -o $opts; mount_check $chk"
 
 	# shellcheck disable=SC2086
 	"$MKSTORE" "$T/s.sprites" $mk >"$T/mkstore.log" 2>&1 || fail "[$case_] mkstore"
+	want_bad=0
+	if ((bad < nsheets)); then
+		"$MOUNT_CHECK" --corrupt "$T/s.sprites" "$bad" >/dev/null || fail "[$case_] --corrupt $bad"
+		case_+="; sheet $bad damaged"
+		want_bad=1
+	fi
 	sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt" -o "$opts"
 	# shellcheck disable=SC2086
 	"$MOUNT_CHECK" "$T/s.sprites" "$T/mnt" $chk >"$T/check.log" 2>&1 ||
 		fail "[$case_] $(tail -5 "$T/check.log")"
 	kill -0 "$SFS_PID" 2>/dev/null || fail "[$case_] the daemon died"
-	[[ $(stat_field "$T/mnt" checksum_failures) -eq 0 ]] || fail "[$case_] checksum failures"
+	cf=$(stat_field "$T/mnt" checksum_failures)
+	[[ $cf -eq $want_bad ]] || fail "[$case_] $cf checksum failures, expected $want_bad"
+	grep -q " $want_bad bad sheets" "$T/check.log" || fail "[$case_] $(tail -1 "$T/check.log")"
 	echo "[round $r] ${h}x${w}x${c} $classes classes, $ntrain+$ntest samples, sheet $sheet," \
-		"$codec, -o $opts: $(tail -1 "$T/check.log")"
+		"$codec$( ((want_bad)) && echo ", sheet $bad damaged"), -o $opts: $(tail -1 "$T/check.log")"
 	sfs_umount "$T/mnt"
 done
 echo "PASS"
