@@ -95,8 +95,9 @@ for r in rows:
           f"{r['data_wait_s']:>11.3f} | {100 * share:>9.2f}% | {100 * r['test_acc']:.2f}%")
 EOF
 fi
-echo "\$ cat $MNT/.spritefs/stats.json"
-cat "$MNT/.spritefs/stats.json" 2>/dev/null | head -40 || true
+# stats.json is one page padded with spaces (docs/FORMAT.md): shown without the padding
+echo "\$ sed 's/ *\$//' $MNT/.spritefs/stats.json"
+sed 's/ *$//' "$MNT/.spritefs/stats.json" 2>/dev/null | head -40 || true
 echo "\$ fusermount3 -u $MNT"
 fusermount3 -u "$MNT"
 wait "$SFS_PID" 2>/dev/null || true
