@@ -45,6 +45,12 @@ def main():
     ds = Folder(a.root, transform=transforms.ToTensor())
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
+    # Batches of large images (224x224x3 floats: 38 MB for 64) now and then
+    # fail to pass between processes by descriptor ("unable to resize file",
+    # EBADF in DupFd); named files in /dev/shm carry them reliably, if more
+    # slowly. Small images keep PyTorch's default.
+    if len(ds) and ds[0][0].numel() > 64 * 64 * 3:
+        torch.multiprocessing.set_sharing_strategy("file_system")
     dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=False,
                                      num_workers=a.workers)
     t0 = time.perf_counter()

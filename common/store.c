@@ -585,12 +585,20 @@ static void writer_free(sprite_writer *w)
 	free(w);
 }
 
+uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c)
+{
+	uint64_t tile = (uint64_t)tile_h * tile_w * tile_c;
+	uint64_t t = tile ? SPRITE_SHEET_BYTES / tile : 1024;
+	return t < 1 ? 1 : t > 1024 ? 1024 : (uint32_t)t;
+}
+
 int sprite_writer_open(const char *path, const struct sprite_writer_params *p, sprite_writer **out,
 		       char *err)
 {
 	int r;
 	*out = NULL;
-	uint32_t t = p->sheet_tiles ? p->sheet_tiles : 1024;
+	uint32_t t = p->sheet_tiles ? p->sheet_tiles
+				    : sprite_default_sheet_tiles(p->tile_h, p->tile_w, p->tile_c);
 
 	if (p->tile_h == 0 || p->tile_w == 0 || p->tile_h > SPRITE_MAX_TILE_SIDE ||
 	    p->tile_w > SPRITE_MAX_TILE_SIDE || p->tile_c == 0 || p->tile_c > SPRITE_MAX_CHANNELS)

@@ -90,10 +90,20 @@ int sprite_store_verify(const sprite_store *s, char *err);
 
 typedef struct sprite_writer sprite_writer;
 
+/*
+ * Tiles per sheet when the writer is given 0: as many as fill
+ * SPRITE_SHEET_BYTES decoded, at least 1 and at most 1024. Small tiles get
+ * 1024 (Fashion-MNIST: 784 KiB sheets); 224x224x3 gets 27 (4 MiB), so that a
+ * sheet, the unit of reads, decodes and eviction, stays small beside any
+ * cache budget.
+ */
+#define SPRITE_SHEET_BYTES (4u << 20)
+uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c);
+
 struct sprite_writer_params {
 	const char *name; /* data set name */
 	uint32_t tile_h, tile_w, tile_c;
-	uint32_t sheet_tiles; /* default 1024 when 0 */
+	uint32_t sheet_tiles; /* sprite_default_sheet_tiles() when 0 */
 	enum sprite_codec codec;
 	uint32_t nclasses;
 	const char *const *class_names;

@@ -147,7 +147,7 @@ static void check_roundtrip(const struct shape *sh, int idx)
 	if (r)
 		return;
 	const struct sprite_store_info *in = sprite_store_info(s);
-	uint32_t T = sh->sheet ? sh->sheet : 1024;
+	uint32_t T = sh->sheet ? sh->sheet : sprite_default_sheet_tiles(sh->h, sh->w, sh->c);
 	uint32_t nsplits = (sh->count[0] != 0) + (sh->count[1] != 0);
 	CHECK(in->tile_h == sh->h && in->tile_w == sh->w && in->tile_c == sh->c, "case %d shape",
 	      idx);
@@ -792,7 +792,18 @@ int main(void)
 		{16, 16, 1, 0, SPRITE_CODEC_LZ4, {1500, 10}, 0, 300}, /* default 1024, 300 classes
 								       */
 		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split */
+		{224, 224, 3, 0, SPRITE_CODEC_LZ4, {60, 5}, 0, 10},   /* default: 27 a sheet */
 	};
+	/* The default sheet: 4 MiB decoded at most, 1..1024 tiles. */
+	CHECK(sprite_default_sheet_tiles(28, 28, 1) == 1024, "28x28: %u",
+	      sprite_default_sheet_tiles(28, 28, 1));
+	CHECK(sprite_default_sheet_tiles(56, 56, 1) == 1024, "56x56");
+	CHECK(sprite_default_sheet_tiles(64, 64, 3) == 341, "64x64x3: %u",
+	      sprite_default_sheet_tiles(64, 64, 3));
+	CHECK(sprite_default_sheet_tiles(224, 224, 3) == 27, "224x224x3: %u",
+	      sprite_default_sheet_tiles(224, 224, 3));
+	CHECK(sprite_default_sheet_tiles(4096, 4096, 4) == 1, "4096x4096x4: %u",
+	      sprite_default_sheet_tiles(4096, 4096, 4));
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_roundtrip(&cases[i], (int)i);
 
