@@ -26,7 +26,7 @@
  * x86-64 and still uses 256-bit vectors where they exist. Not under
  * ThreadSanitizer: the clone resolvers run before it is set up.
  */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&          \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&           \
 	!defined(__SANITIZE_THREAD__)
 #define HN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
