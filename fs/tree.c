@@ -30,6 +30,7 @@
 
 #include "common/batch.h"
 #include "common/image.h"
+#include "common/util.h"
 #include "fs/sfs.h"
 
 static const char *const split_children[] = {"images.npy", "labels.npy", "batches",
@@ -80,10 +81,72 @@ static uint32_t npy_header(char *out, const char *descr, const char *shape)
 	return total;
 }
 
-static int class_name_ok(const char *s)
+/* A name that can be one directory entry. */
+static int dir_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 	return n > 0 && n < 200 && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/');
+}
+
+/* A class name usable as class k's directory: names that are numbers are kept for numbers. */
+static int class_name_ok(const char *s, uint32_t k)
+{
+	if (!dir_name_ok(s))
+		return 0;
+	if (strspn(s, "0123456789") != strlen(s))
+		return 1;
+	char own[16];
+	snprintf(own, sizeof own, "%u", k);
+	return !strcmp(s, own);
+}
+
+struct class_ref {
+	const char *name;
+	uint32_t k;
+};
+
+static int cmp_class_ref(const void *a, const void *b)
+{
+	const struct class_ref *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/*
+ * by-class/ directory names (docs/FORMAT.md): class k keeps its name when the
+ * name is usable and no class before it has the same one; otherwise its
+ * directory is its number. Numbers are kept for numbers, so the names are
+ * unique whatever a store holds.
+ */
+static int class_dirs(struct sfs *fs)
+{
+	const struct sprite_store_info *in = fs->info;
+	uint32_t n = in->nclasses;
+	struct class_ref *v = malloc((n ? n : 1) * sizeof(*v));
+	fs->class_dir = calloc(n ? n : 1, sizeof(char *));
+	if (!v || !fs->class_dir) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		v[k] = (struct class_ref){in->class_names[k], k};
+	sprite_sort(v, n, sizeof(*v), cmp_class_ref);
+	int r = 0;
+	for (uint32_t i = 0; i < n && r == 0; i++) {
+		uint32_t k = v[i].k;
+		int first = i == 0 || strcmp(v[i - 1].name, v[i].name);
+		if (first && class_name_ok(v[i].name, k)) {
+			fs->class_dir[k] = strdup(v[i].name);
+		} else {
+			char num[16];
+			snprintf(num, sizeof(num), "%u", k);
+			fs->class_dir[k] = strdup(num);
+		}
+		if (!fs->class_dir[k])
+			r = -ENOMEM;
+	}
+	free(v);
+	return r;
 }
 
 static void build_dataset_json(struct sfs *fs)
@@ -150,7 +213,7 @@ int sfs_tree_init(struct sfs *fs, char *err)
 		sp->index = k;
 		memcpy(sp->name, e->name, SPRITE_SPLIT_NAME_MAX);
 		sp->name[SPRITE_SPLIT_NAME_MAX] = 0;
-		if (!class_name_ok(sp->name) || !strcmp(sp->name, ".spritefs") ||
+		if (!dir_name_ok(sp->name) || !strcmp(sp->name, ".spritefs") ||
 		    !strcmp(sp->name, "dataset.json")) {
 			snprintf(err, SPRITE_ERR_MAX,
 				 "split %u has a name that cannot be a directory", k);
@@ -198,26 +261,9 @@ int sfs_tree_init(struct sfs *fs, char *err)
 		sp->digits_epoch_batches = digits(sp->epoch_batches ? sp->epoch_batches - 1 : 0);
 		pthread_mutex_init(&sp->lab_lock, NULL);
 	}
-	fs->class_dir = calloc(in->nclasses ? in->nclasses : 1, sizeof(char *));
-	if (!fs->class_dir)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < in->nclasses; k++) {
-		const char *n = in->class_names[k];
-		int dup = 0;
-		/* duplicates would make two directories of one name: number them instead */
-		for (uint32_t j = 0; j < k && in->nclasses <= 4096; j++)
-			if (!strcmp(in->class_names[j], n))
-				dup = 1;
-		if (class_name_ok(n) && !dup) {
-			fs->class_dir[k] = strdup(n);
-		} else {
-			char num[16];
-			snprintf(num, sizeof(num), "%u", k);
-			fs->class_dir[k] = strdup(num);
-		}
-		if (!fs->class_dir[k])
-			return -ENOMEM;
-	}
+	int r = class_dirs(fs);
+	if (r < 0)
+		return r;
 	build_dataset_json(fs);
 	if (!fs->dataset_json_len) {
 		snprintf(err, SPRITE_ERR_MAX, "out of memory");

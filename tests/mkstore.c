@@ -3,7 +3,9 @@
  *
  *   mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] [--sheet S]
  *               [--classes K] [--codec lz4|none] [--seed X] [--name NAME]
+ *               [--class-names FILE]
  *
+ * Class names are class0, class1, ... or FILE's lines, one per class.
  * Pixels and labels come from the shared splitmix64 generator (perm.h), one
  * stream per sample seeded from (seed, split, index), so the output is
  * byte-identical for the same arguments. Each class draws oriented stripes
@@ -24,7 +26,8 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] "
-			"[--sheet S] [--classes K] [--codec lz4|none] [--seed X] [--name NAME]\n");
+			"[--sheet S] [--classes K] [--codec lz4|none] [--seed X] [--name NAME] "
+			"[--class-names FILE]\n");
 	exit(2);
 }
 
@@ -78,7 +81,7 @@ static void make_tile(uint64_t seed, uint32_t split, uint64_t i, uint32_t nclass
 
 int main(int argc, char **argv)
 {
-	const char *out = NULL, *name = "synthetic";
+	const char *out = NULL, *name = "synthetic", *names_file = NULL;
 	unsigned long long ntrain = 1000, ntest = 200, seed = 1;
 	unsigned th = 28, tw = 28, tc = 1, sheet = 0, classes = 10;
 	enum sprite_codec codec = SPRITE_CODEC_LZ4;
@@ -106,6 +109,8 @@ int main(int argc, char **argv)
 			classes = (unsigned)num(v);
 		else if (!strcmp(a, "--name"))
 			name = v;
+		else if (!strcmp(a, "--class-names"))
+			names_file = v;
 		else if (!strcmp(a, "--codec")) {
 			if (!strcmp(v, "lz4"))
 				codec = SPRITE_CODEC_LZ4;
@@ -125,10 +130,23 @@ int main(int argc, char **argv)
 
 	char err[SPRITE_ERR_MAX];
 	char **names = calloc(classes, sizeof(*names));
-	for (unsigned k = 0; k < classes; k++) {
-		names[k] = malloc(16);
-		snprintf(names[k], 16, "class%u", k);
+	FILE *nf = names_file ? fopen(names_file, "r") : NULL;
+	if (names_file && !nf) {
+		perror(names_file);
+		return 1;
 	}
+	for (unsigned k = 0; k < classes; k++) {
+		char line[512];
+		if (nf && fgets(line, sizeof line, nf)) {
+			line[strcspn(line, "\n")] = 0;
+			names[k] = strdup(line);
+		} else {
+			names[k] = malloc(16);
+			snprintf(names[k], 16, "class%u", k);
+		}
+	}
+	if (nf)
+		fclose(nf);
 	struct sprite_writer_params p = {
 		.name = name,
 		.tile_h = th,

@@ -6,7 +6,8 @@
 # lz4 and raw sheets, partial last sheets, full and windowed shuffles, O_DIRECT
 # and buffered reads, opens by the kernel (no_open) and by the daemon, the
 # store on disk and on tmpfs. Prints the combination
-# that failed.
+# that failed. Also: by-class names when class names repeat, are numbers, or
+# number more than 4096.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -41,5 +42,35 @@ for row in "${matrix[@]}"; do
 		sfs_umount "$T/mnt"
 		[[ $where == tmpfs ]] && rm -rf "$dir"
 	done
+done
+# by-class/ directory names from class names that cannot all be used as they
+# are: repeats, numbers, and more than 4096 classes. docs/FORMAT.md's rule: a
+# class keeps its name when no class before it has the same one and the name
+# is not a number other than its own; otherwise its directory is its number.
+printf '%s\n' 3 cat cat 6 4 dog cat "Ankle boot" >"$T/names8"
+want8='0|cat|2|3|4|dog|6|Ankle boot'
+for _ in $(seq 5000); do echo x; done >"$T/names5000"
+for c in 8 5000; do
+	"$MKSTORE" "$T/n.sprites" --count-train 300 --count-test 0 --classes "$c" --sheet 64 \
+		--class-names "$T/names$c" >"$T/mkstore.log" 2>&1 || fail "[names$c] mkstore"
+	sfs_mount "$T/spritefs.log" "$T/n.sprites" "$T/mnt" -o cache=16M
+	/usr/bin/python3 - "$T/mnt" "$c" "${want8}" <<'PY' || fail "[names$c] by-class names"
+import json, os, sys
+m, c, want8 = sys.argv[1], int(sys.argv[2]), sys.argv[3].split("|")
+meta = json.load(open(f"{m}/dataset.json"))
+want = want8 if c == 8 else ["x"] + [str(k) for k in range(1, c)]
+assert meta["class_dirs"] == want, ("class_dirs", meta["class_dirs"][:10], want[:10])
+listed = os.listdir(f"{m}/train/by-class")
+assert sorted(listed) == sorted(want), ("listing", sorted(listed)[:10], sorted(want)[:10])
+raw = open(f"{m}/train/labels.npy", "rb").read()
+hl = 10 + int.from_bytes(raw[8:10], "little")
+width = 2 if "<u2" in raw[:hl].decode("latin1") else 1
+labels = [int.from_bytes(raw[i:i + width], "little") for i in range(hl, len(raw), width)]
+for k, d in enumerate(want):
+    n = len(os.listdir(f"{m}/train/by-class/{d}"))
+    assert n == labels.count(k), (d, n, labels.count(k))
+print(f"{c} classes: by-class names unique, as documented; samples per class agree")
+PY
+	sfs_umount "$T/mnt"
 done
 echo "PASS"
