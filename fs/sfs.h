@@ -145,7 +145,10 @@ struct sfs_str {
 	int oom;
 };
 void sfs_str_printf(struct sfs_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* text as a JSON string; bytes that are not UTF-8 become U+FFFD. */
 void sfs_str_json(struct sfs_str *s, const char *text);
+/* Whether text is well-formed UTF-8. */
+int sfs_utf8_ok(const char *text);
 
 /* ---- cache.c ----------------------------------------------------------- */
 

@@ -88,10 +88,13 @@ static int dir_name_ok(const char *s)
 	return n > 0 && n < 200 && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/');
 }
 
-/* A class name usable as class k's directory: names that are numbers are kept for numbers. */
+/*
+ * A class name usable as class k's directory, and written in dataset.json's
+ * class_dirs as it is (so UTF-8); names that are numbers are kept for numbers.
+ */
 static int class_name_ok(const char *s, uint32_t k)
 {
-	if (!dir_name_ok(s))
+	if (!dir_name_ok(s) || !sfs_utf8_ok(s)) /* class_dirs must name it exactly */
 		return 0;
 	if (strspn(s, "0123456789") != strlen(s))
 		return 1;

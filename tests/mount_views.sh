@@ -6,8 +6,8 @@
 # lz4 and raw sheets, partial last sheets, full and windowed shuffles, O_DIRECT
 # and buffered reads, opens by the kernel (no_open) and by the daemon, the
 # store on disk and on tmpfs. Prints the combination
-# that failed. Also: by-class names when class names repeat, are numbers, or
-# number more than 4096.
+# that failed. Also: by-class names when class names repeat, are numbers, are
+# not UTF-8, or number more than 4096.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -44,21 +44,28 @@ for row in "${matrix[@]}"; do
 	done
 done
 # by-class/ directory names from class names that cannot all be used as they
-# are: repeats, numbers, and more than 4096 classes. docs/FORMAT.md's rule: a
-# class keeps its name when no class before it has the same one and the name
-# is not a number other than its own; otherwise its directory is its number.
-printf '%s\n' 3 cat cat 6 4 dog cat "Ankle boot" >"$T/names8"
-want8='0|cat|2|3|4|dog|6|Ankle boot'
+# are: repeats, numbers, bytes that are not UTF-8, more than 4096 classes.
+# docs/FORMAT.md's rule: a class keeps its name when no class before it has
+# the same one and the name is UTF-8 and not a number other than its own;
+# otherwise its directory is its number. dataset.json stays valid UTF-8 JSON.
+printf '%s\n' 3 cat cat 6 4 dog cat "Ankle boot" $'Caf\xe9' $'Caf\xc3\xa9' $'\xc0\xaf' \
+	$'\xed\xa0\x80x' $'\xf0\x9f\x98\x80' >"$T/names13"
 for _ in $(seq 5000); do echo x; done >"$T/names5000"
-for c in 8 5000; do
+for c in 13 5000; do
 	"$MKSTORE" "$T/n.sprites" --count-train 300 --count-test 0 --classes "$c" --sheet 64 \
 		--class-names "$T/names$c" >"$T/mkstore.log" 2>&1 || fail "[names$c] mkstore"
 	sfs_mount "$T/spritefs.log" "$T/n.sprites" "$T/mnt" -o cache=16M
-	/usr/bin/python3 - "$T/mnt" "$c" "${want8}" <<'PY' || fail "[names$c] by-class names"
+	/usr/bin/python3 - "$T/mnt" "$c" <<'PY' || fail "[names$c] by-class names"
 import json, os, sys
-m, c, want8 = sys.argv[1], int(sys.argv[2]), sys.argv[3].split("|")
-meta = json.load(open(f"{m}/dataset.json"))
-want = want8 if c == 8 else ["x"] + [str(k) for k in range(1, c)]
+m, c = sys.argv[1], int(sys.argv[2])
+meta = json.loads(open(f"{m}/dataset.json", "rb").read().decode("utf-8"))
+if c == 13:  # Latin-1, UTF-8, an overlong "/", a surrogate, a 4-byte character
+    want = ["0", "cat", "2", "3", "4", "dog", "6", "Ankle boot", "8", "Caf\u00e9", "10", "11",
+            "\U0001f600"]
+    assert meta["classes"][8:] == ["Caf\ufffd", "Caf\u00e9", "\ufffd\ufffd", "\ufffd\ufffd\ufffdx",
+                                   "\U0001f600"], meta["classes"]
+else:
+    want = ["x"] + [str(k) for k in range(1, c)]
 assert meta["class_dirs"] == want, ("class_dirs", meta["class_dirs"][:10], want[:10])
 listed = os.listdir(f"{m}/train/by-class")
 assert sorted(listed) == sorted(want), ("listing", sorted(listed)[:10], sorted(want)[:10])
