@@ -241,6 +241,36 @@ int sprite_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int sprite_utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xbf;
+	int n;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (int k = 2; k < n; k++)
+		if (p[k] < 0x80 || p[k] > 0xbf)
+			return 0;
+	return n;
+}
+
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {
 	if (n > 1)

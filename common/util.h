@@ -22,6 +22,12 @@ int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int sprite_write_full(int fd, const void *buf, size_t len);
 
 /* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
+/*
+ * Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no
+ * surrogates, at most U+10FFFF), or 0 where p does not start one. Reads no
+ * further than a byte that is out of place, so a NUL ends any string safely.
+ */
+int sprite_utf8_len(const unsigned char *p);
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /* mkdir -p with mode 0755; 0 or -errno. */

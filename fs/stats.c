@@ -81,41 +81,10 @@ void sfs_str_printf(struct sfs_str *s, const char *fmt, ...)
 	}
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates), or 0. */
-static int utf8_len(const unsigned char *p)
-{
-	unsigned char c = p[0], lo = 0x80, hi = 0xbf;
-	int n;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (int k = 2; k < n; k++)
-		if (p[k] < 0x80 || p[k] > 0xbf)
-			return 0;
-	return n;
-}
-
 int sfs_utf8_ok(const char *text)
 {
 	for (const unsigned char *c = (const unsigned char *)text; *c;) {
-		int n = utf8_len(c);
+		int n = sprite_utf8_len(c);
 		if (!n)
 			return 0;
 		c += n;
@@ -127,7 +96,7 @@ void sfs_str_json(struct sfs_str *s, const char *text)
 {
 	sfs_str_printf(s, "\"");
 	for (const unsigned char *c = (const unsigned char *)text; *c;) {
-		int n = utf8_len(c);
+		int n = sprite_utf8_len(c);
 		if (*c == '"' || *c == '\\')
 			sfs_str_printf(s, "\\%c", *c);
 		else if (*c < 0x20)

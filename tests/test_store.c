@@ -776,6 +776,36 @@ static void check_checksum(void)
 	free(b);
 }
 
+/* sprite_utf8_len: what JSON writers rely on to keep their output UTF-8. */
+static void check_utf8(void)
+{
+	static const struct {
+		const char *s;
+		int len;
+	} cases[] = {
+		{"a", 1},
+		{"\xc3\xa9", 2},
+		{"\xe2\x82\xac", 3},
+		{"\xf0\x9f\x98\x80", 4},
+		{"\xf4\x8f\xbf\xbf", 4},
+		{"\xe9", 0},
+		{"\xc0\xaf", 0},
+		{"\xc1\xbf", 0},
+		{"\xe0\x80\xaf", 0},
+		{"\xed\xa0\x80", 0},
+		{"\xf0\x80\x80\xaf", 0},
+		{"\xf4\x90\x80\x80", 0},
+		{"\xf5\x80\x80\x80", 0},
+		{"\x80", 0},
+		{"\xe2\x82", 0},
+		{"\xf0\x9f\x98", 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		CHECK(sprite_utf8_len((const unsigned char *)cases[i].s) == cases[i].len,
+		      "utf8 case %zu: %d, expected %d", i,
+		      sprite_utf8_len((const unsigned char *)cases[i].s), cases[i].len);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -783,6 +813,7 @@ int main(void)
 		return 1;
 	}
 	check_checksum();
+	check_utf8();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},

@@ -10,18 +10,23 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "common/util.h"
 #include "trainer/app.h"
 
 void hn_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		int n = sprite_utf8_len(p);
 		if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
 		else if (*p < 0x20)
 			fprintf(f, "\\u%04x", *p);
+		else if (n == 0)
+			fputs("\\ufffd", f); /* not UTF-8: JSON must be */
 		else
-			fputc(*p, f);
+			fwrite(p, 1, (size_t)n, f);
+		p += n ? n : 1;
 	}
 	fputc('"', f);
 }
