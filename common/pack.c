@@ -189,65 +189,27 @@ static int items_push(struct items *it, char *path, uint32_t split, uint16_t lab
 	return 0;
 }
 
-/* Order by name only: the kind tag in the first byte is skipped. */
-static int cmp_tagged(const void *a, const void *b)
+/* sprite_walk_files' callbacks: files become items of one split and class. */
+struct walk_ctx {
+	struct items *it;
+	struct strv *loops;
+	uint32_t split;
+	uint16_t label;
+};
+
+static int walk_item(void *ctx, char *path)
 {
-	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+	struct walk_ctx *c = ctx;
+	int r = items_push(c->it, path, c->split, c->label);
+	if (r < 0)
+		free(path);
+	return r;
 }
 
-/* Every visible file under dir, depth first, names in byte order. */
-static int walk_files(const char *dir, uint32_t split, uint16_t label, struct items *it, int depth,
-		      char *err)
+static void walk_loop(void *ctx, const char *path)
 {
-	if (depth > 32) {
-		seterr(err, "%s: folders nested too deep", dir);
-		return -ELOOP;
-	}
-	DIR *d = opendir(dir);
-	if (!d) {
-		int e = errno;
-		seterr(err, "%s: cannot open: %s", dir, strerror(e));
-		return -e;
-	}
-	struct strv names = {0};
-	struct dirent *de;
-	int r = 0;
-	while ((de = readdir(d)) && r == 0) {
-		if (de->d_name[0] == '.')
-			continue;
-		int k = entry_kind(dir, de);
-		if (!k)
-			continue;
-		/* Tag the kind in the first byte so one sort keeps byte order of names. */
-		char buf[NAME_MAX + 2];
-		buf[0] = (char)k;
-		snprintf(buf + 1, sizeof buf - 1, "%s", de->d_name);
-		r = strv_push(&names, buf);
-	}
-	closedir(d);
-	if (r < 0) {
-		seterr(err, "out of memory listing %s", dir);
-		strv_free(&names);
-		return r;
-	}
-	sprite_sort(names.v, names.n, sizeof *names.v, cmp_tagged);
-	for (size_t i = 0; i < names.n && r == 0; i++) {
-		char *p = join(dir, names.v[i] + 1);
-		if (!p) {
-			r = -ENOMEM;
-			break;
-		}
-		if (names.v[i][0] == 'd') {
-			r = walk_files(p, split, label, it, depth + 1, err);
-			free(p);
-		} else if ((r = items_push(it, p, split, label)) < 0) {
-			free(p);
-		}
-	}
-	if (r == -ENOMEM)
-		seterr(err, "out of memory listing %s", dir);
-	strv_free(&names);
-	return r;
+	struct walk_ctx *c = ctx;
+	strv_push(c->loops, path); /* out of memory: the loop goes unreported */
 }
 
 struct source {
@@ -255,6 +217,7 @@ struct source {
 	struct strv split_dirs;
 	struct strv classes; /* sorted union of class folder names */
 	struct items items;  /* in store order */
+	struct strv loops;   /* folders not entered again: symbolic link loops */
 };
 
 static void source_free(struct source *s)
@@ -262,6 +225,7 @@ static void source_free(struct source *s)
 	strv_free(&s->split_names);
 	strv_free(&s->split_dirs);
 	strv_free(&s->classes);
+	strv_free(&s->loops);
 	for (size_t i = 0; i < s->items.n; i++)
 		free(s->items.v[i].path);
 	free(s->items.v);
@@ -371,7 +335,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 				seterr(err, "out of memory");
 				break;
 			}
-			r = walk_files(p, (uint32_t)i, label, &s->items, 0, err);
+			struct walk_ctx wc = {&s->items, &s->loops, (uint32_t)i, label};
+			r = sprite_walk_files(p, walk_item, walk_loop, &wc, err, SPRITE_ERR_MAX);
 			free(p);
 		}
 	}
@@ -759,6 +724,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	r = list_folder(src, &s, err);
 	if (r < 0)
 		goto out;
+	for (size_t i = 0; i < s.loops.n && o->on_skip; i++)
+		o->on_skip(o->ctx, s.loops.v[i],
+			   "a symbolic link back to a folder above it: not entered again");
 	rep->found = s.items.n;
 	if (s.items.n == 0) {
 		seterr(err,
@@ -981,10 +949,23 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 
 /* ---- fingerprint ------------------------------------------------------- */
 
-static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, char *err)
+/* Folders open on the way down, so that a symbolic link loop is hashed once. */
+struct fp_chain {
+	dev_t dev[33];
+	ino_t ino[33];
+};
+
+static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, struct fp_chain *ch,
+		   char *err)
 {
-	if (depth > 32)
+	struct stat ds;
+	if (depth > 32 || stat(dir, &ds) < 0)
 		return 0;
+	for (int k = 0; k < depth; k++)
+		if (ch->dev[k] == ds.st_dev && ch->ino[k] == ds.st_ino)
+			return 0;
+	ch->dev[depth] = ds.st_dev;
+	ch->ino[depth] = ds.st_ino;
 	struct strv names = {0};
 	int r = list_dir(dir, 0, &names, err);
 	for (size_t i = 0; i < names.n && r == 0; i++) {
@@ -1001,7 +982,7 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, cha
 			XXH3_64bits_update(h, p + skip, strlen(p + skip) + 1);
 			XXH3_64bits_update(h, rec, sizeof rec);
 			if (S_ISDIR(st.st_mode))
-				r = fp_walk(h, p, skip, depth + 1, err);
+				r = fp_walk(h, p, skip, depth + 1, ch, err);
 		}
 		free(p);
 	}
@@ -1027,7 +1008,8 @@ int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
 		return -ENOMEM;
 	}
 	XXH3_64bits_reset(h);
-	int r = fp_walk(h, source, strlen(source), 0, err);
+	struct fp_chain ch;
+	int r = fp_walk(h, source, strlen(source), 0, &ch, err);
 	if (r == 0)
 		*out = XXH3_64bits_digest(h);
 	XXH3_freeState(h);

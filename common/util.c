@@ -9,6 +9,7 @@
  */
 #include "common/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
+#include <sys/types.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -293,4 +295,133 @@ int sprite_mkdir_p(const char *path)
 	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/* ---- folder walk -------------------------------------------------------- */
+
+#define WALK_MAX_DEPTH 32
+
+struct walk {
+	int (*file)(void *ctx, char *path);
+	void (*loop)(void *ctx, const char *path);
+	void *ctx;
+	char *err;
+	size_t errcap;
+	int depth;
+	dev_t dev[WALK_MAX_DEPTH + 1];
+	ino_t ino[WALK_MAX_DEPTH + 1];
+};
+
+/* Order by name: the kind tag in the first byte is skipped. */
+static int cmp_walk_tagged(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
+}
+
+static char *walk_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = malloc(a + b + 2);
+	if (p) {
+		memcpy(p, dir, a);
+		p[a] = '/';
+		memcpy(p + a + 1, name, b + 1);
+	}
+	return p;
+}
+
+static int walk_dir(struct walk *w, const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0) {
+		int e = errno;
+		snprintf(w->err, w->errcap, "%s: cannot open: %s", dir, strerror(e));
+		return -e;
+	}
+	for (int k = 0; k < w->depth; k++)
+		if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino) {
+			if (w->loop)
+				w->loop(w->ctx, dir);
+			return 0;
+		}
+	if (w->depth > WALK_MAX_DEPTH) {
+		snprintf(w->err, w->errcap, "%s: folders nested too deep", dir);
+		return -ELOOP;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		int e = errno;
+		snprintf(w->err, w->errcap, "%s: cannot open: %s", dir, strerror(e));
+		return -e;
+	}
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char kind = de->d_type == DT_DIR ? 'd' : de->d_type == DT_REG ? 'f' : 0;
+		if (!kind) { /* a link, or a file system that does not say */
+			char *p = walk_join(dir, de->d_name);
+			struct stat es;
+			if (p && stat(p, &es) == 0)
+				kind = S_ISDIR(es.st_mode) ? 'd' : S_ISREG(es.st_mode) ? 'f' : 0;
+			free(p);
+			if (!kind)
+				continue;
+		}
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			char **nv = realloc(v, nc * sizeof *nv);
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		size_t l = strlen(de->d_name);
+		if (!(v[n] = malloc(l + 2))) {
+			r = -ENOMEM;
+			break;
+		}
+		v[n][0] = kind;
+		memcpy(v[n] + 1, de->d_name, l + 1);
+		n++;
+	}
+	closedir(d);
+	if (r == 0)
+		sprite_sort(v, n, sizeof *v, cmp_walk_tagged);
+	w->dev[w->depth] = st.st_dev;
+	w->ino[w->depth] = st.st_ino;
+	w->depth++;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char *p = walk_join(dir, v[i] + 1);
+		if (!p)
+			r = -ENOMEM;
+		else if (v[i][0] == 'd') {
+			r = walk_dir(w, p);
+			free(p);
+		} else {
+			r = w->file(w->ctx, p);
+		}
+	}
+	w->depth--;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	if (r == -ENOMEM && !w->err[0])
+		snprintf(w->err, w->errcap, "out of memory listing %s", dir);
+	return r;
+}
+
+int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
+		      void (*loop)(void *ctx, const char *path), void *ctx, char *err,
+		      size_t errcap)
+{
+	struct walk w = {file, loop, ctx, err, errcap, 0, {0}, {0}};
+	if (errcap)
+		err[0] = 0;
+	return walk_dir(&w, dir);
 }

@@ -30,6 +30,21 @@ int sprite_write_full(int fd, const void *buf, size_t len);
 int sprite_utf8_len(const unsigned char *p);
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
+/*
+ * Every visible regular file under dir, the way the packer and hntrain read
+ * image folders: depth first, the entries of a folder in byte order of their
+ * names (files and folders mixed), names starting with '.' left out, symbolic
+ * links followed. file(ctx, path) gets each file's path (malloc'd, now the
+ * callee's); a negative return stops the walk and is returned. A folder that
+ * is already open further up (a symbolic link loop) is not entered again:
+ * loop(ctx, path) is told, when given. More than 32 folders deep is an error.
+ * Returns 0, file's negative value, or -errno with a message naming the
+ * folder in err (errcap bytes).
+ */
+int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
+		      void (*loop)(void *ctx, const char *path), void *ctx, char *err,
+		      size_t errcap);
+
 /* mkdir -p with mode 0755; 0 or -errno. */
 int sprite_mkdir_p(const char *path);
 

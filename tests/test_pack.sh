@@ -6,6 +6,7 @@
 # Builds small trees with mktree (gray and RGB lossless trees, a mixed tree
 # with corrupt/truncated/empty/non-image files, IDX files plain and gzip),
 # packs them and checks: summary counts and skipped-file lines, --strict,
+# symbolic links followed and link loops entered once and reported,
 # the roundtrip (pack -> --export png -> pixels and labels equal to an
 # independent decode of the sources with PIL + numpy, under /usr/bin/python3;
 # only that comparison is skipped when those are missing), identical store
@@ -152,6 +153,25 @@ for mode in gray rgb; do
 			{ fail "$mode: roundtrip differs from PIL"; sed 's/^/    /' "$T/cmp" >&2; }
 	fi
 done
+
+# ---- symbolic links: followed; a loop is entered once and reported ------------
+"$MKTREE" gray "$T/links" 4 >"$T/counts" || fail "mktree links"
+read -r _ good _ _ <"$T/counts"
+mkdir "$T/links/test/bee/sub"
+cp "$(find "$T/links/test/bee" -maxdepth 1 -type f | sort | head -1)" "$T/links/test/bee/sub/x.tif"
+ln -s . "$T/links/train/ant/self"
+ln -s .. "$T/links/test/bee/sub/back"
+ln -s "$T/links/train/cat" "$T/links/train/ant/cats" # a real folder elsewhere: followed
+ncat=$(find "$T/links/train/cat" -type f | wc -l)
+want=$((good + 1 + ncat))
+if expect_rc 0 timeout 60 "$PACK" "$T/links" "$T/links.sprites"; then
+	grep -q "found $want, packed $want, skipped 0" "$T/out" ||
+		fail "links: summary: $(grep found "$T/out")"
+	for l in train/ant/self test/bee/sub/back; do
+		grep -q "skipped $T/links/$l: a symbolic link back to a folder above it" "$T/out" ||
+			fail "links: loop $l not reported: $(head -5 "$T/out")"
+	done
+fi
 
 # ---- mixed tree: bad files, counts, --strict, --tile, determinism --------------
 "$MKTREE" mixed "$T/mixed" 40 >"$T/counts" || fail "mktree mixed"

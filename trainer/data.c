@@ -923,48 +923,30 @@ struct file_list {
 	size_t n, cap;
 };
 
-/* Every visible file under dir, depth first, names in byte order. */
-static int walk_files(const char *dir, uint16_t label, struct file_list *fl, int depth, char *err)
+/* sprite_walk_files' callback: files of one class, the order spritefs-pack lists them in. */
+struct walk_ctx {
+	struct file_list *fl;
+	uint16_t label;
+};
+
+static int walk_file(void *ctx, char *path)
 {
-	if (depth > 32)
-		return fail(err, -ELOOP, "%s: folders nested too deep", dir);
-	char **names;
-	size_t nn;
-	int rc = list_dir(dir, 0, &names, &nn);
-	if (rc < 0)
-		return fail(err, rc, "%s: %s", dir, strerror(-rc));
-	for (size_t i = 0; i < nn && rc == 0; i++) {
-		size_t l = strlen(dir) + strlen(names[i] + 1) + 2;
-		char *p = malloc(l);
-		if (!p) {
-			rc = -ENOMEM;
-			break;
+	struct walk_ctx *c = ctx;
+	struct file_list *fl = c->fl;
+	if (fl->n == fl->cap) {
+		size_t nc = fl->cap ? fl->cap * 2 : 1024;
+		struct img_file *nv = realloc(fl->v, nc * sizeof *nv);
+		if (!nv) {
+			free(path);
+			return -ENOMEM;
 		}
-		snprintf(p, l, "%s/%s", dir, names[i] + 1);
-		if (names[i][0] == 'd') {
-			rc = walk_files(p, label, fl, depth + 1, err);
-			free(p);
-			continue;
-		}
-		if (fl->n == fl->cap) {
-			size_t nc = fl->cap ? fl->cap * 2 : 1024;
-			struct img_file *nv = realloc(fl->v, nc * sizeof *nv);
-			if (!nv) {
-				free(p);
-				rc = -ENOMEM;
-				break;
-			}
-			fl->v = nv;
-			fl->cap = nc;
-		}
-		fl->v[fl->n].path = p;
-		fl->v[fl->n].label = label;
-		fl->n++;
+		fl->v = nv;
+		fl->cap = nc;
 	}
-	free_list(names, nn);
-	if (rc == -ENOMEM)
-		fail(err, rc, "out of memory listing %s", dir);
-	return rc;
+	fl->v[fl->n].path = path;
+	fl->v[fl->n].label = c->label;
+	fl->n++;
+	return 0;
 }
 
 static int class_index(const hn_source *s, const char *name)
@@ -1083,7 +1065,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		struct file_list fl = {0};
 		for (size_t i = 0; rc == 0 && i < ncl; i++) {
 			snprintf(p, sizeof p, "%s/%s", sdirs[j], cl[i]);
-			rc = walk_files(p, (uint16_t)class_index(s, cl[i]), &fl, 0, err);
+			struct walk_ctx wc = {&fl, (uint16_t)class_index(s, cl[i])};
+			/* a symbolic link loop is not entered again (spritefs-pack reports it) */
+			rc = sprite_walk_files(p, walk_file, NULL, &wc, err, HN_ERR_MAX);
 		}
 		free_list(cl, ncl);
 		s->files[k] = fl.v;
