@@ -21,13 +21,14 @@ int sprite_pread_full(int fd, void *buf, size_t len, uint64_t off);
 int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int sprite_write_full(int fd, const void *buf, size_t len);
 
-/* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
 /*
  * Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no
  * surrogates, at most U+10FFFF), or 0 where p does not start one. Reads no
  * further than a byte that is out of place, so a NUL ends any string safely.
  */
 int sprite_utf8_len(const unsigned char *p);
+
+/* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /*

@@ -828,31 +828,19 @@ static int is_split_name(const char *n)
 	       !strcmp(n, "valid") || !strcmp(n, "validation");
 }
 
-/* Kind of an entry, following symlinks: 'd', 'f' or 0. */
-static int entry_kind(const char *dir, const struct dirent *e)
+/* A folder, or a symbolic link to one. */
+static int is_dir_entry(const char *dir, const struct dirent *e)
 {
-	if (e->d_type == DT_DIR)
-		return 'd';
-	if (e->d_type == DT_REG)
-		return 'f';
+	if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
+		return e->d_type == DT_DIR;
 	char p[8192];
 	struct stat st;
 	snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-	if (stat(p, &st) < 0)
-		return 0;
-	return S_ISDIR(st.st_mode) ? 'd' : S_ISREG(st.st_mode) ? 'f' : 0;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/*
- * Sorted visible names in dir of kind 'd', 'f', or 0 (both; each name is
- * then prefixed by its kind letter, sorted by the name after it).
- */
-static int cmp_tagged(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
-}
-
-static int list_dir(const char *dir, int kind, char ***out, size_t *count)
+/* Sorted names of the visible folders in dir (the files below are sprite_walk_files'). */
+static int list_dir(const char *dir, char ***out, size_t *count)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -862,27 +850,21 @@ static int list_dir(const char *dir, int kind, char ***out, size_t *count)
 	struct dirent *e;
 	int rc = 0;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		int k = entry_kind(dir, e);
-		if (!k || (kind && k != kind))
+		if (e->d_name[0] == '.' || !is_dir_entry(dir, e))
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
-			char **nv = realloc(v, cap * sizeof *v);
+			char **nv = realloc(v, cap * sizeof *nv);
 			if (!nv) {
 				rc = -ENOMEM;
 				break;
 			}
 			v = nv;
 		}
-		size_t l = strlen(e->d_name);
-		if (!(v[n] = malloc(l + 2))) {
+		if (!(v[n] = strdup(e->d_name))) {
 			rc = -ENOMEM;
 			break;
 		}
-		v[n][0] = (char)k;
-		memcpy(v[n] + 1, e->d_name, l + 1);
 		n++;
 	}
 	closedir(d);
@@ -892,10 +874,7 @@ static int list_dir(const char *dir, int kind, char ***out, size_t *count)
 		free(v);
 		return rc;
 	}
-	sprite_sort(v, n, sizeof *v, cmp_tagged);
-	if (kind) /* drop the tags */
-		for (size_t i = 0; i < n; i++)
-			memmove(v[i], v[i] + 1, strlen(v[i])); /* the name and its NUL */
+	sprite_sort(v, n, sizeof *v, cmp_str);
 	*out = v;
 	*count = n;
 	return 0;
@@ -912,7 +891,7 @@ static int has_subdir(const char *dir)
 {
 	char **v;
 	size_t n;
-	if (list_dir(dir, 'd', &v, &n) < 0)
+	if (list_dir(dir, &v, &n) < 0)
 		return 0;
 	free_list(v, n);
 	return n > 0;
@@ -967,7 +946,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 
 	char **top;
 	size_t ntop;
-	int rc = list_dir(path, 'd', &top, &ntop);
+	int rc = list_dir(path, &top, &ntop);
 	if (rc < 0)
 		return fail(err, rc, "%s: %s", path, strerror(-rc));
 	/* The split folders (those with subfolders), or the root as "train". */
@@ -1002,7 +981,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	for (size_t k = 0; rc == 0 && k < nsplit; k++) {
 		char **cl;
 		size_t ncl;
-		if ((rc = list_dir(sdirs[k], 'd', &cl, &ncl)) < 0) {
+		if ((rc = list_dir(sdirs[k], &cl, &ncl)) < 0) {
 			fail(err, rc, "%s: %s", sdirs[k], strerror(-rc));
 			break;
 		}
@@ -1058,7 +1037,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		}
 		char **cl;
 		size_t ncl;
-		if ((rc = list_dir(sdirs[j], 'd', &cl, &ncl)) < 0) {
+		if ((rc = list_dir(sdirs[j], &cl, &ncl)) < 0) {
 			fail(err, rc, "%s: %s", sdirs[j], strerror(-rc));
 			break;
 		}
