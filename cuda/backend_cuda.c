@@ -1127,6 +1127,10 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 		snprintf(st->err, sizeof(st->err), "gpu: group size %d", group_size);
 		return -EINVAL;
 	}
+	if (n == 0 && apply) { /* no samples: apply what the group summed */
+		CU(cudaSetDevice(st->dev), st->err);
+		return apply_update(st, lr, step, &res->skipped);
+	}
 	TRY(check_batch(st, n));
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)

@@ -32,7 +32,9 @@ expect_fail "no class folders" --data "$TMP/empty"
 mkdir -p "$TMP/junk/train/a" "$TMP/junk/test/a"
 echo "not an image" >"$TMP/junk/train/a/x.png"
 echo "not an image" >"$TMP/junk/test/a/y.png"
-expect_fail "x.png" --data "$TMP/junk"
+expect_fail "junk: no file of the training split decodes" --data "$TMP/junk"
+grep -q "skipped .*/junk/train/a/x.png: not a PNG/TIFF/JPEG file" "$TMP/err" ||
+	fail "the file that does not decode is not named"
 expect_fail "no split.*valid" "${D[@]}" --test-split valid
 expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
 expect_fail "q17.*bad layer" "${D[@]}" --model q17

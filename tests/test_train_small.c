@@ -7,7 +7,10 @@
  *   1. sgd (+L2), momentum (PyTorch: v = mu*v + g; w -= lr*v) and AdamW, two
  *      steps each, against the formulas evaluated by hand in double;
  *   2. accumulation: two micro-batches of 32 (group 64) equal one batch of
- *      64 after three updates, within 1e-4 relative;
+ *      64 after three updates, within 1e-4 relative; the same two batches
+ *      applied by a third, empty one (what hntrain sends when every file of
+ *      a batch failed to decode) give bit-identical parameters; an empty
+ *      batch with nothing summed is refused;
  *   3. determinism: two backends, same init and data order -> memcmp-equal
  *      parameters (1 and 2 threads);
  *   4. training via the backend ops on the first 10,000 training samples,
@@ -318,10 +321,14 @@ static int train(struct run *r, const struct dataset *tr, uint32_t ntrain, int b
 
 static void test_accumulation(const struct dataset *d)
 {
-	struct run a, b;
+	struct run a, b, c;
 	if (run_create(&a, "cnn", d, HN_OPT_MOMENTUM, 2, 64, 3) ||
-	    run_create(&b, "cnn", d, HN_OPT_MOMENTUM, 2, 64, 3))
+	    run_create(&b, "cnn", d, HN_OPT_MOMENTUM, 2, 64, 3) ||
+	    run_create(&c, "cnn", d, HN_OPT_MOMENTUM, 2, 64, 3))
 		return;
+	struct hn_step_result r0;
+	if (hn_backend_cpu.train_step(c.st, NULL, NULL, 0, 64, 1, 0.05f, 1, &r0) != -EINVAL)
+		FAIL("an empty batch with no gradients summed was not refused");
 	uint8_t *tiles = malloc((size_t)64 * d->h * d->w);
 	uint16_t labels[64];
 	uint32_t idx[64];
@@ -337,6 +344,14 @@ static void test_accumulation(const struct dataset *d)
 					  &r2);
 		hn_backend_cpu.train_step(b.st, tiles + 32 * sz, labels + 32, 32, 64, 1, 0.05f,
 					  (uint64_t)step, &r3);
+		hn_backend_cpu.train_step(c.st, tiles, labels, 32, 64, 0, 0.05f, (uint64_t)step,
+					  &r0);
+		hn_backend_cpu.train_step(c.st, tiles + 32 * sz, labels + 32, 32, 64, 0, 0.05f,
+					  (uint64_t)step, &r0);
+		if (hn_backend_cpu.train_step(c.st, NULL, NULL, 0, 64, 1, 0.05f, (uint64_t)step,
+					      &r0) != 0 ||
+		    r0.loss_sum != 0 || r0.correct != 0)
+			FAIL("accumulation step %d: an empty batch did not apply the group", step);
 		if (fabs(r1.loss_sum - (r2.loss_sum + r3.loss_sum)) > 1e-4 * r1.loss_sum ||
 		    r1.correct != r2.correct + r3.correct)
 			FAIL("accumulation step %d: loss %g vs %g+%g", step, r1.loss_sum,
@@ -353,7 +368,10 @@ static void test_accumulation(const struct dataset *d)
 	if (worst > 1e-4 || moved == 0)
 		FAIL("accumulation: K=2 x 32 vs 64 differ by %g relative (params moved %g)", worst,
 		     moved);
-	run_destroy(&a), run_destroy(&b);
+	hn_backend_cpu.get_params(c.st, pa);
+	if (memcmp(pa, pb, sizeof(float) * a.m.nparams))
+		FAIL("accumulation: applying the group with an empty batch changed the result");
+	run_destroy(&a), run_destroy(&b), run_destroy(&c);
 	free(pa), free(pb), free(tiles);
 }
 

@@ -107,7 +107,8 @@ struct hn_backend_ops {
 	 * accumulation group: grad += dL/dw * (1 / group_size). When apply is
 	 * set, take an optimizer step with learning rate lr and zero the grads.
 	 * step is the optimizer step count after this update (adam bias
-	 * correction) and the dropout stream index.
+	 * correction) and the dropout stream index. n may be 0 with apply set
+	 * and earlier batches summed: then only the step is taken.
 	 */
 	int (*train_step)(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
 			  int group_size, int apply, float lr, uint64_t step,

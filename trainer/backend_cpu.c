@@ -585,6 +585,14 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 			  struct hn_step_result *res)
 {
 	struct cpu_state *st = state;
+	if (n == 0 && apply && st->micro > 0) { /* no samples: apply what the group summed */
+		struct step_job j = {.st = st, .lr = lr, .t = step};
+		if (res)
+			memset(res, 0, sizeof *res);
+		hn_team_run(st->team, update_member, &j);
+		st->micro = 0;
+		return 0;
+	}
 	int rc = check_batch(st, labels, n);
 	if (rc)
 		return rc;

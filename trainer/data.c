@@ -78,6 +78,11 @@ struct hn_source {
 
 	/* images */
 	struct img_file *files[2];
+	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
+	uint64_t nbad;	 /* files in bad[], atomic */
+	int strict;
+	void (*on_skip)(void *ctx, const char *why);
+	void *skip_ctx;
 
 	/* idx and memory */
 	uint8_t *px[2];
@@ -104,6 +109,11 @@ const struct hn_source_info *hn_source_info(const hn_source *s)
 const char *hn_source_describe(const hn_source *s)
 {
 	return s->describe;
+}
+
+uint64_t hn_source_skipped(const hn_source *s)
+{
+	return __atomic_load_n(&s->nbad, __ATOMIC_RELAXED);
 }
 
 static int no_test(const char *t)
@@ -817,8 +827,8 @@ static int cmp_str(const void *a, const void *b)
  * that sample i here is sample i of a store packed from the same tree:
  * hidden entries ignored, names in byte order at every level, a class
  * folder walked depth first with files and subfolders merged by name, every
- * regular file taken (a file that does not decode is an error at read time;
- * spritefs-pack would skip it), split folders used when a top folder named
+ * regular file taken (a file that does not decode is skipped when it is
+ * first read, see image_sample), split folders used when a top folder named
  * train/test/val/valid/validation has subfolders, and the classes the sorted
  * union of the class folders of every split.
  */
@@ -936,9 +946,57 @@ static int class_index(const hn_source *s, const char *name)
 	return -1;
 }
 
+/*
+ * Decode file i of split into tile, fitted to the source's tile shape (h, w,
+ * c 0: take the image's own). A file that does not decode is marked bad and
+ * reported once through on_skip, and then returns 1 (skip it), or with
+ * --strict fails; 0 when the tile holds the sample.
+ */
+static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
+			struct sprite_image *keep, char *err)
+{
+	const struct img_file *f = &s->files[split][i];
+	if (__atomic_load_n(&s->bad[split][i], __ATOMIC_RELAXED))
+		return 1;
+	struct sprite_image im;
+	char why[SPRITE_ERR_MAX] = "";
+	int rc = sprite_image_load(f->path, &im, why);
+	if (rc == -ENOMEM)
+		return fail(err, rc, "%s: out of memory", f->path);
+	if (rc < 0 && !why[0])
+		snprintf(why, sizeof why, "%s: %s", f->path, strerror(-rc));
+	if (rc == 0 && keep) {
+		*keep = im;
+		return 0;
+	}
+	if (rc == 0) {
+		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c, tile);
+		sprite_image_free(&im);
+		if (rc == -ENOMEM)
+			return fail(err, rc, "%s: out of memory", f->path);
+		if (rc < 0)
+			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", f->path,
+				 s->info.h, s->info.w, s->info.c, strerror(-rc));
+	}
+	if (rc == 0)
+		return 0;
+	/* the decoder's message names the file */
+	if (s->strict)
+		return fail(err, rc, "%s (--strict stops at a file that does not decode)", why);
+	if (!__atomic_exchange_n(&s->bad[split][i], 1, __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&s->nbad, 1, __ATOMIC_RELAXED);
+		if (s->on_skip)
+			s->on_skip(s->skip_ctx, why);
+	}
+	return 1;
+}
+
 static int images_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	s->kind = SRC_IMAGES;
+	s->strict = o->strict;
+	s->on_skip = o->on_skip;
+	s->skip_ctx = o->skip_ctx;
 	snprintf(s->info.kind, sizeof s->info.kind, "images");
 	snprintf(s->root, sizeof s->root, "%s", path);
 	const char *base = strrchr(path, '/');
@@ -1051,6 +1109,8 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		free_list(cl, ncl);
 		s->files[k] = fl.v;
 		s->info.full_count[k] = fl.n;
+		if (rc == 0 && !(s->bad[k] = calloc(fl.n ? fl.n : 1, 1)))
+			rc = -ENOMEM;
 	}
 	for (size_t k = 0; k < nsplit; k++)
 		free(sdirs[k]);
@@ -1062,16 +1122,21 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (s->info.full_count[0] == 0)
 		return fail(err, -ENOENT, "%s: no image files in the training split", path);
 
-	/* Tile shape: given, or that of the first training image. */
+	/* Tile shape: given, or that of the first training image that decodes. */
 	s->info.h = o->tile_h;
 	s->info.w = o->tile_w;
 	s->info.c = o->tile_c;
 	if (!s->info.h || !s->info.w || !s->info.c) {
 		struct sprite_image im;
-		char why[SPRITE_ERR_MAX] = "";
-		rc = sprite_image_load(s->files[0][0].path, &im, why);
+		uint64_t i = 0;
+		while (i < s->info.full_count[0] &&
+		       (rc = image_sample(s, 0, i, NULL, &im, err)) == 1)
+			i++;
 		if (rc < 0)
-			return fail(err, rc, "%s", why[0] ? why : strerror(-rc));
+			return rc;
+		if (i == s->info.full_count[0])
+			return fail(err, -EINVAL, "%s: no file of the training split decodes",
+				    path);
 		if (!s->info.h || !s->info.w) {
 			s->info.h = im.h;
 			s->info.w = im.w;
@@ -1092,27 +1157,22 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	return 0;
 }
 
+/* The samples that decode, packed in idx order; returns how many. */
 static int images_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
 		       uint16_t *labels, char *err)
 {
+	int m = 0;
 	for (int k = 0; k < n; k++) {
 		if (idx[k] >= s->info.full_count[split])
 			return fail(err, -ERANGE, "%s: sample %u out of range", s->root, idx[k]);
-		const struct img_file *f = &s->files[split][idx[k]];
-		struct sprite_image im;
-		char why[SPRITE_ERR_MAX] = "";
-		int rc = sprite_image_load(f->path, &im, why);
-		if (rc < 0) /* the decoder's message names the file */
-			return fail(err, rc, "%s", why[0] ? why : strerror(-rc));
-		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
-				      tiles + (size_t)k * s->tile_bytes);
-		sprite_image_free(&im);
+		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, NULL,
+				      err);
 		if (rc < 0)
-			return fail(err, rc, "%s: cannot fit to a %ux%ux%u tile", f->path,
-				    s->info.h, s->info.w, s->info.c);
-		labels[k] = f->label;
+			return rc;
+		if (rc == 0)
+			labels[m++] = s->files[split][idx[k]].label;
 	}
-	return 0;
+	return m;
 }
 
 /* ---- IDX folder ------------------------------------------------------- */
@@ -1360,6 +1420,7 @@ void hn_source_close(hn_source *s)
 			for (uint64_t i = 0; i < s->info.full_count[k]; i++)
 				free(s->files[k][i].path);
 			free(s->files[k]);
+			free(s->bad[k]);
 		}
 		free(s->px[k]);
 		free(s->lab[k]);
@@ -1378,24 +1439,28 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 {
 	if (split != HN_SPLIT_TRAIN && split != HN_SPLIT_TEST)
 		return fail(err, -EINVAL, "bad split");
+	int rc = -EINVAL;
 	switch (s->kind) {
 	case SRC_STORE:
-		return store_read(s, split, idx, n, tiles, labels, err);
+		rc = store_read(s, split, idx, n, tiles, labels, err);
+		break;
 	case SRC_MOUNT:
 		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs) {
-			int rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
+			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
 			if (rc != -ENOENT)
-				return rc;
+				break;
 			/* The mount has no view for this (seed, epoch): gather instead. */
 		}
-		return mount_read(s, split, idx, n, tiles, labels, err);
+		rc = mount_read(s, split, idx, n, tiles, labels, err);
+		break;
 	case SRC_IMAGES:
-		return images_read(s, split, idx, n, tiles, labels, err);
+		return images_read(s, split, idx, n, tiles, labels, err); /* those that decode */
 	case SRC_IDX:
 	case SRC_MEMORY:
-		return memory_read(s, split, idx, n, tiles, labels, err);
+		rc = memory_read(s, split, idx, n, tiles, labels, err);
+		break;
 	}
-	return -EINVAL;
+	return rc < 0 ? rc : n;
 }
 
 void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
@@ -1412,12 +1477,15 @@ void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t 
 
 /* ---- --preload --------------------------------------------------------- */
 
+enum { PRELOAD_CHUNK = 256 };
+
 struct preload_job {
 	hn_source *s;
 	pthread_mutex_t lock;
 	uint64_t next[2];
 	uint8_t *px[2];
 	uint16_t *lab[2];
+	uint32_t *got[2]; /* samples read per chunk (fewer where image files did not decode) */
 	int rc;
 	char err[HN_ERR_MAX];
 };
@@ -1425,7 +1493,7 @@ struct preload_job {
 static void *preload_worker(void *arg)
 {
 	struct preload_job *j = arg;
-	enum { CHUNK = 256 };
+	enum { CHUNK = PRELOAD_CHUNK };
 	uint32_t idx[CHUNK];
 	for (;;) {
 		pthread_mutex_lock(&j->lock);
@@ -1460,7 +1528,25 @@ static void *preload_worker(void *arg)
 			pthread_mutex_unlock(&j->lock);
 			return NULL;
 		}
+		/* mount_read gives 0; hn_source_read the samples it read */
+		j->got[k][first / CHUNK] = j->s->kind == SRC_MOUNT ? (uint32_t)n : (uint32_t)rc;
 	}
+}
+
+/* Close the gaps the files that did not decode left at the ends of chunks. */
+static uint64_t preload_compact(struct preload_job *j, int k, size_t tile_bytes)
+{
+	uint64_t n = j->s->info.count[k], w = 0;
+	for (uint64_t first = 0; first < n; first += PRELOAD_CHUNK) {
+		uint32_t m = j->got[k][first / PRELOAD_CHUNK];
+		if (w != first && m) {
+			memmove(j->px[k] + w * tile_bytes, j->px[k] + first * tile_bytes,
+				m * tile_bytes);
+			memmove(j->lab[k] + w, j->lab[k] + first, m * sizeof *j->lab[k]);
+		}
+		w += m;
+	}
+	return w;
 }
 
 int hn_source_preload(hn_source *s, int nthreads, char *err)
@@ -1470,10 +1556,12 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 	for (int k = 0; k < 2; k++) {
 		j.px[k] = malloc(s->info.count[k] * s->tile_bytes + 1);
 		j.lab[k] = malloc(s->info.count[k] * sizeof(uint16_t) + 2);
-		if (!j.px[k] || !j.lab[k]) {
+		j.got[k] = calloc(s->info.count[k] / PRELOAD_CHUNK + 1, sizeof *j.got[k]);
+		if (!j.px[k] || !j.lab[k] || !j.got[k]) {
 			for (int i = 0; i < 2; i++) {
 				free(j.px[i]);
 				free(j.lab[i]);
+				free(j.got[i]);
 			}
 			return fail(err, -ENOMEM, "--preload: not enough memory for the data set");
 		}
@@ -1498,17 +1586,22 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 		for (int i = 0; i < 2; i++) {
 			free(j.px[i]);
 			free(j.lab[i]);
+			free(j.got[i]);
 		}
 		return fail(err, j.rc, "%s", j.err);
 	}
 	/* From here on the source is memory: drop what the original kind held. */
 	for (int k = 0; k < 2; k++) {
+		s->info.count[k] = preload_compact(&j, k, s->tile_bytes);
+		free(j.got[k]);
 		free(s->px[k]);
 		free(s->lab[k]);
 		s->px[k] = j.px[k];
 		s->lab[k] = j.lab[k];
 		s->info.full_count[k] = s->info.count[k];
 	}
+	if (s->info.count[0] == 0)
+		return fail(err, -ENODATA, "%s: no training sample decodes", s->root);
 	char d[sizeof s->describe];
 	memcpy(d, s->describe, sizeof d);
 	snprintf(s->describe, sizeof s->describe, "preloaded in RAM from %.480s", d);

@@ -15,7 +15,8 @@
  *   images  an ImageFolder tree of TIFF/PNG/JPEG files (ROOT/<split>/<class>/
  *           or class folders directly under ROOT, which form "train"),
  *           classes and files in byte order of their names as spritefs-pack
- *           lists them, decoded and fitted to the tile on the loader threads;
+ *           lists them, decoded and fitted to the tile on the loader threads
+ *           (a file that does not decode is reported and left out);
  *   idx     a folder of IDX files (train-*, t10k-* for "test"), loaded whole.
  *
  * Sample i of a split is the same picture in every source (the store keeps
@@ -59,6 +60,15 @@ struct hn_source_options {
 	uint64_t seed;			 /* for a mount's epoch views */
 	uint32_t batch;			 /* for a mount's epoch views */
 	uint64_t cache_bytes;		 /* store: sheet cache budget (0 = whole split) */
+	/*
+	 * Image folders: a file that does not decode (or fit the tile) is
+	 * skipped from then on and passed to on_skip (the message names the
+	 * file; called once per file, from a loader thread), or with strict
+	 * makes the read fail.
+	 */
+	int strict;
+	void (*on_skip)(void *ctx, const char *why);
+	void *skip_ctx;
 };
 
 typedef struct hn_source hn_source;
@@ -73,16 +83,22 @@ const struct hn_source_info *hn_source_info(const hn_source *s);
  * idx lists the sample indices; for the training split they are batch
  * number `batch_index` of epoch `epoch` in permutation order, which lets a
  * mount serve the batch from an epoch view file (the ids in it are checked
- * against idx). Thread-safe.
+ * against idx). Returns the samples read: n, or fewer (0 too) from an image
+ * folder whose files did not all decode, the good ones packed first in idx
+ * order. Thread-safe.
  */
 int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index,
 		   const uint32_t *idx, int n, uint8_t *tiles, uint16_t *labels, char *err);
 
 /*
  * Read every sample of both splits into memory (using nthreads threads) and
- * turn s into an in-memory source: the --preload baseline.
+ * turn s into an in-memory source: the --preload baseline. Image files that
+ * do not decode are left out, so the counts in hn_source_info() may shrink.
  */
 int hn_source_preload(hn_source *s, int nthreads, char *err);
+
+/* Image files skipped so far because they did not decode (0 for other sources). */
+uint64_t hn_source_skipped(const hn_source *s);
 
 /* A line describing how the source is read ("mount /mnt/x: epoch views (batch 64)"). */
 const char *hn_source_describe(const hn_source *s);

@@ -38,6 +38,7 @@ struct opts {
 	const char *data, *split, *test_split;
 	uint64_t limit, test_limit;
 	int preload;
+	int strict;
 	uint32_t tile_h, tile_w, tile_c;
 	uint32_t window;
 	uint64_t cache;
@@ -84,6 +85,8 @@ static void usage(FILE *f)
 		"  --test-limit N       evaluate on the first N test samples only\n"
 		"  --preload            read the whole data set into RAM first (zero-I/O "
 		"baseline)\n"
+		"  --strict             image folders: stop at a file that does not decode\n"
+		"                       (default: report it and train without it)\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
 		"  --window N           windowed order: shuffle N sheets at a time (larger than "
@@ -126,6 +129,13 @@ static void usage(FILE *f)
 		"\n"
 		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
 		"format.\n");
+}
+
+/* An image file that does not decode: named once, on its own line even under a progress bar. */
+static void report_skip(void *ctx, const char *why)
+{
+	(void)ctx;
+	fprintf(stderr, "%s%s: skipped %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, why);
 }
 
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -249,6 +259,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_CHECKPOINT,
 		O_RESUME,
 		O_LOG,
+		O_STRICT,
 		O_QUIET,
 		O_HELP,
 	};
@@ -287,6 +298,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
 		{"resume", required_argument, 0, O_RESUME},
 		{"log", required_argument, 0, O_LOG},
+		{"strict", no_argument, 0, O_STRICT},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -312,6 +324,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_PRELOAD:
 			o->preload = 1;
+			break;
+		case O_STRICT:
+			o->strict = 1;
 			break;
 		case O_TILE: {
 			unsigned h = 0, w = 0, ch = 0;
@@ -619,6 +634,8 @@ int main(int argc, char **argv)
 		.seed = o.seed,
 		.batch = (uint32_t)o.batch,
 		.cache_bytes = o.cache,
+		.strict = o.strict,
+		.on_skip = report_skip,
 	};
 	hn_source *src = NULL;
 	if (hn_source_open(o.data, &so, &src, err) < 0)
@@ -762,6 +779,7 @@ int main(int argc, char **argv)
 		if (hn_loader_start(&lc, &ld, err) < 0)
 			die(1, "%s", err);
 		uint64_t micro = 0;
+		int pending = 0; /* batches summed into the group's gradients, not applied yet */
 
 		for (uint64_t e = first_epoch; e < end_epoch; e++) {
 			struct sprite_progress prog_bar;
@@ -785,16 +803,30 @@ int main(int argc, char **argv)
 				if (g_end > nb_train)
 					g_end = nb_train;
 				uint64_t s_end = g_end * (uint64_t)o.batch;
-				int group = (int)((s_end < ntrain ? s_end : ntrain) -
-						  g0 * (uint64_t)o.batch);
+				/*
+				 * Gradients are averaged over the group's samples: those the batch
+				 * holds, or with --accum those planned (a batch short of image
+				 * files that did not decode is then weighted a little less).
+				 */
+				int group = o.accum == 1 ? bt->n
+							 : (int)((s_end < ntrain ? s_end : ntrain) -
+								 g0 * (uint64_t)o.batch);
 				int apply = b + 1 == g_end;
 				lr = lr_at(&o, step, steps_per_epoch, total_steps);
 				/* Non-applying calls get their own dropout stream, outside the step
 				 * range. */
 				uint64_t sidx = apply ? step + 1 : (1ull << 63) | micro;
 				struct hn_step_result res = {0};
-				int rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group,
-							apply, (float)lr, sidx, &res);
+				int rc = 0;
+				/*
+				 * A batch whose every file failed to decode: nothing to learn from,
+				 * but the step still counts (the schedule and --resume count
+				 * steps), and gradients already summed in its group are applied.
+				 */
+				if (bt->n > 0 || (apply && pending))
+					rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group,
+							    apply, (float)lr, sidx, &res);
+				pending = apply ? 0 : pending + (bt->n > 0);
 				double t2 = sprite_now();
 				if (rc < 0)
 					die(1,
@@ -841,7 +873,9 @@ int main(int argc, char **argv)
 				if (hn_loader_next(ld, &bt, err) < 0)
 					die(1, "reading the test data: %s", err);
 				struct hn_step_result res = {0};
-				int rc = be->evaluate(st, bt->tiles, bt->labels, bt->n, &res);
+				int rc =
+					bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res)
+					      : 0;
 				if (rc < 0)
 					die(1, "evaluation failed: %s", strerror(-rc));
 				tloss += res.loss_sum;
@@ -927,6 +961,12 @@ int main(int argc, char **argv)
 		       first_epoch, end_epoch);
 	}
 
+	uint64_t skipped = hn_source_skipped(src);
+	if (skipped && !o.quiet)
+		printf("skipped %" PRIu64
+		       " image file%s that did not decode (named above; --strict "
+		       "stops at the first)\n",
+		       skipped, skipped == 1 ? "" : "s");
 	uint64_t hash = weights_hash(be, st, params, m.nparams);
 	printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (logf) {
@@ -943,6 +983,7 @@ int main(int argc, char **argv)
 			.device = o.device,
 			.model = o.model,
 			.nparams = m.nparams,
+			.skipped_files = hn_source_skipped(src),
 		};
 		if (hn_log_final(logf, &fs) < 0 || fclose(logf) != 0)
 			die(1, "--log %s: write error", o.log);

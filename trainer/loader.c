@@ -117,6 +117,7 @@ static void *loader_main(void *arg)
 			}
 			q->state = SLOT_FREE;
 		} else {
+			q->b.n = rc; /* fewer where image files did not decode */
 			q->state = SLOT_READY;
 		}
 		pthread_cond_broadcast(&l->consumer_cv);

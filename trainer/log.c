@@ -85,6 +85,7 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	hn_json_string(f, s->device);
 	fputs(", \"model\": ", f);
 	hn_json_string(f, s->model);
-	fprintf(f, ", \"params\": %" PRIu64 "}\n", s->nparams);
+	fprintf(f, ", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64 "}\n", s->nparams,
+		s->skipped_files);
 	return fflush(f) == 0 ? 0 : -1;
 }

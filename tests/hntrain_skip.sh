@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# hntrain_skip - an image folder with files that do not decode: each is named
+# once on stderr and left out, the run goes on and counts them (output and
+# --log); --strict stops at the first instead. Training stays deterministic,
+# --preload over the tree trains exactly as the store spritefs-pack makes of
+# it (both leave the bad files out before the order is drawn), and batches
+# left empty (--batch 1 --accum 2) still take their optimizer steps.
+source "$(dirname "$0")/hntrain_common.sh"
+: "${MKTREE:?MKTREE not set (run through meson test)}"
+
+# 3 classes x 6 good images of mixed sizes, and per class 6 files that do
+# not decode (truncated TIFF and PNG, an empty file, a text file, random
+# bytes, half a JPEG); hidden files are not samples.
+read -r _ good _ bad < <("$MKTREE" mixed "$TMP/tree" 6) || fail "mktree"
+[[ $good == 18 && $bad == 18 ]] || fail "mktree made good $good bad $bad, expected 18 and 18"
+COMMON=(--data "$TMP/tree" --tile 20x24x1 --model mlp --batch 4 --test-split none)
+
+"$HNTRAIN" "${COMMON[@]}" --epochs 2 --log "$TMP/log.json" >"$TMP/out" 2>"$TMP/err" ||
+	{ cat "$TMP/err" >&2; fail "hntrain over a tree with bad files exited $?"; }
+# Every bad file named exactly once over both epochs, with what is wrong; no good file named.
+named=$(sed -n 's/^hntrain: skipped \([^:]*\): .*/\1/p' "$TMP/err" | sort)
+want=$(find "$TMP/tree" -name 'zz-*' | sort)
+[[ $named == "$want" ]] || {
+	cat "$TMP/err" >&2
+	fail "stderr does not name each bad file once"
+}
+grep -q "zz-empty.png: empty file" "$TMP/err" || fail "the reason for an empty file is missing"
+grep -q "zz-notes.txt: not a PNG/TIFF/JPEG file" "$TMP/err" || fail "the reason for a text file is missing"
+grep -q "^skipped 18 image files that did not decode" "$TMP/out" || {
+	cat "$TMP/out" >&2
+	fail "the run does not report 18 skipped files"
+}
+python3 - "$TMP/log.json" <<'PY' || fail "--log does not count the skipped files"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+epochs, final = rows[:-1], rows[-1]
+assert [r["samples"] for r in epochs] == [18, 18], [r["samples"] for r in epochs]
+assert final["skipped_files"] == 18 and final["samples"] == 36, final
+assert final["steps"] == 2 * 9, final  # 36 planned samples / batch 4, per epoch
+PY
+echo "ok: 18 bad files named once and left out; the log counts them"
+
+h1=$(hash_of "${COMMON[@]}" --epochs 2)
+h2=$(hash_of "${COMMON[@]}" --epochs 2 --loaders 1)
+[[ $h1 == "$h2" ]] || fail "skipping is not deterministic: $h1 vs $h2"
+echo "ok: same weights with 2 loaders and 1 ($h1)"
+
+expect_fail "zz-[a-z]+\.(tif|png|jpg|txt): .*--strict" "${COMMON[@]}" --strict
+
+if [[ -n ${SPRITEFS_PACK:-} ]]; then
+	"$SPRITEFS_PACK" -q --tile 20x24x1 "$TMP/tree" "$TMP/tree.sprites" 2>/dev/null ||
+		fail "spritefs-pack of the tree"
+	hp=$(hash_of "${COMMON[@]}" --epochs 2 --preload)
+	hs=$(hash_of --data "$TMP/tree.sprites" --model mlp --batch 4 --test-split none --epochs 2)
+	[[ $hp == "$hs" ]] || fail "--preload over the tree ($hp) and its store ($hs) train apart"
+	echo "ok: --preload over the tree trains as its store does ($hp)"
+fi
+
+# Batches of one: most are empty; with --accum 2 an empty batch ends half the
+# groups, which must still be applied and counted as steps.
+"$HNTRAIN" "${COMMON[@]}" --batch 1 --accum 2 --epochs 2 --log "$TMP/acc.json" \
+	>/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "--batch 1 --accum 2 exited $?"; }
+python3 - "$TMP/acc.json" <<'PY' || fail "--batch 1 --accum 2 miscounted"
+import json, sys
+final = [json.loads(l) for l in open(sys.argv[1])][-1]
+assert final["steps"] == 36 and final["samples"] == 36, final
+PY
+echo "ok: empty batches keep the step count (36 steps over 2 epochs)"
+
+# The tile shape comes from the first file that decodes, past a bad first one.
+mkdir -p "$TMP/first/a" "$TMP/first/b"
+echo "not an image" >"$TMP/first/a/0.png"
+cp "$TMP/tree/ant/f0000.tif" "$TMP/first/a/1.tif"
+cp "$TMP/tree/bee/f0000.tif" "$TMP/first/b/0.tif"
+"$HNTRAIN" --data "$TMP/first" --model mlp --batch 2 --test-split none >"$TMP/out" \
+	2>"$TMP/err" || { cat "$TMP/err" >&2; fail "a bad first file stopped the run"; }
+grep -q "first/a/0.png" "$TMP/err" || fail "the bad first file is not named"
+echo "ok: a bad first file is skipped for the tile shape too"
+
+# Nothing decodes: a clear error, not an empty run.
+mkdir -p "$TMP/none/a"
+echo "not an image" >"$TMP/none/a/x.png"
+expect_fail "no file of the training split decodes" --data "$TMP/none" --model mlp
+echo "PASS"
