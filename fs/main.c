@@ -220,6 +220,35 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 }
 
 /*
+ * A mount point that is missing, not a folder, or a FUSE mount whose daemon
+ * died fails here, before a source folder is packed (minutes, the first
+ * time), and not later inside libfuse. A dead mount would otherwise get a
+ * second mount stacked on it, and the dead one would come back on unmount.
+ * /dev/fd/N (a /dev/fuse descriptor from a parent, libfuse's convention) is
+ * left to libfuse.
+ */
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+	if (!strncmp(mnt, "/dev/fd/", 8))
+		return 0;
+	if (stat(mnt, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
+	} else if (errno == ENOTCONN) {
+		fprintf(stderr,
+			"spritefs: mount point %s: a FUSE mount whose daemon has gone "
+			"(transport endpoint is not connected); unmount it first: "
+			"fusermount3 -u %s\n",
+			mnt, mnt);
+	} else {
+		fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
+	}
+	return -1;
+}
+
+/*
  * The kernel sizes buffered FUSE reads by the mount's readahead, 128 KiB by
  * default whatever max_readahead we negotiate; 1 MiB requests cost the
  * daemon an eighth of the round trips. Raise it through sysfs (root only;
@@ -378,7 +407,7 @@ int main(int argc, char *argv[])
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		goto out_args;
-	if (apply_options(&c, &fs->o) < 0)
+	if (apply_options(&c, &fs->o) < 0 || check_mountpoint(mnt) < 0)
 		goto out_fs;
 
 	/* resolve SOURCE to a store file */

@@ -2,7 +2,8 @@
 # mount_badstore.sh - spritefs refuses a bad store before mounting: truncated,
 # bad magic, a future version, an empty file, a directory of no images, a
 # missing file. Each gives a non-zero exit, a message naming the file and
-# the problem, and no mount. Bad options are refused the same way.
+# the problem, and no mount. Bad options and bad mount points (missing, a
+# file, a mount whose daemon was killed) are refused the same way.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -49,4 +50,24 @@ for o in cache=lots prefetch=-1 batch=0 epochs=99999999 direct=2; do
 	grep -q "${o%%=*}" "$T/out.log" || fail "-o $o: message does not name the option"
 	is_mounted "$T/mnt" && fail "-o $o: left a mount"
 done
+# mount points: missing, a file, and a mount whose daemon was killed; each is
+# refused at once (before any packing), naming the mount point
+: >"$T/plainfile"
+for m in "$T/nomnt|No such file" "$T/plainfile|not a folder"; do
+	IFS='|' read -r mp words <<<"$m"
+	rc=0
+	timeout 60 "$SPRITEFS" -f "$T/good.sprites" "$mp" >"$T/out.log" 2>&1 || rc=$?
+	[[ $rc -ne 0 && $rc -ne 124 ]] || fail "mount point $mp: exit $rc"
+	grep -q "mount point $mp: $words" "$T/out.log" || fail "mount point $mp: $(cat "$T/out.log")"
+	echo "mount point ${mp##*/}: exit $rc: $(head -1 "$T/out.log")"
+done
+sfs_mount "$T/dead.log" "$T/good.sprites" "$T/dead"
+kill -KILL "$SFS_PID"
+wait "$SFS_PID" 2>/dev/null
+rc=0
+timeout 60 "$SPRITEFS" -f "$T/good.sprites" "$T/dead" >"$T/out.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a dead mount was mounted over: exit $rc"
+grep -q "daemon has gone.*fusermount3 -u $T/dead" "$T/out.log" || fail "dead mount: $(cat "$T/out.log")"
+[[ $(grep -c " $T/dead " /proc/mounts) == 1 ]] || fail "a second mount was stacked on the dead one"
+echo "dead mount: exit $rc: $(head -1 "$T/out.log")"
 echo "PASS"
