@@ -121,7 +121,8 @@ static void usage(FILE *f)
 		"                     kernel's page cache as they are decoded (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
-		"  other -o options go to FUSE (allow_other, default_permissions, ...)\n",
+		"  other -o options go to FUSE (allow_other, default_permissions, ...);\n"
+		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n",
 		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH);
 }
 
