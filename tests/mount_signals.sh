@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mount_signals.sh - SIGTERM and SIGINT unmount cleanly (mount gone from
 # /proc/mounts, daemon exits 0); without -f the daemon detaches after the
-# store is validated and serves until unmounted.
+# store is validated and serves until unmounted; with -o auto_unmount a
+# daemon killed by SIGKILL leaves no mount behind.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -33,4 +34,13 @@ fusermount3 -u "$T/mnt" || fail "daemon mode: fusermount3 -u"
 for _ in $(seq 100); do is_mounted "$T/mnt" || break; sleep 0.05; done
 is_mounted "$T/mnt" && fail "daemon mode: still mounted"
 echo "daemon mode: mounted, served, unmounted"
+
+# -o auto_unmount (FUSE's): a daemon killed outright takes its mount with it
+sfs_mount "$T/auto.log" "$T/s.sprites" "$T/mnt" -o auto_unmount
+cat "$T/mnt/train/batches/0.sprite" >/dev/null || fail "auto_unmount: read"
+kill -KILL "$SFS_PID"
+wait "$SFS_PID" 2>/dev/null
+for _ in $(seq 100); do is_mounted "$T/mnt" || break; sleep 0.05; done
+is_mounted "$T/mnt" && fail "auto_unmount: still mounted 5 s after SIGKILL"
+echo "auto_unmount: SIGKILL, mount removed"
 echo "PASS"
