@@ -226,17 +226,24 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
  * time), and not later inside libfuse. A dead mount would otherwise get a
  * second mount stacked on it, and the dead one would come back on unmount.
  * /dev/fd/N (a /dev/fuse descriptor from a parent, libfuse's convention) is
- * left to libfuse.
+ * left to libfuse. The path is made absolute into abs: the daemon runs in /
+ * (fuse_daemonize), and libfuse unmounts at exit by the path it mounted, so
+ * a relative one would leave the mount behind.
  */
-static int check_mountpoint(const char *mnt)
+static int check_mountpoint(const char *mnt, char *abs)
 {
 	struct stat st;
-	if (!strncmp(mnt, "/dev/fd/", 8))
+	if (!strncmp(mnt, "/dev/fd/", 8)) {
+		snprintf(abs, PATH_MAX, "%s", mnt);
 		return 0;
+	}
 	if (stat(mnt, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
+		if (S_ISDIR(st.st_mode) && realpath(mnt, abs))
 			return 0;
-		fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
+		if (S_ISDIR(st.st_mode))
+			fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
+		else
+			fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
 	} else if (errno == ENOTCONN) {
 		fprintf(stderr,
 			"spritefs: mount point %s: a FUSE mount whose daemon has gone "
@@ -380,7 +387,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg = NULL;
 	char err[SPRITE_ERR_MAX] = "";
-	char source_store[PATH_MAX];
+	char source_store[PATH_MAX], mnt_abs[PATH_MAX];
 	const char *source, *mnt;
 	int ret = 1, r;
 
@@ -408,8 +415,9 @@ int main(int argc, char *argv[])
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		goto out_args;
-	if (apply_options(&c, &fs->o) < 0 || check_mountpoint(mnt) < 0)
+	if (apply_options(&c, &fs->o) < 0 || check_mountpoint(mnt, mnt_abs) < 0)
 		goto out_fs;
+	mnt = mnt_abs;
 
 	/* resolve SOURCE to a store file */
 	struct stat st;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# mount_signals.sh - SIGTERM and SIGINT unmount cleanly (mount gone from
-# /proc/mounts, daemon exits 0); without -f the daemon detaches after the
+# mount_signals.sh - SIGTERM, SIGINT and SIGHUP unmount cleanly (mount gone
+# from /proc/mounts, daemon exits 0), the mount point given as an absolute or
+# a relative path; without -f the daemon detaches after the
 # store is validated and serves until unmounted; with -o auto_unmount a
 # daemon killed by SIGKILL leaves no mount behind.
 source "$(dirname "$0")/mount_lib.sh"
@@ -8,18 +9,30 @@ need_fuse
 
 "$MKSTORE" "$T/s.sprites" --count-train 700 --count-test 50 --sheet 64 >"$T/mkstore.log" 2>&1 ||
 	fail "mkstore"
-for sig in TERM INT; do
-	sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt"
-	cat "$T/mnt/train/batches/"*.sprite >/dev/null || fail "reading before SIG$sig"
+# each signal, with the mount point given as an absolute and a relative path
+# (the daemon works in /, so it must unmount by the absolute one)
+mkdir -p "$T/mnt"
+MOUNTS+=("$T/mnt")
+for c in "TERM $T/mnt" "INT $T/mnt" "HUP $T/mnt" "TERM mnt" "INT mnt"; do
+	read -r sig mp <<<"$c"
+	(cd "$T" && exec "$SPRITEFS" -f s.sprites "$mp") >"$T/spritefs.log" 2>&1 &
+	SFS_PID=$!
+	PIDS+=("$SFS_PID")
+	for _ in $(seq 200); do
+		is_mounted "$T/mnt" && break
+		kill -0 "$SFS_PID" 2>/dev/null || fail "spritefs exited before mounting $mp"
+		sleep 0.05
+	done
+	cat "$T/mnt/train/batches/"*.sprite >/dev/null || fail "reading before SIG$sig ($mp)"
 	exec 3<"$T/mnt/train/images.npy" # an open file must not hold the exit up
 	kill -s "$sig" "$SFS_PID"
 	rc=0
 	timeout 20 tail --pid="$SFS_PID" -f /dev/null || fail "daemon still running 20 s after SIG$sig"
 	wait "$SFS_PID" || rc=$?
 	exec 3<&-
-	[[ $rc -eq 0 ]] || fail "exit status $rc after SIG$sig"
-	is_mounted "$T/mnt" && fail "still mounted after SIG$sig"
-	echo "SIG$sig: unmounted, exit 0"
+	[[ $rc -eq 0 ]] || fail "exit status $rc after SIG$sig ($mp)"
+	is_mounted "$T/mnt" && fail "still mounted after SIG$sig with mount point $mp"
+	echo "SIG$sig, mount point $mp: unmounted, exit 0"
 done
 
 # daemon mode: the command returns once mounted
