@@ -9,10 +9,16 @@
  * handful are kept (LRU, pinned while a read uses them) rather than one per
  * epoch.
  *
- * Inode numbers carry a 6-bit seed slot instead of the 64-bit seed: the
- * mount's own seed is slot 0 and other seeds get a slot on first lookup.
+ * Inode numbers carry a 10-bit seed slot instead of the 64-bit seed: the
+ * mount's own seed is slot 0 and other seeds get a slot on first lookup,
+ * for as long as the mount lives. A slot is never given to another seed
+ * while mounted: the kernel may hold inodes (and cached pages) of the old
+ * one, and would be served the new seed's bytes under them. After
+ * SFS_MAX_SEEDS seeds, a new one gets ENOSPC (logged once); readers such as
+ * hntrain then gather samples from images.npy.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "common/perm.h"
@@ -76,7 +82,14 @@ int sfs_seed_slot(struct sfs *fs, uint64_t seed)
 		}
 	if (fs->nseeds < SFS_MAX_SEEDS) {
 		fs->seeds[fs->nseeds] = seed;
-		r = (int)fs->nseeds++;
+		/* tree.c reads nseeds without the lock: the seed is stored first */
+		__atomic_store_n(&fs->nseeds, fs->nseeds + 1, __ATOMIC_RELEASE);
+		r = (int)fs->nseeds - 1;
+	} else if (!fs->seeds_full_logged) {
+		fs->seeds_full_logged = 1;
+		sfs_log("spritefs: %u seeds looked up under epochs/ since mounting; no room for "
+			"seed %" PRIu64 " or any new one (ENOSPC): remount to start over",
+			SFS_MAX_SEEDS, seed);
 	}
 out:
 	pthread_mutex_unlock(&fs->seed_lock);

@@ -322,8 +322,10 @@ static void sfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	/* epochs/ grows as seeds are looked up: list it afresh on every open */
+	int fixed = sfs_ino_kind(ino) != SFS_K_EPOCHS_DIR;
+	fi->cache_readdir = fixed;
+	fi->keep_cache = fixed;
 	fuse_reply_open(req, fi);
 }
 

@@ -40,9 +40,10 @@ struct sfs_opts {
 	int foreground, debug;
 };
 
-#define SFS_MAX_SEEDS	    64u		  /* distinct seeds looked up under epochs/ */
-#define SFS_MAX_EPOCHS	    32767u	  /* epoch number fits 15 bits of an inode */
-#define SFS_MAX_BATCH	    65536u	  /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
+#define SFS_EPOCH_BITS	    11u	   /* of an epoch view inode's 21-bit field, the rest: seed slot */
+#define SFS_MAX_SEEDS	    1024u  /* distinct seeds looked up under epochs/ (10 bits) */
+#define SFS_MAX_EPOCHS	    2047u  /* epochs 0..2046 can be opened (11 bits) */
+#define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
 #define SFS_STATS_SIZE	    4096u	  /* stats.json: one page, padded with spaces */
@@ -120,6 +121,7 @@ struct sfs {
 	pthread_mutex_t seed_lock;
 	uint64_t seeds[SFS_MAX_SEEDS];
 	uint32_t nseeds;
+	int seeds_full_logged;
 
 	struct sfs_cache *cache;
 	struct sfs_prefetch *pf;
@@ -268,10 +270,23 @@ static inline uint32_t sfs_ino_n(uint64_t ino)
 {
 	return (uint32_t)ino;
 }
-/* Epoch-dir "a" field: seed slot (6 bits) and epoch (15 bits). */
+/*
+ * Epoch-dir "a" field (21 bits): seed slot (10 bits) and epoch (11 bits).
+ * More seeds and fewer epochs than an even split: a long-lived mount serves
+ * seed sweeps, and a run longer than the mount's epochs reads samples
+ * through images.npy anyway.
+ */
 static inline uint32_t sfs_ep_a(uint32_t slot, uint32_t epoch)
 {
-	return (slot << 15) | epoch;
+	return (slot << SFS_EPOCH_BITS) | epoch;
+}
+static inline uint32_t sfs_ep_slot(uint32_t a)
+{
+	return a >> SFS_EPOCH_BITS;
+}
+static inline uint32_t sfs_ep_epoch(uint32_t a)
+{
+	return a & ((1u << SFS_EPOCH_BITS) - 1);
 }
 
 struct sfs_attr {

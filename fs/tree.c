@@ -453,7 +453,7 @@ int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a)
 		return 0;
 	case SFS_K_EPOCH_DIR:
 	case SFS_K_EPOCH_BATCH:
-		if ((x >> 15) >= __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE))
+		if (sfs_ep_slot(x) >= __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE))
 			return -ENOENT;
 		if (kind == SFS_K_EPOCH_DIR) {
 			a->dir = 1;
@@ -497,13 +497,14 @@ static int parse_num(const char *name, const char *suffix, int width, uint64_t *
 	if (len <= sl || strcmp(name + len - sl, suffix))
 		return -ENOENT;
 	size_t nd = len - sl;
-	if (nd > 19)
+	if (nd > 20) /* UINT64_MAX has 20 digits */
 		return -ENOENT;
 	uint64_t v = 0;
 	for (size_t k = 0; k < nd; k++) {
-		if (name[k] < '0' || name[k] > '9')
+		unsigned d = (unsigned)(name[k] - '0');
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
 			return -ENOENT;
-		v = v * 10 + (uint64_t)(name[k] - '0');
+		v = v * 10 + d;
 	}
 	if (!(nd == (size_t)width || nd == (size_t)digits(v)))
 		return -ENOENT;
@@ -1057,7 +1058,7 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	const struct sprite_store_info *in = fs->info;
 	const uint32_t *perm;
 	void *handle;
-	int r = sfs_epoch_get(fs, a >> 15, a & 0x7fff, sp->index, &perm, &handle);
+	int r = sfs_epoch_get(fs, sfs_ep_slot(a), sfs_ep_epoch(a), sp->index, &perm, &handle);
 	if (r < 0)
 		return r;
 	uint32_t cnt = (uint32_t)epoch_batch_count(fs, sp, n);

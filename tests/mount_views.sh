@@ -80,4 +80,34 @@ print(f"{c} classes: by-class names unique, as documented; samples per class agr
 PY
 	sfs_umount "$T/mnt"
 done
+# seeds: any 64-bit seed opens (20 digits too) and its views hold its order;
+# epochs/ lists every seed looked up so far, afresh after each new one; a
+# long-lived mount takes 1,024 seeds, the 1,025th gets ENOSPC (logged);
+# epochs 0..2046 open under any seed.
+"$MKSTORE" "$T/sd.sprites" --count-train 300 --count-test 20 --sheet 64 >"$T/mkstore.log" 2>&1 ||
+	fail "[seeds] mkstore"
+sfs_mount "$T/spritefs.log" "$T/sd.sprites" "$T/mnt" -o cache=16M,epochs=2
+[[ $(ls "$T/mnt/train/epochs") == 0 ]] || fail "[seeds] epochs/ lists $(ls "$T/mnt/train/epochs")"
+big=18446744073709551615
+"$MOUNT_CHECK" "$T/sd.sprites" "$T/mnt" --seed "$big" --epochs 2 --only epochs >"$T/check.log" 2>&1 ||
+	fail "[seeds] views of seed $big: $(tail -5 "$T/check.log")"
+[[ -e $T/mnt/train/epochs/18446744073709551616 ]] && fail "[seeds] a seed above 2^64-1 opened"
+[[ -d $T/mnt/train/epochs/0/2046 && ! -e $T/mnt/train/epochs/0/2047 ]] ||
+	fail "[seeds] epochs 0..2046 should open, 2047 not"
+for s in $(seq 1 1022); do
+	[[ -d $T/mnt/train/epochs/$s ]] || fail "[seeds] seed $s (of 1024) did not open"
+done
+listed=$(ls "$T/mnt/train/epochs" | wc -l)
+[[ $listed == 1024 ]] || fail "[seeds] epochs/ lists $listed seeds, 1024 looked up"
+ls "$T/mnt/train/epochs" | grep -qx "$big" || fail "[seeds] epochs/ does not list $big"
+err=$(ls -d "$T/mnt/train/epochs/5000" 2>&1) && fail "[seeds] a 1,025th seed opened"
+[[ $err == *"No space left on device"* ]] || fail "[seeds] 1,025th seed: $err"
+grep -q "1024 seeds looked up.*remount" "$T/spritefs.log" || fail "[seeds] no log line for a full seed table"
+# one table for the mount: a seed met under train/ opens under test/, a new one does not
+[[ -d $T/mnt/test/epochs/777 ]] || fail "[seeds] seed 777 does not open under test/"
+[[ -e $T/mnt/test/epochs/6000 ]] && fail "[seeds] a 1,025th seed opened under test/"
+"$MOUNT_CHECK" "$T/sd.sprites" "$T/mnt" --seed 1022 --epochs 1 --only epochs >"$T/check.log" 2>&1 ||
+	fail "[seeds] views of seed 1022: $(tail -5 "$T/check.log")"
+sfs_umount "$T/mnt"
+echo "[seeds] 2^64-1 and 1,024 seeds open and list; the next is refused"
 echo "PASS"
