@@ -365,16 +365,22 @@ static void *worker_main(void *arg)
 			if (r == -SPRITE_ECHECKSUM || r == -SPRITE_ECORRUPT) {
 				SFS_ADD(fs, checksum_failures, 1);
 				const struct sprite_split_entry *sp = &fs->info->splits[e->split];
+				/* the line names the sheet already: drop the store's "sheet N: " */
+				char pre[32];
+				int pl = snprintf(pre, sizeof(pre), "sheet %u: ", j.sheet);
+				const char *why = strncmp(err, pre, (size_t)pl) ? err : err + pl;
 				sfs_log("spritefs: %s: sheet %u (split %.*s, samples %llu..%llu, "
 					"offset "
 					"%llu): %s; files that need it give EIO",
 					fs->store_path, j.sheet, (int)SPRITE_SPLIT_NAME_MAX,
 					sp->name, (unsigned long long)e->first,
 					(unsigned long long)(e->first + e->count - 1),
-					(unsigned long long)e->offset, err[0] ? err : "bad sheet");
+					(unsigned long long)e->offset, why[0] ? why : "bad sheet");
+			} else if (err[0]) { /* the store's message names the sheet */
+				sfs_log("spritefs: %s: %s", fs->store_path, err);
 			} else {
 				sfs_log("spritefs: %s: sheet %u: %s", fs->store_path, j.sheet,
-					err[0] ? err : strerror((int)-r));
+					strerror((int)-r));
 			}
 			sfs_cache_complete(fs, j.sheet, NULL, (int)r);
 		} else {

@@ -20,6 +20,10 @@ sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt" -o cache=32M
 tail -1 "$T/check.log"
 grep -q "sheet 5 " "$T/spritefs.log" || fail "no log line names sheet 5"
 [[ $(grep -c "sheet 5 " "$T/spritefs.log") -eq 1 ]] || fail "sheet 5 logged more than once"
+# the line says where the sheet is and what failed, once: no "sheet 5: sheet 5"
+grep -qE "sheet 5 \(split $split, samples $first\.\.[0-9]+, offset [0-9]+\): [a-z]+[^:]*; files that need it give EIO" \
+	"$T/spritefs.log" || fail "the log line is not as documented: $(grep "sheet 5" "$T/spritefs.log")"
+
 cf=$(stat_field "$T/mnt" checksum_failures)
 [[ $cf -eq 1 ]] || fail "stats.json checksum_failures=$cf, expected 1"
 [[ $(stat_field "$T/mnt" eio) -gt 0 ]] || fail "stats.json counts no EIO replies"

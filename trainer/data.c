@@ -238,8 +238,10 @@ static int sheet_get(hn_source *s, uint32_t i, struct sheet_slot **out, char *er
 	struct sprite_batch b;
 	int rc = 0;
 	if (r < 0) {
-		rc = fail(err, (int)r, "%s: sheet %u: %s", s->root, i,
-			  why[0] ? why : strerror((int)-r));
+		if (why[0]) /* the store's message names the sheet */
+			rc = fail(err, (int)r, "%s: %s", s->root, why);
+		else
+			rc = fail(err, (int)r, "%s: sheet %u: %s", s->root, i, strerror((int)-r));
 	} else if ((rc = sprite_batch_parse(raw, (size_t)r, &b, why)) < 0) {
 		rc = fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
 	} else if (b.h != s->info.h || b.w != s->info.w || b.c != s->info.c) {
