@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "common/pack.h"
@@ -221,14 +222,54 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 }
 
 /*
- * A mount point that is missing, not a folder, or a FUSE mount whose daemon
- * died fails here, before a source folder is packed (minutes, the first
- * time), and not later inside libfuse. A dead mount would otherwise get a
- * second mount stacked on it, and the dead one would come back on unmount.
- * /dev/fd/N (a /dev/fuse descriptor from a parent, libfuse's convention) is
- * left to libfuse. The path is made absolute into abs: the daemon runs in /
- * (fuse_daemonize), and libfuse unmounts at exit by the path it mounted, so
- * a relative one would leave the mount behind.
+ * The newest mount at the absolute path real, from /proc/self/mountinfo: its
+ * device number ("0:52") and filesystem type ("fuse.spritefs"). Returns 1
+ * when one is found. A stat() of a FUSE mount point could wait on a session
+ * loop that is not running yet (ours, just mounted).
+ */
+static int mount_at(const char *real, char *dev, size_t dev_cap, char *type, size_t type_cap)
+{
+	char line[8192];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	int found = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[4096], d[32], esc[4096], t[64];
+		const char *sep = strstr(line, " - ");
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2 || !sep ||
+		    sscanf(sep + 3, "%63s", t) != 1)
+			continue;
+		/* mountinfo escapes space, tab, newline and backslash as \ooo */
+		size_t k = 0;
+		for (const char *p = esc; *p && k + 1 < sizeof(mp); p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '7' && p[2] && p[3]) {
+				mp[k++] =
+					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				mp[k++] = *p;
+			}
+		}
+		mp[k] = 0;
+		if (!strcmp(mp, real)) { /* the last one is the newest */
+			snprintf(dev, dev_cap, "%s", d);
+			snprintf(type, type_cap, "%s", t);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A mount point that is missing, not a folder, a FUSE mount whose daemon
+ * died, or a live spritefs mount (a second would hide the first) fails here, before a source folder
+ * is packed (minutes, the first time), and not later inside libfuse. A dead mount would otherwise
+ * get a second mount stacked on it, and the dead one would come back on unmount. /dev/fd/N (a
+ * /dev/fuse descriptor from a parent, libfuse's convention) is left to libfuse. The path is made
+ * absolute into abs: the daemon runs in / (fuse_daemonize), and libfuse unmounts at exit by the
+ * path it mounted, so a relative one would leave the mount behind.
  */
 static int check_mountpoint(const char *mnt, char *abs)
 {
@@ -238,13 +279,29 @@ static int check_mountpoint(const char *mnt, char *abs)
 		return 0;
 	}
 	if (stat(mnt, &st) == 0) {
-		if (S_ISDIR(st.st_mode) && realpath(mnt, abs))
-			return 0;
+		char dev[32], type[64];
+		struct statfs sf;
+		if (S_ISDIR(st.st_mode) && realpath(mnt, abs)) {
+			if (!mount_at(abs, dev, sizeof(dev), type, sizeof(type)) ||
+			    strncmp(type, "fuse", 4))
+				return 0;
+			/* stat() may be answered from cached attributes; statfs asks the daemon */
+			if (statfs(abs, &sf) < 0 && errno == ENOTCONN)
+				goto dead;
+			if (strcmp(type, "fuse.spritefs"))
+				return 0;
+			fprintf(stderr,
+				"spritefs: mount point %s: already a spritefs mount; unmount it "
+				"first (fusermount3 -u %s) or choose another folder\n",
+				mnt, mnt);
+			return -1;
+		}
 		if (S_ISDIR(st.st_mode))
 			fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
 		else
 			fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
 	} else if (errno == ENOTCONN) {
+	dead:
 		fprintf(stderr,
 			"spritefs: mount point %s: a FUSE mount whose daemon has gone "
 			"(transport endpoint is not connected); unmount it first: "
@@ -260,43 +317,15 @@ static int check_mountpoint(const char *mnt, char *abs)
  * The kernel sizes buffered FUSE reads by the mount's readahead, 128 KiB by
  * default whatever max_readahead we negotiate; 1 MiB requests cost the
  * daemon an eighth of the round trips. Raise it through sysfs (root only;
- * elsewhere reads simply stay at 128 KiB). The mount's device number comes
- * from /proc/self/mountinfo: a stat() of the mount point would wait on our
- * own, not yet running, session loop.
+ * elsewhere reads simply stay at 128 KiB).
  */
 static void tune_readahead(const char *mnt)
 {
-	char real[PATH_MAX], line[8192], path[128];
-	if (!realpath(mnt, real))
-		return;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return;
-	char dev[32] = "";
-	while (fgets(line, sizeof(line), f)) {
-		char mp[4096], d[32], esc[4096];
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2)
-			continue;
-		/* mountinfo escapes space, tab, newline and backslash as \ooo */
-		size_t k = 0;
-		for (const char *p = esc; *p && k + 1 < sizeof(mp); p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '7' && p[2] && p[3]) {
-				mp[k++] =
-					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				mp[k++] = *p;
-			}
-		}
-		mp[k] = 0;
-		if (!strcmp(mp, real))
-			snprintf(dev, sizeof(dev), "%s", d); /* the last one is the newest */
-	}
-	fclose(f);
-	if (!dev[0])
+	char real[PATH_MAX], path[128], dev[32], type[64];
+	if (!realpath(mnt, real) || !mount_at(real, dev, sizeof(dev), type, sizeof(type)))
 		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
-	f = fopen(path, "we");
+	FILE *f = fopen(path, "we");
 	if (!f)
 		return;
 	fprintf(f, "%u\n", SFS_MAX_READ / 1024);

@@ -3,7 +3,8 @@
 # bad magic, a future version, an empty file, a directory of no images, a
 # missing file. Each gives a non-zero exit, a message naming the file and
 # the problem, and no mount. Bad options and bad mount points (missing, a
-# file, a mount whose daemon was killed) are refused the same way.
+# file, a live spritefs mount, one whose daemon was killed) are refused the
+# same way.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -62,6 +63,13 @@ for m in "$T/nomnt|No such file" "$T/plainfile|not a folder"; do
 	echo "mount point ${mp##*/}: exit $rc: $(head -1 "$T/out.log")"
 done
 sfs_mount "$T/dead.log" "$T/good.sprites" "$T/dead"
+# a live spritefs mount: a second on top would hide it
+rc=0
+timeout 60 "$SPRITEFS" -f "$T/good.sprites" "$T/dead" >"$T/out.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a live mount was mounted over: exit $rc"
+grep -q "already a spritefs mount" "$T/out.log" || fail "live mount: $(cat "$T/out.log")"
+[[ $(grep -c " $T/dead " /proc/mounts) == 1 ]] || fail "a second mount was stacked on a live one"
+echo "live mount: exit $rc: $(head -1 "$T/out.log")"
 kill -KILL "$SFS_PID"
 wait "$SFS_PID" 2>/dev/null
 rc=0
