@@ -72,6 +72,11 @@ static const struct fuse_opt cli_spec[] = {
 	FUSE_OPT_END,
 };
 
+/* ours, when given without "=VALUE" (FUSE would call them unknown) */
+static const char *const cli_valued[] = {"cache",  "prealloc", "prefetch",    "epochs",
+					 "seed",   "window",   "batch",	      "workers",
+					 "direct", "cachedir", "kernel_open", "push"};
+
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct cli *c = data;
@@ -83,6 +88,14 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		c->pos[c->npos++] = strdup(arg);
 		return 0;
 	}
+	for (size_t k = 0; key == FUSE_OPT_KEY_OPT && k < sizeof(cli_valued) / sizeof(*cli_valued);
+	     k++)
+		if (!strcmp(arg, cli_valued[k])) {
+			fprintf(stderr,
+				"spritefs: -o %s needs a value (-o %s=...; see spritefs -h)\n", arg,
+				arg);
+			return -1;
+		}
 	return 1; /* everything else goes to FUSE */
 }
 
@@ -332,11 +345,15 @@ static void tune_readahead(const char *mnt)
 	fclose(f);
 }
 
-static uint64_t default_cache(void)
+static uint64_t ram_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (4ull << 30);
-	uint64_t c = ram / 4;
+	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (4ull << 30);
+}
+
+static uint64_t default_cache(void)
+{
+	uint64_t c = ram_bytes() / 4;
 	return c > MAX_DEFAULT_CACHE ? MAX_DEFAULT_CACHE : c;
 }
 
@@ -364,6 +381,14 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 			return -1;
 		}
 		o->cache_bytes = v;
+		if (v > ram_bytes()) {
+			char a[32], b[32];
+			fprintf(stderr,
+				"spritefs: warning: -o cache=%s is more than this machine's memory "
+				"(%s): a store larger than the memory would be paged out\n",
+				sprite_fmt_size(v, a, sizeof(a)),
+				sprite_fmt_size(ram_bytes(), b, sizeof(b)));
+		}
 	}
 	if (c->prealloc) {
 		if (sprite_parse_size(c->prealloc, &o->prealloc_bytes) < 0) {

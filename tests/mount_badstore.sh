@@ -44,13 +44,17 @@ timeout 60 "$SPRITEFS" -f -o cachedir="$T/cache" "$T/noimages" "$T/mnt" >"$T/out
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "empty image folder: exit $rc"
 echo "noimages: exit $rc: $(tail -1 "$T/out.log")"
 # bad options
-for o in cache=lots prefetch=-1 batch=0 epochs=99999999 direct=2; do
+for o in cache=lots prefetch=-1 batch=0 epochs=99999999 epochs=2048 direct=2 cache prefetch; do
 	rc=0
 	timeout 60 "$SPRITEFS" -f -o "$o" "$T/good.sprites" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
 	[[ $rc -ne 0 && $rc -ne 124 ]] || fail "-o $o: exit $rc"
 	grep -q "${o%%=*}" "$T/out.log" || fail "-o $o: message does not name the option"
 	is_mounted "$T/mnt" && fail "-o $o: left a mount"
 done
+# a cache larger than the machine's memory is taken, with a warning
+"$SPRITEFS" -f -o cache=1P "$T/good.sprites" "$T/nomnt" >"$T/out.log" 2>&1
+grep -q "warning: -o cache=1.0 PiB is more than this machine's memory" "$T/out.log" ||
+	fail "no warning for cache=1P: $(cat "$T/out.log")"
 # mount points: missing, a file, and a mount whose daemon was killed; each is
 # refused at once (before any packing), naming the mount point
 : >"$T/plainfile"
