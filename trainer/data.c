@@ -71,7 +71,10 @@ struct hn_source {
 	int epochs_dir;	 /* the mount offers <split>/epochs */
 	uint64_t seed;
 	uint32_t batch;
-	int use_views;	      /* epoch views match this run (no --limit, same batch and order) */
+	int use_views; /* epoch views match this run (no --limit, same batch and order) */
+	int views_off; /* a view did not open: gather from then on (atomic) */
+	void (*on_note)(void *ctx, const char *note);
+	void *note_ctx;
 	int views_match;      /* dataset.json says the views use our batch and order */
 	uint32_t view_batch;  /* the mount's epoch view batch size */
 	uint64_t view_epochs; /* views exist for epochs below this */
@@ -1380,21 +1383,42 @@ static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint
  * length into any buffer; a filesystem that refuses them (EINVAL at open or
  * at read) is read the plain way.
  */
-static int view_load(const char *path, uint8_t *buf, size_t need)
+static int view_load(const char *path, uint8_t *buf, size_t need, int *opened)
 {
 	int rc = -EINVAL;
+	*opened = 0;
 	for (int direct = 1; direct >= 0 && rc == -EINVAL; direct--) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
 		if (fd < 0) {
 			rc = -errno;
 			continue;
 		}
+		*opened = 1;
 		rc = sprite_pread_full(fd, buf, need, 0);
 		close(fd);
 	}
 	return rc;
 }
 
+/* Say once that the training split is gathered although the banner said views. */
+static void views_note(hn_source *s, const char *why)
+{
+	if (!s->on_note)
+		return;
+	char note[HN_ERR_MAX + 160];
+	snprintf(note, sizeof note,
+		 "%s; epoch views unusable, gathering from %s/images.npy instead (the same "
+		 "samples in the same order)",
+		 why, s->train_split);
+	s->on_note(s->note_ctx, note);
+}
+
+/*
+ * One epoch view; a view that does not open (the mount has no view for this
+ * seed, or cannot take another seed: ENOSPC) returns -ENOENT with the reason
+ * in err, for the caller to gather instead. A view that opened and then
+ * fails to read is an error.
+ */
 static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *idx, int n,
 		     uint8_t *tiles, uint16_t *labels, char *err)
 {
@@ -1407,13 +1431,15 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 	uint8_t *buf = malloc(need);
 	if (!buf)
 		return fail(err, -ENOMEM, "%s: out of memory", path);
-	int rc = view_load(path, buf, need);
+	int opened;
+	int rc = view_load(path, buf, need, &opened);
 	if (rc < 0) {
 		free(buf);
-		if (rc == -ENOENT) /* no view for this (seed, epoch): the caller gathers */
-			return rc;
-		return fail(err, rc, "%s: %s", path,
-			    rc == -ENODATA ? "shorter than its batch" : strerror(-rc));
+		if (!opened)
+			return fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
+		return fail(err, rc, "%s: %s%s", path,
+			    rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
+			    eio_hint(rc));
 	}
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
@@ -1487,8 +1513,20 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 			hn_source_close(s);
 			return rc;
 		}
+	s->on_note = o->on_note;
+	s->note_ctx = o->note_ctx;
 	if (s->kind == SRC_MOUNT && s->epochs_dir && s->views_match && !o->limit) {
-		s->use_views = 1;
+		/* The mount may refuse this seed (ENOSPC: too many seeds in use). */
+		char p[4400];
+		snprintf(p, sizeof p, "%s/%s/epochs/%" PRIu64, path, o->train_split, o->seed);
+		s->use_views = stat(p, &st) == 0;
+		if (!s->use_views) {
+			char why[HN_ERR_MAX];
+			fail(why, -errno, "%s: %s", p, strerror(errno));
+			views_note(s, why);
+		}
+	}
+	if (s->use_views) {
 		snprintf(s->describe, sizeof s->describe,
 			 "mount %s: epoch views %s/epochs/%" PRIu64
 			 "/<epoch>/<n>.sprite (batch %u)",
@@ -1545,11 +1583,18 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 		rc = store_read(s, split, idx, n, tiles, labels, err);
 		break;
 	case SRC_MOUNT:
-		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs) {
-			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
-			if (rc != -ENOENT)
+		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs &&
+		    !__atomic_load_n(&s->views_off, __ATOMIC_RELAXED)) {
+			char why[HN_ERR_MAX];
+			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, why);
+			if (rc != -ENOENT) {
+				if (rc < 0)
+					memcpy(err, why, HN_ERR_MAX);
 				break;
-			/* The mount has no view for this (seed, epoch): gather instead. */
+			}
+			/* The view did not open: gather this batch and the rest, said once. */
+			if (!__atomic_exchange_n(&s->views_off, 1, __ATOMIC_RELAXED))
+				views_note(s, why);
 		}
 		rc = mount_read(s, split, idx, n, tiles, labels, err);
 		break;

@@ -138,6 +138,13 @@ static void report_skip(void *ctx, const char *why)
 	fprintf(stderr, "%s%s: skipped %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, why);
 }
 
+/* How the data is read after all (epoch views a mount cannot serve): said once, unless --quiet. */
+static void report_note(void *ctx, const char *note)
+{
+	(void)ctx;
+	fprintf(stderr, "%s%s: note: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, note);
+}
+
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die(int code, const char *fmt, ...)
 {
@@ -636,6 +643,7 @@ int main(int argc, char **argv)
 		.cache_bytes = o.cache,
 		.strict = o.strict,
 		.on_skip = report_skip,
+		.on_note = o.quiet ? NULL : report_note,
 	};
 	hn_source *src = NULL;
 	if (hn_source_open(o.data, &so, &src, err) < 0)
