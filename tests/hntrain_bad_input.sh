@@ -35,6 +35,11 @@ echo "not an image" >"$TMP/junk/test/a/y.png"
 expect_fail "junk: no file of the training split decodes" --data "$TMP/junk"
 grep -q "skipped .*/junk/train/a/x.png: not a PNG/TIFF/JPEG file" "$TMP/err" ||
 	fail "the file that does not decode is not named"
+# Where a checkpoint cannot be written is found before training, as --log's.
+expect_fail "--checkpoint $TMP/nodir/c.ckpt: folder $TMP/nodir: No such file" "${D[@]}" \
+	--checkpoint "$TMP/nodir/c.ckpt"
+grep -q "^epoch 1" "$TMP/out" && fail "--checkpoint into a missing folder: trained first"
+expect_fail "--checkpoint $TMP: .* is a folder" "${D[@]}" --checkpoint "$TMP"
 expect_fail "no split.*valid" "${D[@]}" --test-split valid
 expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
 expect_fail "q17.*bad layer" "${D[@]}" --model q17

@@ -85,6 +85,13 @@ struct hn_checkpoint {
 };
 
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err);
+/*
+ * Can a checkpoint be saved at path? Its folder must exist and take new
+ * files (the save writes a temporary file there and renames it), and path
+ * must not be a folder. Checked before training, so that a typo does not
+ * cost an epoch. 0 or -errno with a message in err.
+ */
+int hn_checkpoint_check_dest(const char *path, char *err);
 int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err);
 void hn_checkpoint_free(struct hn_checkpoint *c);
 

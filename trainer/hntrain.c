@@ -120,7 +120,9 @@ static void usage(FILE *f)
 		"  --amp                gpu: mixed precision\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
-		"  --checkpoint FILE    write a checkpoint after each epoch (atomically)\n"
+		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
+		"folder\n"
+		"                       is checked first)\n"
 		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
 		"                       epochs too, unless given here)\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
@@ -618,6 +620,8 @@ int main(int argc, char **argv)
 		o.window = ck.window;
 		resume_schedule(&o, &ck);
 	}
+	if (o.checkpoint && hn_checkpoint_check_dest(o.checkpoint, err) < 0)
+		die(1, "--checkpoint %s: %s", o.checkpoint, err);
 	if (o.stop_after && o.stop_after > o.epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
 		    o.epochs);
