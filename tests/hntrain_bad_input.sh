@@ -19,6 +19,14 @@ expect_fail "--optim: expected sgd, momentum or adam" "${D[@]}" --optim rmsprop
 expect_fail "--schedule: expected" "${D[@]}" --schedule linear
 expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
 expect_fail "--affinity: expected a CPU list" "${D[@]}" --affinity 1-x
+# A CPU the machine does not have is a usage error naming the CPUs there are.
+expect_fail "--affinity 0,1023: no such CPU 1023 \(this process may use [0-9]" "${D[@]}" \
+	--affinity 0,1023
+grep -q "^exit 2$" <("$HNTRAIN" "${D[@]}" --affinity 1023 2>/dev/null; echo "exit $?") ||
+	fail "--affinity 1023: exit status is not 2"
+expect_fail "--loader-affinity 1023: no such CPU 1023" "${D[@]}" --loader-affinity 1023
+# A negative number is out of range like any other.
+expect_fail '--epochs: expected an integer in \[1, 1000000\], got "-1"' "${D[@]}" --epochs -1
 expect_fail "unexpected argument" "${D[@]}" extra
 expect_fail "needs a value" "${D[@]}" --epochs
 expect_fail "--stop-after" "${D[@]}" --epochs 2 --stop-after 3

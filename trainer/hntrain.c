@@ -163,12 +163,10 @@ static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t
 {
 	char *end;
 	errno = 0;
-	if (!s || !*s || *s == '-')
-		die(2, "%s: expected a number, got \"%s\"", opt, s ? s : "");
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
+	unsigned long long v = s && *s && *s != '-' ? strtoull(s, &end, 10) : 0;
+	if (!s || !*s || *s == '-' || errno || *end || v < min || v > max)
 		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt,
-		    min, max, s);
+		    min, max, s ? s : "");
 	return v;
 }
 
@@ -210,6 +208,42 @@ static int parse_cpus(const char *s, cpu_set_t *set)
 			return -EINVAL;
 	}
 	return CPU_COUNT(set) ? 0 : -EINVAL;
+}
+
+/* A CPU set as a list: "0-3,6". */
+static void format_cpus(const cpu_set_t *set, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < CPU_SETSIZE && n < cap; i++) {
+		if (!CPU_ISSET(i, set) || (i > 0 && CPU_ISSET(i - 1, set)))
+			continue;
+		int j = i;
+		while (j + 1 < CPU_SETSIZE && CPU_ISSET(j + 1, set))
+			j++;
+		n += (size_t)snprintf(buf + n, cap - n, j > i ? "%s%d-%d" : "%s%d", n ? "," : "", i,
+				      j);
+	}
+}
+
+/*
+ * Parse an --affinity style list and check that each CPU in it is one this
+ * process may run on (sched_setaffinity would refuse a set with none of
+ * them, and quietly drop the others): a usage error, exit 2.
+ */
+static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allowed, cpu_set_t *set)
+{
+	if (parse_cpus(s, set) < 0)
+		die(2, "%s: expected a CPU list such as 0-1,3, got \"%s\"", opt, s);
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		if (!CPU_ISSET(i, set) || CPU_ISSET(i, allowed))
+			continue;
+		char list[256];
+		format_cpus(allowed, list, sizeof list);
+		long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+		die(2, "%s %s: %s CPU %d (this process may use %s)", opt, s,
+		    ncpu > 0 && i >= ncpu ? "no such" : "not allowed:", i, list);
+	}
 }
 
 /* Pin every thread that exists now (this one and the maths pool) to set. */
@@ -593,6 +627,14 @@ int main(int argc, char **argv)
 	char err[HN_ERR_MAX] = "";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse_opts(argc, argv, &o);
+	/* CPU lists are checked against the CPUs this process may use, before any work. */
+	cpu_set_t orig_mask, pin_mask, loader_mask;
+	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
+	loader_mask = orig_mask;
+	if (o.affinity)
+		parse_cpus_opt("--affinity", o.affinity, &orig_mask, &pin_mask);
+	if (o.loader_affinity)
+		parse_cpus_opt("--loader-affinity", o.loader_affinity, &orig_mask, &loader_mask);
 
 	/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
 	struct hn_checkpoint ck = {0};
@@ -698,14 +740,6 @@ int main(int argc, char **argv)
 	else
 		hn_model_init_params(&m, o.seed, params);
 
-	cpu_set_t orig_mask, pin_mask, loader_mask;
-	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
-	loader_mask = orig_mask;
-	if (o.affinity && parse_cpus(o.affinity, &pin_mask) < 0)
-		die(2, "--affinity: expected a CPU list such as 0-1,3, got \"%s\"", o.affinity);
-	if (o.loader_affinity && parse_cpus(o.loader_affinity, &loader_mask) < 0)
-		die(2, "--loader-affinity: expected a CPU list such as 2-3, got \"%s\"",
-		    o.loader_affinity);
 	/* Pinning this thread first makes threads the backend starts inherit it. */
 	if (o.affinity && sched_setaffinity(0, sizeof pin_mask, &pin_mask) < 0)
 		die(1, "--affinity %s: %s", o.affinity, strerror(errno));
