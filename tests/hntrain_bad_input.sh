@@ -55,4 +55,22 @@ expect_fail "q17.*bad layer" "${D[@]}" --model q17
 # the message names the epoch and step and suggests a lower --lr.
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
 	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
+# --version: the project's version and store format (as spritefs says them) and the backends,
+# without touching a GPU; -V the same.
+v=$("$HNTRAIN" --version) || fail "--version exited $?"
+[[ $("$HNTRAIN" -V) == "$v" ]] || fail "-V differs from --version"
+grep -qE '^hntrain [0-9]+\.[0-9]+\.[0-9]+ \(store format [0-9]+\)$' <<<"$v" || fail "--version: $v"
+grep -q '^cpu: OpenBLAS [0-9]' <<<"$v" || fail "--version names no OpenBLAS: $v"
+if [[ ${HNTRAIN_CUDA_BUILT:-0} == 1 ]]; then
+	grep -q '^gpu: CUDA plugin /.*hntrain-cuda.so' <<<"$v" || fail "--version: the built plugin is not named: $v"
+else
+	grep -q '^gpu: ' <<<"$v" || fail "--version: no gpu line: $v"
+fi
+if [[ -n ${SPRITEFS:-} ]]; then
+	sv=$("$SPRITEFS" --version) || fail "spritefs --version"
+	want="hntrain ${sv#spritefs }"
+	want="${want%%,*})"
+	[[ ${v%%$'\n'*} == "$want" ]] || fail "hntrain says '${v%%$'\n'*}', spritefs '$sv'"
+fi
+echo "ok: $(head -1 <<<"$v")"
 echo "PASS"

@@ -138,6 +138,12 @@ int64_t hn_mem_available(void);
 
 /* ---- backend_load.c ---- */
 
+/*
+ * For --version: the path of the CUDA plugin --device gpu would load, without
+ * loading it (no CUDA library, no GPU touched). -ENOENT when none is found.
+ */
+int hn_cuda_plugin_find(char *path, size_t cap);
+
 /* For --plan with gpu: ask the plugin about device 0. -ENODEV/-ENOENT with info set. */
 int hn_cuda_probe_load(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "common/format.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -127,10 +129,25 @@ static void usage(FILE *f)
 		"                       epochs too, unless given here)\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
+		"  -V, --version        the version, store format and backends, and exit\n"
 		"  --help               this text\n"
 		"\n"
 		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
 		"format.\n");
+}
+
+/* Cheap: the plugin is looked for, not loaded, so no CUDA library or GPU is touched. */
+static void print_version(void)
+{
+	char plugin[PATH_MAX];
+	printf("hntrain %s (store format %u)\n", HNTRAIN_VERSION, SPRITE_VERSION);
+	printf("cpu: %s\n", hn_backend_cpu_library());
+	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0)
+		printf("gpu: CUDA plugin %s (--device gpu loads it and looks for a GPU)\n", plugin);
+	else
+		printf("gpu: not built (no %s next to hntrain, in %s, or in "
+		       "$HNTRAIN_CUDA_PLUGIN)\n",
+		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
 }
 
 /* An image file that does not decode: named once, on its own line even under a progress bar. */
@@ -305,6 +322,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_STRICT,
 		O_QUIET,
 		O_HELP,
+		O_VERSION,
 	};
 	static const struct option lo[] = {
 		{"data", required_argument, 0, O_DATA},
@@ -344,11 +362,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"strict", no_argument, 0, O_STRICT},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
+		{"version", no_argument, 0, O_VERSION},
 		{0, 0, 0, 0},
 	};
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DATA:
 			o->data = optarg;
@@ -502,6 +521,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'h':
 		case O_HELP:
 			usage(stdout);
+			exit(0);
+		case 'V':
+		case O_VERSION:
+			print_version();
 			exit(0);
 		case ':':
 			die(2, "option %s needs a value (see --help)", argv[optind - 1]);
