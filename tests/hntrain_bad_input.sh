@@ -19,6 +19,14 @@ expect_fail "--optim: expected sgd, momentum or adam" "${D[@]}" --optim rmsprop
 expect_fail "--schedule: expected" "${D[@]}" --schedule linear
 expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
 expect_fail "--affinity: expected a CPU list" "${D[@]}" --affinity 1-x
+# A CPU the machine does not have is a usage error naming the CPUs there are.
+expect_fail "--affinity 0,1023: no such CPU 1023 \(this process may use [0-9]" "${D[@]}" \
+	--affinity 0,1023
+grep -q "^exit 2$" <("$HNTRAIN" "${D[@]}" --affinity 1023 2>/dev/null; echo "exit $?") ||
+	fail "--affinity 1023: exit status is not 2"
+expect_fail "--loader-affinity 1023: no such CPU 1023" "${D[@]}" --loader-affinity 1023
+# A negative number is out of range like any other.
+expect_fail '--epochs: expected an integer in \[1, 1000000\], got "-1"' "${D[@]}" --epochs -1
 expect_fail "unexpected argument" "${D[@]}" extra
 expect_fail "needs a value" "${D[@]}" --epochs
 expect_fail "--stop-after" "${D[@]}" --epochs 2 --stop-after 3
@@ -35,6 +43,11 @@ echo "not an image" >"$TMP/junk/test/a/y.png"
 expect_fail "junk: no file of the training split decodes" --data "$TMP/junk"
 grep -q "skipped .*/junk/train/a/x.png: not a PNG/TIFF/JPEG file" "$TMP/err" ||
 	fail "the file that does not decode is not named"
+# Where a checkpoint cannot be written is found before training, as --log's.
+expect_fail "--checkpoint $TMP/nodir/c.ckpt: folder $TMP/nodir: No such file" "${D[@]}" \
+	--checkpoint "$TMP/nodir/c.ckpt"
+grep -q "^epoch 1" "$TMP/out" && fail "--checkpoint into a missing folder: trained first"
+expect_fail "--checkpoint $TMP: .* is a folder" "${D[@]}" --checkpoint "$TMP"
 expect_fail "no split.*valid" "${D[@]}" --test-split valid
 expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
 expect_fail "q17.*bad layer" "${D[@]}" --model q17
@@ -42,4 +55,22 @@ expect_fail "q17.*bad layer" "${D[@]}" --model q17
 # the message names the epoch and step and suggests a lower --lr.
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
 	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
+# --version: the project's version and store format (as spritefs says them) and the backends,
+# without touching a GPU; -V the same.
+v=$("$HNTRAIN" --version) || fail "--version exited $?"
+[[ $("$HNTRAIN" -V) == "$v" ]] || fail "-V differs from --version"
+grep -qE '^hntrain [0-9]+\.[0-9]+\.[0-9]+ \(store format [0-9]+\)$' <<<"$v" || fail "--version: $v"
+grep -q '^cpu: OpenBLAS [0-9]' <<<"$v" || fail "--version names no OpenBLAS: $v"
+if [[ ${HNTRAIN_CUDA_BUILT:-0} == 1 ]]; then
+	grep -q '^gpu: CUDA plugin /.*hntrain-cuda.so' <<<"$v" || fail "--version: the built plugin is not named: $v"
+else
+	grep -q '^gpu: ' <<<"$v" || fail "--version: no gpu line: $v"
+fi
+if [[ -n ${SPRITEFS:-} ]]; then
+	sv=$("$SPRITEFS" --version) || fail "spritefs --version"
+	want="hntrain ${sv#spritefs }"
+	want="${want%%,*})"
+	[[ ${v%%$'\n'*} == "$want" ]] || fail "hntrain says '${v%%$'\n'*}', spritefs '$sv'"
+fi
+echo "ok: $(head -1 <<<"$v")"
 echo "PASS"

@@ -85,6 +85,13 @@ struct hn_checkpoint {
 };
 
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err);
+/*
+ * Can a checkpoint be saved at path? Its folder must exist and take new
+ * files (the save writes a temporary file there and renames it), and path
+ * must not be a folder. Checked before training, so that a typo does not
+ * cost an epoch. 0 or -errno with a message in err.
+ */
+int hn_checkpoint_check_dest(const char *path, char *err);
 int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err);
 void hn_checkpoint_free(struct hn_checkpoint *c);
 
@@ -130,6 +137,12 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in);
 int64_t hn_mem_available(void);
 
 /* ---- backend_load.c ---- */
+
+/*
+ * For --version: the path of the CUDA plugin --device gpu would load, without
+ * loading it (no CUDA library, no GPU touched). -ENOENT when none is found.
+ */
+int hn_cuda_plugin_find(char *path, size_t cap);
 
 /* For --plan with gpu: ask the plugin about device 0. -ENODEV/-ENOENT with info set. */
 int hn_cuda_probe_load(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);

@@ -130,6 +130,8 @@ struct hn_backend_ops {
 
 /* The cpu backend, always built. */
 extern const struct hn_backend_ops hn_backend_cpu;
+/* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for --version. */
+const char *hn_backend_cpu_library(void);
 
 /*
  * The gpu backend: the plugin "hntrain-cuda.so" exports

@@ -660,6 +660,11 @@ static int cpu_set_opt_state(void *state, const float *opt)
 	return 0;
 }
 
+const char *hn_backend_cpu_library(void)
+{
+	return openblas_get_config();
+}
+
 static const char *cpu_describe(void *state)
 {
 	struct cpu_state *st = state;

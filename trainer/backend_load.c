@@ -122,6 +122,20 @@ const struct hn_backend_ops *hn_backend_load(const char *device, char *err)
 	return ops;
 }
 
+int hn_cuda_plugin_find(char *path, size_t cap)
+{
+	char paths[6][PATH_MAX];
+	int n = candidates(paths, 6);
+	for (int i = 0; i < n; i++) {
+		char real[PATH_MAX];
+		if (access(paths[i], F_OK) < 0)
+			continue;
+		snprintf(path, cap, "%s", realpath(paths[i], real) ? real : paths[i]);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int hn_cuda_probe_load(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	char err[HN_ERR_MAX];

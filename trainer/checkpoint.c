@@ -56,6 +56,34 @@ _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
 
 #define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
 
+int hn_checkpoint_check_dest(const char *path, char *err)
+{
+	char dcopy[4200];
+	struct stat st;
+	if (!*path) {
+		snprintf(err, HN_ERR_MAX, "expected a file name");
+		return -EINVAL;
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, HN_ERR_MAX, "%s is a folder; give a file name in it", path);
+		return -EISDIR;
+	}
+	snprintf(dcopy, sizeof dcopy, "%s", path);
+	const char *dir = dirname(dcopy);
+	int e = stat(dir, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (e) {
+		snprintf(err, HN_ERR_MAX, "folder %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (access(dir, W_OK | X_OK) < 0) {
+		e = errno;
+		snprintf(err, HN_ERR_MAX, "folder %s: cannot create files there: %s", dir,
+			 strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err)
 {
 	struct ckpt_header h;

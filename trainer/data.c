@@ -64,17 +64,21 @@ struct hn_source {
 
 	/* mount */
 	char root[4096];
-	int img_fd[2], lab_fd[2];
+	int img_fd[2], lab_fd[2]; /* images through the page cache; labels exact */
+	int img_xfd[2];		  /* images exact: retries a range next to a bad sheet */
 	uint64_t img_off[2], lab_off[2];
 	int lab_size[2]; /* bytes per label in labels.npy: 1, 2, 4 or 8 */
 	int epochs_dir;	 /* the mount offers <split>/epochs */
 	uint64_t seed;
 	uint32_t batch;
-	int use_views;	      /* epoch views match this run (no --limit, same batch and order) */
+	int use_views; /* epoch views match this run (no --limit, same batch and order) */
+	int views_off; /* a view did not open: gather from then on (atomic) */
+	void (*on_note)(void *ctx, const char *note);
+	void *note_ctx;
 	int views_match;      /* dataset.json says the views use our batch and order */
 	uint32_t view_batch;  /* the mount's epoch view batch size */
 	uint64_t view_epochs; /* views exist for epochs below this */
-	char train_split[SPRITE_SPLIT_NAME_MAX + 1];
+	char train_split[SPRITE_SPLIT_NAME_MAX + 1], test_split[SPRITE_SPLIT_NAME_MAX + 1];
 
 	/* images */
 	struct img_file *files[2];
@@ -150,6 +154,31 @@ static void apply_limits(hn_source *s, const struct hn_source_options *o)
 }
 
 /* ---- reading helpers ---------------------------------------------------- */
+
+/*
+ * What EIO from a spritefs mount means: a sheet failed its checksum (the
+ * daemon names it once in its log and counts it in .spritefs/stats.json).
+ */
+static const char *eio_hint(int rc)
+{
+	return rc == -EIO ? " (the mount could not verify a sheet; see its log or "
+			    ".spritefs/stats.json)"
+			  : "";
+}
+
+/*
+ * Open a mount file so that a pread asks the daemon for exactly its range:
+ * through the page cache the kernel reads whole pages and reads ahead, so a
+ * few bytes next to a bad sheet would fail with it. FUSE takes O_DIRECT
+ * reads of any length into any buffer; where it is refused, read plainly.
+ */
+static int open_exact(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	if (fd < 0 && errno == EINVAL)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd;
+}
 
 /* Read a whole small file (<= cap bytes) into a NUL-terminated buffer. */
 static int read_small_file(const char *path, size_t cap, char **out, size_t *len)
@@ -375,7 +404,10 @@ static int npy_parse(int fd, const char *path, uint64_t *shape, int *ndim, int *
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return fail(err, -errno, "%s: %s", path, strerror(errno));
-	if (sprite_pread_full(fd, pre, sizeof pre, 0) < 0 || memcmp(pre, "\x93NUMPY", 6))
+	int r = sprite_pread_full(fd, pre, sizeof pre, 0);
+	if (r < 0 && r != -ENODATA)
+		return fail(err, r, "%s: %s%s", path, strerror(-r), eio_hint(r));
+	if (r < 0 || memcmp(pre, "\x93NUMPY", 6))
 		return fail(err, -EINVAL, "%s: not a .npy file", path);
 	uint64_t hlen, hoff;
 	if (pre[6] == 1) {
@@ -393,9 +425,11 @@ static int npy_parse(int fd, const char *path, uint64_t *shape, int *ndim, int *
 	char *h = malloc(hlen + 1);
 	if (!h)
 		return -ENOMEM;
-	if (sprite_pread_full(fd, h, hlen, hoff) < 0) {
+	if ((r = sprite_pread_full(fd, h, hlen, hoff)) < 0) {
 		free(h);
-		return fail(err, -EIO, "%s: short .npy header", path);
+		if (r != -ENODATA)
+			return fail(err, r, "%s: %s%s", path, strerror(-r), eio_hint(r));
+		return fail(err, -EINVAL, "%s: short .npy header", path);
 	}
 	h[hlen] = 0;
 	int rc = -EINVAL;
@@ -670,9 +704,9 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	int nd, isz, sgn;
 	snprintf(path, sizeof path, "%s/%s/images.npy", s->root, split);
 	s->img_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
-	if (s->img_fd[k] < 0)
+	if (s->img_fd[k] < 0 || (s->img_xfd[k] = open_exact(path)) < 0)
 		return fail(err, -errno, "%s: %s", path, strerror(errno));
-	int rc = npy_parse(s->img_fd[k], path, shape, &nd, &isz, &sgn, &s->img_off[k], err);
+	int rc = npy_parse(s->img_xfd[k], path, shape, &nd, &isz, &sgn, &s->img_off[k], err);
 	if (rc < 0)
 		return rc;
 	if (isz != 1 || sgn || (nd != 3 && nd != 4))
@@ -692,7 +726,7 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	s->info.full_count[k] = shape[0];
 
 	snprintf(path, sizeof path, "%s/%s/labels.npy", s->root, split);
-	s->lab_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
+	s->lab_fd[k] = open_exact(path);
 	if (s->lab_fd[k] < 0)
 		return fail(err, -errno, "%s: %s", path, strerror(errno));
 	rc = npy_parse(s->lab_fd[k], path, shape, &nd, &isz, &sgn, &s->lab_off[k], err);
@@ -765,6 +799,8 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	s->seed = o->seed;
 	s->batch = o->batch;
 	snprintf(s->train_split, sizeof s->train_split, "%s", o->train_split);
+	snprintf(s->test_split, sizeof s->test_split, "%s",
+		 no_test(o->test_split) ? "" : o->test_split);
 	snprintf(s->describe, sizeof s->describe, "mount %s: %s/images.npy gathered with pread",
 		 path, o->train_split);
 	return 0;
@@ -778,40 +814,99 @@ static uint16_t label_at(const uint8_t *p, int size)
 	return v > 0xffff ? 0xffff : (uint16_t)v; /* range-checked by the caller */
 }
 
-/* Gather samples with one pread per run of consecutive indices. */
+/*
+ * The labels of the samples this run uses (the first count[k]), read once at
+ * open into s->lab[k]: 1-8 bytes a sample, and only their range, so that a
+ * bad sheet past --limit does not stop the run. A range that fails is read
+ * again sheet by sheet to name the samples it holds.
+ */
+static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
+{
+	uint64_t n = s->info.count[k], per = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
+	uint64_t chunk = per * (1 + (1u << 20) / (per * 8)); /* whole sheets, about 1 MiB */
+	int ls = s->lab_size[k];
+	uint8_t *buf = malloc((size_t)(chunk * (uint64_t)ls));
+	s->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+	if (!buf || !s->lab[k]) {
+		free(buf);
+		return fail(err, -ENOMEM, "out of memory for %" PRIu64 " labels", n);
+	}
+	int rc = 0;
+	for (uint64_t first = 0; first < n && rc == 0; first += chunk) {
+		uint64_t m = n - first < chunk ? n - first : chunk;
+		rc = sprite_pread_full(s->lab_fd[k], buf, (size_t)(m * (uint64_t)ls),
+				       s->lab_off[k] + first * (uint64_t)ls);
+		uint64_t a = first, b = first + m;
+		for (uint64_t f = first; rc < 0 && f < first + m; f += per) {
+			/* which sheet: the first range that fails on its own */
+			a = f;
+			b = f + per < first + m ? f + per : first + m;
+			int r = sprite_pread_full(s->lab_fd[k], buf,
+						  (size_t)((b - a) * (uint64_t)ls),
+						  s->lab_off[k] + a * (uint64_t)ls);
+			if (r < 0) {
+				rc = r;
+				break;
+			}
+		}
+		if (rc < 0) {
+			char range[48];
+			if (b - a > 1)
+				snprintf(range, sizeof range, "samples %" PRIu64 "-%" PRIu64, a,
+					 b - 1);
+			else
+				snprintf(range, sizeof range, "sample %" PRIu64, a);
+			rc = fail(err, rc, "%s/%s/labels.npy: %s: %s%s", s->root, split, range,
+				  rc == -ENODATA ? "shorter than its header says" : strerror(-rc),
+				  eio_hint(rc));
+			break;
+		}
+		for (uint64_t j = 0; j < m; j++) {
+			uint16_t l = label_at(buf + j * (uint64_t)ls, ls);
+			if (l >= s->info.nclasses) {
+				rc = fail(err, -EINVAL,
+					  "%s/%s/labels.npy: sample %" PRIu64
+					  ": label %u out of range (%u classes)",
+					  s->root, split, first + j, l, s->info.nclasses);
+				break;
+			}
+			s->lab[k][first + j] = l;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+/*
+ * Gather samples with one pread per run of consecutive indices, through the
+ * page cache; a run that fails with EIO is read again exactly (the kernel
+ * may have read ahead into a bad sheet the run does not need).
+ */
 static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8_t *tiles,
 		      uint16_t *labels, char *err)
 {
-	const char *which = split == HN_SPLIT_TRAIN ? "training" : "test";
-	int ls = s->lab_size[split];
+	const char *name = split == HN_SPLIT_TRAIN ? s->train_split : s->test_split;
 	for (int k = 0; k < n;) {
 		int run = 1;
 		while (k + run < n && idx[k + run] == idx[k] + (uint32_t)run && run < 4096)
 			run++;
 		uint64_t i = idx[k];
-		if (i + (uint64_t)run > s->info.full_count[split])
+		if (i + (uint64_t)run > s->info.count[split])
 			return fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range", s->root,
 				    i);
-		int rc = sprite_pread_full(s->img_fd[split], tiles + (size_t)k * s->tile_bytes,
-					   (size_t)run * s->tile_bytes,
-					   s->img_off[split] + i * s->tile_bytes);
+		uint8_t *dst = tiles + (size_t)k * s->tile_bytes;
+		size_t len = (size_t)run * s->tile_bytes;
+		uint64_t off = s->img_off[split] + i * s->tile_bytes;
+		int rc = sprite_pread_full(s->img_fd[split], dst, len, off);
+		if (rc == -EIO)
+			rc = sprite_pread_full(s->img_xfd[split], dst, len, off);
 		if (rc < 0)
-			return fail(err, rc, "%s: reading %s images.npy: %s", s->root, which,
-				    strerror(-rc));
-		uint8_t lb[4096 * 8];
-		rc = sprite_pread_full(s->lab_fd[split], lb, (size_t)run * (size_t)ls,
-				       s->lab_off[split] + i * (uint64_t)ls);
-		if (rc < 0)
-			return fail(err, rc, "%s: reading %s labels.npy: %s", s->root, which,
-				    strerror(-rc));
-		for (int j = 0; j < run; j++) {
-			uint16_t l = label_at(lb + (size_t)j * (size_t)ls, ls);
-			if (l >= s->info.nclasses)
-				return fail(err, -EINVAL,
-					    "%s: %s sample %" PRIu64 ": label out of range",
-					    s->root, which, i + (uint64_t)j);
-			labels[k + j] = l;
-		}
+			return fail(err, rc,
+				    "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s",
+				    s->root, name, i, i + (uint64_t)run - 1,
+				    rc == -ENODATA ? "shorter than its header says" : strerror(-rc),
+				    eio_hint(rc));
+		memcpy(labels + k, s->lab[split] + i, (size_t)run * sizeof *labels);
 		k += run;
 	}
 	return 0;
@@ -1290,21 +1385,42 @@ static int memory_read(hn_source *s, int split, const uint32_t *idx, int n, uint
  * length into any buffer; a filesystem that refuses them (EINVAL at open or
  * at read) is read the plain way.
  */
-static int view_load(const char *path, uint8_t *buf, size_t need)
+static int view_load(const char *path, uint8_t *buf, size_t need, int *opened)
 {
 	int rc = -EINVAL;
+	*opened = 0;
 	for (int direct = 1; direct >= 0 && rc == -EINVAL; direct--) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
 		if (fd < 0) {
 			rc = -errno;
 			continue;
 		}
+		*opened = 1;
 		rc = sprite_pread_full(fd, buf, need, 0);
 		close(fd);
 	}
 	return rc;
 }
 
+/* Say once that the training split is gathered although the banner said views. */
+static void views_note(hn_source *s, const char *why)
+{
+	if (!s->on_note)
+		return;
+	char note[HN_ERR_MAX + 160];
+	snprintf(note, sizeof note,
+		 "%s; epoch views unusable, gathering from %s/images.npy instead (the same "
+		 "samples in the same order)",
+		 why, s->train_split);
+	s->on_note(s->note_ctx, note);
+}
+
+/*
+ * One epoch view; a view that does not open (the mount has no view for this
+ * seed, or cannot take another seed: ENOSPC) returns -ENOENT with the reason
+ * in err, for the caller to gather instead. A view that opened and then
+ * fails to read is an error.
+ */
 static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *idx, int n,
 		     uint8_t *tiles, uint16_t *labels, char *err)
 {
@@ -1317,13 +1433,15 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 	uint8_t *buf = malloc(need);
 	if (!buf)
 		return fail(err, -ENOMEM, "%s: out of memory", path);
-	int rc = view_load(path, buf, need);
+	int opened;
+	int rc = view_load(path, buf, need, &opened);
 	if (rc < 0) {
 		free(buf);
-		if (rc == -ENOENT) /* no view for this (seed, epoch): the caller gathers */
-			return rc;
-		return fail(err, rc, "%s: %s", path,
-			    rc == -ENODATA ? "shorter than its batch" : strerror(-rc));
+		if (!opened)
+			return fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
+		return fail(err, rc, "%s: %s%s", path,
+			    rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
+			    eio_hint(rc));
 	}
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
@@ -1361,7 +1479,7 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	for (int k = 0; k < 2; k++)
-		s->img_fd[k] = s->lab_fd[k] = -1;
+		s->img_fd[k] = s->img_xfd[k] = s->lab_fd[k] = -1;
 	s->store_split[1] = -1;
 	snprintf(s->root, sizeof s->root, "%s", path);
 	int rc;
@@ -1391,8 +1509,26 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	}
 	s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
 	apply_limits(s, o);
+	for (int k = 0; k < 2 && s->kind == SRC_MOUNT; k++)
+		if (s->info.count[k] &&
+		    (rc = mount_load_labels(s, k, k ? s->test_split : s->train_split, err)) < 0) {
+			hn_source_close(s);
+			return rc;
+		}
+	s->on_note = o->on_note;
+	s->note_ctx = o->note_ctx;
 	if (s->kind == SRC_MOUNT && s->epochs_dir && s->views_match && !o->limit) {
-		s->use_views = 1;
+		/* The mount may refuse this seed (ENOSPC: too many seeds in use). */
+		char p[4400];
+		snprintf(p, sizeof p, "%s/%s/epochs/%" PRIu64, path, o->train_split, o->seed);
+		s->use_views = stat(p, &st) == 0;
+		if (!s->use_views) {
+			char why[HN_ERR_MAX];
+			fail(why, -errno, "%s: %s", p, strerror(errno));
+			views_note(s, why);
+		}
+	}
+	if (s->use_views) {
 		snprintf(s->describe, sizeof s->describe,
 			 "mount %s: epoch views %s/epochs/%" PRIu64
 			 "/<epoch>/<n>.sprite (batch %u)",
@@ -1416,6 +1552,8 @@ void hn_source_close(hn_source *s)
 	for (int k = 0; k < 2; k++) {
 		if (s->img_fd[k] >= 0)
 			close(s->img_fd[k]);
+		if (s->img_xfd[k] >= 0)
+			close(s->img_xfd[k]);
 		if (s->lab_fd[k] >= 0)
 			close(s->lab_fd[k]);
 		if (s->files[k]) {
@@ -1447,11 +1585,18 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 		rc = store_read(s, split, idx, n, tiles, labels, err);
 		break;
 	case SRC_MOUNT:
-		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs) {
-			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, err);
-			if (rc != -ENOENT)
+		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs &&
+		    !__atomic_load_n(&s->views_off, __ATOMIC_RELAXED)) {
+			char why[HN_ERR_MAX];
+			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, why);
+			if (rc != -ENOENT) {
+				if (rc < 0)
+					memcpy(err, why, HN_ERR_MAX);
 				break;
-			/* The mount has no view for this (seed, epoch): gather instead. */
+			}
+			/* The view did not open: gather this batch and the rest, said once. */
+			if (!__atomic_exchange_n(&s->views_off, 1, __ATOMIC_RELAXED))
+				views_note(s, why);
 		}
 		rc = mount_read(s, split, idx, n, tiles, labels, err);
 		break;

@@ -69,6 +69,13 @@ struct hn_source_options {
 	int strict;
 	void (*on_skip)(void *ctx, const char *why);
 	void *skip_ctx;
+	/*
+	 * Something the user should know about how the data is read, said once
+	 * (a mount's epoch views that cannot be used, so the training split is
+	 * gathered): from hn_source_open or a loader thread. May be NULL.
+	 */
+	void (*on_note)(void *ctx, const char *note);
+	void *note_ctx;
 };
 
 typedef struct hn_source hn_source;

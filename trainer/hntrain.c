@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "common/format.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -120,15 +122,32 @@ static void usage(FILE *f)
 		"  --amp                gpu: mixed precision\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
-		"  --checkpoint FILE    write a checkpoint after each epoch (atomically)\n"
+		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
+		"folder\n"
+		"                       is checked first)\n"
 		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
 		"                       epochs too, unless given here)\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
+		"  -V, --version        the version, store format and backends, and exit\n"
 		"  --help               this text\n"
 		"\n"
 		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
 		"format.\n");
+}
+
+/* Cheap: the plugin is looked for, not loaded, so no CUDA library or GPU is touched. */
+static void print_version(void)
+{
+	char plugin[PATH_MAX];
+	printf("hntrain %s (store format %u)\n", HNTRAIN_VERSION, SPRITE_VERSION);
+	printf("cpu: %s\n", hn_backend_cpu_library());
+	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0)
+		printf("gpu: CUDA plugin %s (--device gpu loads it and looks for a GPU)\n", plugin);
+	else
+		printf("gpu: not built (no %s next to hntrain, in %s, or in "
+		       "$HNTRAIN_CUDA_PLUGIN)\n",
+		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
 }
 
 /* An image file that does not decode: named once, on its own line even under a progress bar. */
@@ -136,6 +155,13 @@ static void report_skip(void *ctx, const char *why)
 {
 	(void)ctx;
 	fprintf(stderr, "%s%s: skipped %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, why);
+}
+
+/* How the data is read after all (epoch views a mount cannot serve): said once, unless --quiet. */
+static void report_note(void *ctx, const char *note)
+{
+	(void)ctx;
+	fprintf(stderr, "%s%s: note: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, note);
 }
 
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -154,12 +180,10 @@ static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t
 {
 	char *end;
 	errno = 0;
-	if (!s || !*s || *s == '-')
-		die(2, "%s: expected a number, got \"%s\"", opt, s ? s : "");
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
+	unsigned long long v = s && *s && *s != '-' ? strtoull(s, &end, 10) : 0;
+	if (!s || !*s || *s == '-' || errno || *end || v < min || v > max)
 		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt,
-		    min, max, s);
+		    min, max, s ? s : "");
 	return v;
 }
 
@@ -201,6 +225,42 @@ static int parse_cpus(const char *s, cpu_set_t *set)
 			return -EINVAL;
 	}
 	return CPU_COUNT(set) ? 0 : -EINVAL;
+}
+
+/* A CPU set as a list: "0-3,6". */
+static void format_cpus(const cpu_set_t *set, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < CPU_SETSIZE && n < cap; i++) {
+		if (!CPU_ISSET(i, set) || (i > 0 && CPU_ISSET(i - 1, set)))
+			continue;
+		int j = i;
+		while (j + 1 < CPU_SETSIZE && CPU_ISSET(j + 1, set))
+			j++;
+		n += (size_t)snprintf(buf + n, cap - n, j > i ? "%s%d-%d" : "%s%d", n ? "," : "", i,
+				      j);
+	}
+}
+
+/*
+ * Parse an --affinity style list and check that each CPU in it is one this
+ * process may run on (sched_setaffinity would refuse a set with none of
+ * them, and quietly drop the others): a usage error, exit 2.
+ */
+static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allowed, cpu_set_t *set)
+{
+	if (parse_cpus(s, set) < 0)
+		die(2, "%s: expected a CPU list such as 0-1,3, got \"%s\"", opt, s);
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		if (!CPU_ISSET(i, set) || CPU_ISSET(i, allowed))
+			continue;
+		char list[256];
+		format_cpus(allowed, list, sizeof list);
+		long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+		die(2, "%s %s: %s CPU %d (this process may use %s)", opt, s,
+		    ncpu > 0 && i >= ncpu ? "no such" : "not allowed:", i, list);
+	}
 }
 
 /* Pin every thread that exists now (this one and the maths pool) to set. */
@@ -262,6 +322,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_STRICT,
 		O_QUIET,
 		O_HELP,
+		O_VERSION,
 	};
 	static const struct option lo[] = {
 		{"data", required_argument, 0, O_DATA},
@@ -301,11 +362,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"strict", no_argument, 0, O_STRICT},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
+		{"version", no_argument, 0, O_VERSION},
 		{0, 0, 0, 0},
 	};
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DATA:
 			o->data = optarg;
@@ -460,6 +522,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_HELP:
 			usage(stdout);
 			exit(0);
+		case 'V':
+		case O_VERSION:
+			print_version();
+			exit(0);
 		case ':':
 			die(2, "option %s needs a value (see --help)", argv[optind - 1]);
 		default:
@@ -584,6 +650,14 @@ int main(int argc, char **argv)
 	char err[HN_ERR_MAX] = "";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse_opts(argc, argv, &o);
+	/* CPU lists are checked against the CPUs this process may use, before any work. */
+	cpu_set_t orig_mask, pin_mask, loader_mask;
+	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
+	loader_mask = orig_mask;
+	if (o.affinity)
+		parse_cpus_opt("--affinity", o.affinity, &orig_mask, &pin_mask);
+	if (o.loader_affinity)
+		parse_cpus_opt("--loader-affinity", o.loader_affinity, &orig_mask, &loader_mask);
 
 	/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
 	struct hn_checkpoint ck = {0};
@@ -611,6 +685,8 @@ int main(int argc, char **argv)
 		o.window = ck.window;
 		resume_schedule(&o, &ck);
 	}
+	if (o.checkpoint && hn_checkpoint_check_dest(o.checkpoint, err) < 0)
+		die(1, "--checkpoint %s: %s", o.checkpoint, err);
 	if (o.stop_after && o.stop_after > o.epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
 		    o.epochs);
@@ -636,6 +712,7 @@ int main(int argc, char **argv)
 		.cache_bytes = o.cache,
 		.strict = o.strict,
 		.on_skip = report_skip,
+		.on_note = o.quiet ? NULL : report_note,
 	};
 	hn_source *src = NULL;
 	if (hn_source_open(o.data, &so, &src, err) < 0)
@@ -686,14 +763,6 @@ int main(int argc, char **argv)
 	else
 		hn_model_init_params(&m, o.seed, params);
 
-	cpu_set_t orig_mask, pin_mask, loader_mask;
-	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
-	loader_mask = orig_mask;
-	if (o.affinity && parse_cpus(o.affinity, &pin_mask) < 0)
-		die(2, "--affinity: expected a CPU list such as 0-1,3, got \"%s\"", o.affinity);
-	if (o.loader_affinity && parse_cpus(o.loader_affinity, &loader_mask) < 0)
-		die(2, "--loader-affinity: expected a CPU list such as 2-3, got \"%s\"",
-		    o.loader_affinity);
 	/* Pinning this thread first makes threads the backend starts inherit it. */
 	if (o.affinity && sched_setaffinity(0, sizeof pin_mask, &pin_mask) < 0)
 		die(1, "--affinity %s: %s", o.affinity, strerror(errno));
