@@ -32,11 +32,12 @@ fail() {
 
 # hash ARGS...: run hntrain --quiet and print the weights hash (fails the test on error)
 hash_of() {
-	local out
-	out=$("$HNTRAIN" --quiet "$@" 2>"$TMP/stderr") || {
+	local out rc=0
+	out=$("$HNTRAIN" --quiet "$@" 2>"$TMP/stderr") || rc=$?
+	if [[ $rc -ne 0 ]]; then
 		cat "$TMP/stderr" >&2
-		fail "hntrain $* exited $?"
-	}
+		fail "hntrain $* exited $rc"
+	fi
 	out=$(printf '%s\n' "$out" | sed -n 's/^weights xxh3 \([0-9a-f]\{16\}\)$/\1/p')
 	[[ -n $out ]] || fail "hntrain $* printed no weights hash"
 	printf '%s\n' "$out"
