@@ -725,6 +725,151 @@ done:
 	return r;
 }
 
+/* ---- Netpbm (P5, P6, P7) ------------------------------------------------ */
+
+/*
+ * The binary Netpbm forms spritefs itself serves under by-class/ and
+ * sheets/, and spritefs-pack --export --format pgm writes: P5 (gray), P6
+ * (RGB) and P7 (PAM: depth 1-4, alpha composited on black). There is no
+ * well-kept decoding library for these in Debian that reports errors
+ * instead of exiting (libnetpbm calls exit), and the format is a text
+ * header in front of raw samples, so it is read here, every field bounded.
+ */
+struct pnm_cursor {
+	const uint8_t *p;
+	size_t len, pos;
+};
+
+static void pnm_skip_space(struct pnm_cursor *c)
+{
+	while (c->pos < c->len) {
+		uint8_t ch = c->p[c->pos];
+		if (ch == '#') {
+			while (c->pos < c->len && c->p[c->pos] != '\n')
+				c->pos++;
+		} else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' ||
+			   ch == '\f') {
+			c->pos++;
+		} else {
+			break;
+		}
+	}
+}
+
+/* A decimal number of at most 9 digits; -1 when there is none. */
+static long pnm_number(struct pnm_cursor *c)
+{
+	pnm_skip_space(c);
+	long v = 0;
+	int digits = 0;
+	while (c->pos < c->len && c->p[c->pos] >= '0' && c->p[c->pos] <= '9') {
+		if (++digits > 9)
+			return -1;
+		v = v * 10 + (c->p[c->pos++] - '0');
+	}
+	return digits ? v : -1;
+}
+
+/* PAM header lines up to ENDHDR; 0, or -1 when malformed. */
+static int pam_header(struct pnm_cursor *c, long *w, long *h, long *depth, long *maxval)
+{
+	*w = *h = *depth = *maxval = -1;
+	for (int lines = 0; lines < 64; lines++) {
+		pnm_skip_space(c);
+		size_t start = c->pos;
+		while (c->pos < c->len && c->p[c->pos] >= 'A' && c->p[c->pos] <= 'Z')
+			c->pos++;
+		size_t kl = c->pos - start;
+		const char *k = (const char *)c->p + start;
+		if (kl == 6 && !memcmp(k, "ENDHDR", 6)) {
+			if (c->pos >= c->len || c->p[c->pos] != '\n')
+				return -1;
+			c->pos++;
+			return 0;
+		}
+		long *dst = kl == 5 && !memcmp(k, "WIDTH", 5)	 ? w
+			    : kl == 6 && !memcmp(k, "HEIGHT", 6) ? h
+			    : kl == 5 && !memcmp(k, "DEPTH", 5)	 ? depth
+			    : kl == 6 && !memcmp(k, "MAXVAL", 6) ? maxval
+								 : NULL;
+		if (dst) {
+			if ((*dst = pnm_number(c)) < 0)
+				return -1;
+		} else if (kl == 8 && !memcmp(k, "TUPLTYPE", 8)) {
+			while (c->pos < c->len && c->p[c->pos] != '\n')
+				c->pos++; /* DEPTH says what we need */
+		} else {
+			return -1;
+		}
+	}
+	return -1;
+}
+
+static int decode_pnm(const void *data, size_t len, const char *name, struct sprite_image *out,
+		      char *err)
+{
+	struct pnm_cursor c = {data, len, 2};
+	char kind = (char)c.p[1];
+	long w, h, depth, maxval;
+	if (kind == '7') {
+		if (pam_header(&c, &w, &h, &depth, &maxval) < 0 || w < 0 || h < 0 || depth < 0 ||
+		    maxval < 0) {
+			seterr(err, name, "bad PAM header");
+			return -SPRITE_ECORRUPT;
+		}
+	} else {
+		depth = kind == '5' ? 1 : 3;
+		w = pnm_number(&c);
+		h = pnm_number(&c);
+		maxval = pnm_number(&c);
+		/* one whitespace byte ends the header */
+		if (w < 0 || h < 0 || maxval < 0 || c.pos >= c.len ||
+		    !(c.p[c.pos] == ' ' || c.p[c.pos] == '\t' || c.p[c.pos] == '\n' ||
+		      c.p[c.pos] == '\r')) {
+			seterr(err, name, "bad P%c header", kind);
+			return -SPRITE_ECORRUPT;
+		}
+		c.pos++;
+	}
+	if (depth < 1 || depth > 4 || maxval < 1 || maxval > 65535) {
+		seterr(err, name, "unsupported Netpbm image: depth %ld, maxval %ld", depth, maxval);
+		return -ENOTSUP;
+	}
+	int r = check_dims((uint64_t)h, (uint64_t)w, name, err);
+	if (r < 0)
+		return r;
+	size_t bps = maxval > 255 ? 2 : 1;
+	uint64_t need = (uint64_t)h * (uint64_t)w * (uint64_t)depth * bps;
+	if (need > len - c.pos) {
+		seterr(err, name, "truncated: %llu bytes of samples, %llu present",
+		       (unsigned long long)need, (unsigned long long)(len - c.pos));
+		return -SPRITE_ECORRUPT;
+	}
+	uint32_t oc = depth >= 3 ? 3 : 1, alpha = depth == 2 || depth == 4;
+	if ((r = alloc_image(out, (uint32_t)h, (uint32_t)w, oc, name, err)) < 0)
+		return r;
+	const uint8_t *s = c.p + c.pos;
+	size_t npx = (size_t)h * (size_t)w;
+	for (size_t i = 0; i < npx; i++) {
+		unsigned v[4];
+		for (long k = 0; k < depth; k++, s += bps) {
+			unsigned x = bps == 2 ? (unsigned)s[0] << 8 | s[1] : s[0];
+			if (x > (unsigned)maxval)
+				x = (unsigned)maxval;
+			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled
+			 */
+			v[k] = maxval == 255 ? x
+			       : maxval == 65535
+				       ? x >> 8
+				       : (x * 255u + (unsigned)maxval / 2) / (unsigned)maxval;
+		}
+		for (uint32_t k = 0; k < oc; k++)
+			out->px[i * oc + k] =
+				alpha ? over_black(v[k], v[depth - 1]) : (uint8_t)v[k];
+	}
+	return 0;
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
@@ -744,7 +889,10 @@ int sprite_image_decode(const void *data, size_t len, const char *name, struct s
 		return decode_png(data, len, name, out, err);
 	if (len >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF)
 		return decode_jpeg(data, len, name, out, err);
-	seterr(err, name, "not a PNG/TIFF/JPEG file");
+	if (len >= 3 && p[0] == 'P' && (p[1] == '5' || p[1] == '6' || p[1] == '7') &&
+	    (p[2] == ' ' || p[2] == '\t' || p[2] == '\n' || p[2] == '\r'))
+		return decode_pnm(data, len, name, out, err);
+	seterr(err, name, "not a PNG/TIFF/JPEG/PNM file");
 	return -ENOTSUP;
 }
 

@@ -1,5 +1,6 @@
 /*
- * image.h - decode TIFF, PNG, JPEG and IDX images and fit them to a tile.
+ * image.h - decode TIFF, PNG, JPEG, binary Netpbm (P5/P6/P7) and IDX images
+ * and fit them to a tile.
  *
  * Decoders are safe on malicious input (libtiff, libpng, libturbojpeg do the
  * parsing; this code checks every dimension against caps before allocating)

@@ -1,9 +1,9 @@
 /*
  * fuzz_image.c - fuzz target: image files (common/image.c: TIFF through
- * libtiff, PNG through libpng, JPEG through libturbojpeg; the kind found
- * from magic bytes), then the tile fit, gray and RGB, shrinking and
- * enlarging. An image that decodes must have sides and pixel count within
- * image.h's caps and 1 or 3 channels; otherwise the decoder must say why.
+ * libtiff, PNG through libpng, JPEG through libturbojpeg, Netpbm P5/P6/P7
+ * parsed by image.c itself; the kind found from magic bytes), then the tile fit, gray and RGB,
+ * shrinking and enlarging. An image that decodes must have sides and pixel count within image.h's
+ * caps and 1 or 3 channels; otherwise the decoder must say why.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +108,20 @@ static int jpeg(struct fuzz_buf *b, const char *name, int c)
 	return rc;
 }
 
+/* A Netpbm file made here (image.c reads these itself): header, then samples. */
+static int pnm(struct fuzz_buf *b, const char *name, const char *header, int bytes)
+{
+	size_t hl = strlen(header);
+	if (!(b->data = malloc(hl + (size_t)bytes)))
+		return -1;
+	memcpy(b->data, header, hl);
+	for (int i = 0; i < bytes; i++)
+		b->data[hl + (size_t)i] = (uint8_t)(i * 37 + 11);
+	b->len = hl + (size_t)bytes;
+	snprintf(b->name, sizeof b->name, "%s", name);
+	return 0;
+}
+
 static int seeds(struct fuzz_buf **out, char *err)
 {
 	static const struct {
@@ -123,7 +137,7 @@ static int seeds(struct fuzz_buf **out, char *err)
 		{"rgb.png", {16, 20, 3, 0}},
 	};
 	enum { NF = sizeof files / sizeof files[0] };
-	struct fuzz_buf *b = calloc(NF + 2, sizeof *b);
+	struct fuzz_buf *b = calloc(NF + 5, sizeof *b);
 	if (!b)
 		return -1;
 	*out = b;
@@ -136,7 +150,15 @@ static int seeds(struct fuzz_buf **out, char *err)
 		snprintf(err, 256, "libturbojpeg cannot compress");
 		return -1;
 	}
-	return NF + 2;
+	if (pnm(&b[NF + 2], "gray.pgm", "P5\n# c\n6 5\n255\n", 30) < 0 ||
+	    pnm(&b[NF + 3], "rgb16.ppm", "P6 4 3 65535\n", 72) < 0 ||
+	    pnm(&b[NF + 4], "rgba.pam",
+		"P7\nWIDTH 3\nHEIGHT 2\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n",
+		24) < 0) {
+		snprintf(err, 256, "out of memory");
+		return -1;
+	}
+	return NF + 5;
 }
 
 const struct fuzz_target fuzz_target = {"fuzz_image", seeds, NULL};

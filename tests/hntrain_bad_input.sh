@@ -41,7 +41,7 @@ mkdir -p "$TMP/junk/train/a" "$TMP/junk/test/a"
 echo "not an image" >"$TMP/junk/train/a/x.png"
 echo "not an image" >"$TMP/junk/test/a/y.png"
 expect_fail "junk: no file of the training split decodes" --data "$TMP/junk"
-grep -q "skipped .*/junk/train/a/x.png: not a PNG/TIFF/JPEG file" "$TMP/err" ||
+grep -q "skipped .*/junk/train/a/x.png: not a PNG/TIFF/JPEG/PNM file" "$TMP/err" ||
 	fail "the file that does not decode is not named"
 # Where a checkpoint cannot be written is found before training, as --log's.
 expect_fail "--checkpoint $TMP/nodir/c.ckpt: folder $TMP/nodir: No such file" "${D[@]}" \

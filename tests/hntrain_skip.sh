@@ -25,7 +25,7 @@ want=$(find "$TMP/tree" -name 'zz-*' | sort)
 	fail "stderr does not name each bad file once"
 }
 grep -q "zz-empty.png: empty file" "$TMP/err" || fail "the reason for an empty file is missing"
-grep -q "zz-notes.txt: not a PNG/TIFF/JPEG file" "$TMP/err" || fail "the reason for a text file is missing"
+grep -q "zz-notes.txt: not a PNG/TIFF/JPEG/PNM file" "$TMP/err" || fail "the reason for a text file is missing"
 grep -q "^skipped 18 image files that did not decode" "$TMP/out" || {
 	cat "$TMP/out" >&2
 	fail "the run does not report 18 skipped files"

@@ -6,7 +6,8 @@
  * every TIFF layout spritefs-pack promises (8/16 bit; gray, min-is-white,
  * RGB, gray+alpha, RGBA associated/unassociated, palette; none, LZW, Deflate,
  * PackBits; strips of several rows, tiles, separate planes), PNG gray / gray+
- * alpha / RGB / RGBA and JPEG gray / RGB, and decoded pixels are compared
+ * alpha / RGB / RGBA, JPEG gray / RGB, and Netpbm P5/P6/P7 (written here
+ * byte by byte: depth 1-4, maxval 255, 65535 and 15), and decoded pixels are compared
  * with the values the test wrote (exactly for lossless formats, within a
  * tolerance for JPEG). Truncated and corrupt copies of every file must give
  * an error naming the file, never a crash or a silent success.
@@ -507,7 +508,20 @@ static void test_garbage(void)
 		const char *want;
 	} cases[] = {
 		{"empty.tif", "", 0, "empty"},
-		{"text.png", "hello, world\n", 13, "not a PNG/TIFF/JPEG"},
+		{"text.png", "hello, world\n", 13, "not a PNG/TIFF/JPEG/PNM"},
+		{"magic-only.pgm", "P5\n", 3, "bad P5 header"},
+		{"no-maxval.pgm", "P5 2 2\n", 7, "bad P5 header"},
+		{"maxval0.pgm", "P5 1 1 0\n\x00", 10, "maxval 0"},
+		{"maxval-big.pgm", "P5 1 1 65536\n\x00\x00", 15, "maxval 65536"},
+		{"huge.ppm", "P6 100000 100000 255\n", 21, "too large"},
+		{"long-number.pgm", "P5 1234567890 1 255\n", 20, "bad P5 header"},
+		{"short.ppm", "P6 2 2 255\n\x01\x02\x03", 14, "truncated"},
+		{"pam-depth5.pam",
+		 "P7\nWIDTH 1\nHEIGHT 1\nDEPTH 5\nMAXVAL 255\nENDHDR\n\x00\x00\x00\x00\x00", 49,
+		 "depth 5"},
+		{"pam-no-end.pam", "P7\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n", 37,
+		 "bad PAM header"},
+		{"pam-bad-key.pam", "P7\nWIDTH 1\nCOLOUR 3\nENDHDR\n", 28, "bad PAM header"},
 		{"magic-only.tif", "II*\0", 4, "TIFF"},
 		{"magic-only.png", "\x89PNG\r\n\x1a\n", 8, "PNG"},
 		{"magic-only.jpg", "\xff\xd8\xff", 3, "JPEG"},
@@ -547,6 +561,76 @@ static void test_garbage(void)
 	tpath(path, sizeof path, "missing.png");
 	if (sprite_image_load(path, &im, err) != -ENOENT)
 		fail("a missing file should give -ENOENT");
+}
+
+/* ---- Netpbm ------------------------------------------------------------ */
+
+/*
+ * P5, P6 and P7 (depth 1-4) at maxval 255, 65535 and 15, with comments in
+ * the header: each against the pixels it encodes (alpha composited on black,
+ * 16-bit >> 8, other maxvals scaled with rounding); then damage.
+ */
+static void test_pnm(void)
+{
+	const uint32_t h = 5, w = 7;
+	char path[512], err[SPRITE_ERR_MAX];
+	static const struct {
+		const char *name;
+		int kind, depth; /* kind 5, 6 or 7 */
+		unsigned maxval;
+	} cases[] = {
+		{"gray.pgm", 5, 1, 255}, {"rgb.ppm", 6, 3, 255},  {"gray16.pgm", 5, 1, 65535},
+		{"rgb15.ppm", 6, 3, 15}, {"gray.pam", 7, 1, 255}, {"graya.pam", 7, 2, 255},
+		{"rgb.pam", 7, 3, 255},	 {"rgba.pam", 7, 4, 255}, {"rgba16.pam", 7, 4, 65535},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		int d = cases[k].depth, bps = cases[k].maxval > 255 ? 2 : 1;
+		unsigned mv = cases[k].maxval;
+		uint8_t buf[512 + 5 * 7 * 4 * 2], want[5 * 7 * 3];
+		int n = cases[k].kind == 7
+				? snprintf((char *)buf, 512,
+					   "P7\n# a comment\nWIDTH %u\nHEIGHT %u\nDEPTH %d\n"
+					   "MAXVAL %u\nTUPLTYPE ANY\nENDHDR\n",
+					   w, h, d, mv)
+				: snprintf((char *)buf, 512,
+					   "P%d\n# made by test_image\n%u %u\n%u\n", cases[k].kind,
+					   w, h, mv);
+		size_t len = (size_t)n;
+		uint32_t oc = d >= 3 ? 3 : 1;
+		for (uint32_t y = 0; y < h; y++)
+			for (uint32_t x = 0; x < w; x++) {
+				unsigned v8[4];
+				for (int ch = 0; ch < d; ch++) {
+					int is_alpha = (d == 2 || d == 4) && ch == d - 1;
+					unsigned v =
+						is_alpha ? alpha_at(y, x) : pat(y, x, (uint32_t)ch);
+					unsigned s = mv == 255	   ? v
+						     : mv == 65535 ? v * 257 + (x & 1) * 3
+								   : v * mv / 255;
+					v8[ch] = mv == 255     ? s
+						 : mv == 65535 ? s >> 8
+							       : (s * 255 + mv / 2) / mv;
+					if (bps == 2)
+						buf[len++] = (uint8_t)(s >> 8);
+					buf[len++] = (uint8_t)s;
+				}
+				for (uint32_t ch = 0; ch < oc; ch++)
+					want[(y * w + x) * oc + ch] =
+						d == 2 || d == 4 ? over_black(v8[ch], v8[d - 1])
+								 : (uint8_t)v8[ch];
+			}
+		tpath(path, sizeof path, cases[k].name);
+		write_all(path, buf, len);
+		struct sprite_image im;
+		err[0] = 0;
+		if (sprite_image_load(path, &im, err) < 0) {
+			fail("%s: %s", cases[k].name, err);
+			continue;
+		}
+		check_image(cases[k].name, &im, want, h, w, oc, 0);
+		sprite_image_free(&im);
+		check_damage(cases[k].name, path, 0);
+	}
 }
 
 /* ---- fit --------------------------------------------------------------- */
@@ -764,6 +848,7 @@ int main(void)
 	test_png16();
 	test_jpeg();
 	test_garbage();
+	test_pnm();
 	test_fit();
 	test_idx();
 	test_writers();

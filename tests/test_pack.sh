@@ -185,7 +185,7 @@ if expect_rc 0 "$PACK" --jobs 1 "$T/mixed" "$T/m1.sprites"; then
 	grep -q "skipped .*/ant/zz-truncated.tif: .*TIFF" "$T/out" ||
 		fail "mixed: truncated TIFF reason: $(grep zz-truncated.tif "$T/out" | head -1)"
 	grep -q "skipped .*/ant/zz-empty.png: empty file" "$T/out" || fail "mixed: empty file reason"
-	grep -q "skipped .*/ant/zz-notes.txt: not a PNG/TIFF/JPEG file" "$T/out" ||
+	grep -q "skipped .*/ant/zz-notes.txt: not a PNG/TIFF/JPEG/PNM file" "$T/out" ||
 		fail "mixed: text file reason"
 	grep -q "skipped .*/ant/zz-cut.jpg: bad JPEG" "$T/out" || fail "mixed: cut JPEG reason"
 	grep -q "hidden" "$T/out" && fail "mixed: hidden file was considered"

@@ -78,7 +78,7 @@ static void usage(FILE *f)
 		"data:\n"
 		"  --data PATH          a spritefs mount, a store file (*.sprites), an image "
 		"folder\n"
-		"                       (TIFF/PNG/JPEG: ROOT/<split>/<class>/ or ROOT/<class>/), "
+		"                       (TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or ROOT/<class>/), "
 		"or a\n"
 		"                       folder of IDX files\n"
 		"  --split NAME         training split (train)\n"
