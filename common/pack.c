@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1014,4 +1015,50 @@ int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
 		*out = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
 	return r;
+}
+
+/* ---- cache folder ------------------------------------------------------- */
+
+/* The pid of a "*.sprites.tmp.<pid>" name, or 0 when name is not of that form. */
+static long stale_tmp_pid(const char *name)
+{
+	static const char suffix[] = ".sprites.tmp.";
+	const char *t = strstr(name, suffix);
+	if (!t || t == name)
+		return 0;
+	t += sizeof(suffix) - 1;
+	if (!*t || strlen(t) > 9)
+		return 0;
+	long pid = 0;
+	for (; *t; t++) {
+		if (*t < '0' || *t > '9')
+			return 0;
+		pid = pid * 10 + (*t - '0');
+	}
+	return pid;
+}
+
+int sprite_cache_remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		long pid = stale_tmp_pid(de->d_name);
+		/*
+		 * kill(pid, 0) says whether the writer lives (EPERM: it does, as
+		 * another user). A pid reused since then keeps the file until a
+		 * later pack; a writer in another pid namespace sharing this
+		 * folder would look dead, which is why only cache folders, which
+		 * spritefs owns, are cleaned.
+		 */
+		if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }

@@ -56,4 +56,12 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
  */
 int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err);
 
+/*
+ * Remove the "<name>.sprites.tmp.<pid>" files in a cache folder whose writer
+ * process no longer exists (a pack killed by SIGKILL or a power loss); only
+ * names of exactly that form are touched. Returns the number removed, or
+ * -errno when dir cannot be read.
+ */
+int sprite_cache_remove_stale(const char *dir);
+
 #endif

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <lz4.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -550,8 +551,88 @@ int sprite_store_verify(const sprite_store *s, char *err)
 
 /* ---- writer ---------------------------------------------------------- */
 
+/*
+ * Temp files of open writers, for sprite_writer_catch_signals(): a handler may
+ * only make async-signal-safe calls, so the paths sit in static slots it can
+ * read as they are. A slot goes FREE -> BUSY (claimed, path being copied) ->
+ * ARMED; the handler unlinks ARMED slots only.
+ */
+#define TMP_SLOTS 8
+enum { TMP_FREE, TMP_BUSY, TMP_ARMED };
+static int tmp_state[TMP_SLOTS];
+static char tmp_name[TMP_SLOTS][PATH_MAX];
+
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+#define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
+static struct sigaction fatal_saved[NFATAL];
+static int fatal_caught[NFATAL];
+
+static int tmp_register(const char *path)
+{
+	if (strlen(path) >= PATH_MAX)
+		return -1;
+	for (int i = 0; i < TMP_SLOTS; i++) {
+		int want = TMP_FREE;
+		if (__atomic_compare_exchange_n(&tmp_state[i], &want, TMP_BUSY, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			strcpy(tmp_name[i], path);
+			__atomic_store_n(&tmp_state[i], TMP_ARMED, __ATOMIC_RELEASE);
+			return i;
+		}
+	}
+	return -1; /* more writers than slots: those are left to sprite_writer_abort() */
+}
+
+static void tmp_unregister(int slot)
+{
+	if (slot >= 0)
+		__atomic_store_n(&tmp_state[slot], TMP_FREE, __ATOMIC_RELEASE);
+}
+
+static void on_fatal_signal(int sig)
+{
+	for (int i = 0; i < TMP_SLOTS; i++)
+		if (__atomic_load_n(&tmp_state[i], __ATOMIC_ACQUIRE) == TMP_ARMED)
+			unlink(tmp_name[i]);
+	/* SA_RESETHAND put the default back and SA_NODEFER lets it in: die of sig. */
+	raise(sig);
+}
+
+int sprite_writer_catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal_signal;
+	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < NFATAL; i++) {
+		if (fatal_caught[i])
+			continue;
+		if (sigaction(fatal_signals[i], NULL, &fatal_saved[i]) < 0)
+			return -errno;
+		/* An ignored signal (nohup's SIGHUP, a background job's SIGINT) stays ignored. */
+		if (fatal_saved[i].sa_handler != SIG_DFL || (fatal_saved[i].sa_flags & SA_SIGINFO))
+			continue;
+		if (sigaction(fatal_signals[i], &sa, NULL) < 0)
+			return -errno;
+		fatal_caught[i] = 1;
+	}
+	return 0;
+}
+
+void sprite_writer_restore_signals(void)
+{
+	for (size_t i = 0; i < NFATAL; i++) {
+		if (!fatal_caught[i])
+			continue;
+		sigaction(fatal_signals[i], &fatal_saved[i], NULL);
+		fatal_caught[i] = 0;
+	}
+}
+
 struct sprite_writer {
 	int fd, dirfd;
+	int tmp_slot; /* in tmp_name[], or -1 */
 	char *path, *tmp;
 	struct sprite_header h;
 	char *names; /* names block */
@@ -572,6 +653,7 @@ struct sprite_writer {
 
 static void writer_free(sprite_writer *w)
 {
+	tmp_unregister(w->tmp_slot);
 	if (w->fd >= 0)
 		close(w->fd);
 	if (w->dirfd >= 0)
@@ -623,6 +705,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	if (!w)
 		return fail(err, ENOMEM, "out of memory");
 	w->fd = w->dirfd = -1;
+	w->tmp_slot = -1;
 
 	/* Names block: given names, or the class numbers. */
 	size_t cap = (size_t)p->nclasses * (CLASS_NAME_MAX + 1);
@@ -691,6 +774,8 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		r = fail(err, r, "opening the target directory: %s", strerror(r));
 		goto bad;
 	}
+	/* Armed before the file exists: a signal in between finds nothing to unlink. */
+	w->tmp_slot = tmp_register(w->tmp);
 	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		r = fail(err, errno, "creating %s: %s", w->tmp, strerror(errno));
@@ -892,6 +977,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		r = fail(err, errno, "renaming %s: %s", w->tmp, strerror(errno));
 		goto bad;
 	}
+	/* (A signal from here on unlinks a temp name that no longer exists: harmless.) */
 	/* The store is in place; a failed directory fsync only weakens durability. */
 	fsync(w->dirfd);
 	writer_free(w);
@@ -905,6 +991,8 @@ void sprite_writer_abort(sprite_writer *w)
 {
 	if (!w)
 		return;
+	tmp_unregister(w->tmp_slot);
+	w->tmp_slot = -1;
 	if (w->fd >= 0)
 		unlink(w->tmp);
 	writer_free(w);

@@ -128,4 +128,16 @@ int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label);
 int sprite_writer_finish(sprite_writer *w, char *err);
 void sprite_writer_abort(sprite_writer *w); /* removes the temp file; NULL is fine */
 
+/*
+ * For main, around a pack: make SIGINT, SIGTERM, SIGHUP and SIGPIPE remove
+ * the temp file of every open writer, then kill the process with that signal
+ * as before (the exit status still says killed by signal). Only signals left
+ * at their default disposition are taken; an ignored one stays ignored. The
+ * library never calls this itself: handlers belong to main.
+ * sprite_writer_restore_signals() puts back what was there before.
+ * Returns 0 or -errno (sigaction failed; some handlers may be in place).
+ */
+int sprite_writer_catch_signals(void);
+void sprite_writer_restore_signals(void);
+
 #endif

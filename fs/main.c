@@ -201,6 +201,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 		}
 		fprintf(stderr, "spritefs: %s: %s; packing again\n", out, err);
 	}
+	r = sprite_cache_remove_stale(dir);
+	if (r > 0)
+		fprintf(stderr, "spritefs: removed %d temp file(s) of killed packs from %s\n", r,
+			dir);
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
 	unsigned long skipped = 0;
@@ -209,7 +213,14 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
+	/*
+	 * Killed while packing, we take the temp file with us. The handlers go
+	 * before fuse_set_signal_handlers(), which only takes signals left at
+	 * their default.
+	 */
+	sprite_writer_catch_signals();
 	r = sprite_pack(source, out, &o, &rep, err);
+	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source,
 			err[0] ? err : strerror(-r));

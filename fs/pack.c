@@ -129,7 +129,12 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	o->on_skip = on_skip;
 	o->progress = quiet ? NULL : &prog;
 	o->ctx = o->progress;
-	int r = sprite_pack(src, dst, o, &rep, err);
+	/* A pack killed by SIGINT/SIGTERM/SIGHUP/SIGPIPE takes its temp file with it. */
+	int r = sprite_writer_catch_signals();
+	if (r < 0)
+		fprintf(stderr, PROG ": warning: cannot catch signals: %s\n", strerror(-r));
+	r = sprite_pack(src, dst, o, &rep, err);
+	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
 		if (rep.skipped)

@@ -23,8 +23,18 @@ for split, n in (("train", 40), ("test", 12)):
             a = rng.integers(0, 256, (24, 24), dtype=np.uint8)
             Image.fromarray(a).save(f"{root}/{split}/{cls}/{i:03d}.png")
 PY
+# temp files of earlier packs: a dead writer's goes, a live one's and other names stay
+mkdir -p "$T/cache"
+(:) &
+dead=$!
+wait $dead
+touch "$T/cache/old-0123.sprites.tmp.$dead" "$T/cache/live-0123.sprites.tmp.$$" \
+	"$T/cache/notes.tmp.$dead"
 sfs_mount "$T/first.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
 grep -q "packing" "$T/first.log" || fail "first mount did not pack: $(cat "$T/first.log")"
+[[ -e $T/cache/old-0123.sprites.tmp.$dead ]] && fail "a dead pack's temp file was left"
+[[ -e $T/cache/live-0123.sprites.tmp.$$ && -e $T/cache/notes.tmp.$dead ]] ||
+	fail "a live pack's temp file or another file was removed"
 store=$(ls "$T/cache"/*.sprites) || fail "no cache store in $T/cache"
 grep -q '"count": 120' "$T/mnt/dataset.json" || fail "train count: $(cat "$T/mnt/dataset.json")"
 $PY - "$T/src" "$T/mnt" <<'PY' || fail "by-class images differ from the source PNGs"

@@ -267,6 +267,28 @@ truncate -s 1000 "$T/idxbad/train-images-idx3-ubyte"
 expect_rc 1 "$PACK" "$T/idxbad" "$T/idxbad.sprites" &&
 	{ grep -q "train-images-idx3-ubyte: truncated" "$T/out" || fail "truncated IDX: $(cat "$T/out")"; }
 
+# ---- a pack killed by a signal takes its temp file with it --------------------------
+# 6750 images blown up to 256x256 tiles: a second or more; the signal goes in as
+# soon as the temp file exists, while images are still being decoded.
+"$MKTREE" gray "$T/big" 1500 >/dev/null || fail "mktree big"
+for sig in TERM INT HUP PIPE; do
+	rm -f "$T"/killed.sprites*
+	# (a background job starts with SIGINT ignored, which the pack leaves ignored)
+	env --default-signal=INT "$PACK" --jobs 1 --tile 256x256x1 "$T/big" "$T/killed.sprites" \
+		>"$T/out" 2>&1 &
+	pid=$!
+	for _ in $(seq 500); do
+		compgen -G "$T/killed.sprites.tmp.*" >/dev/null && break
+		sleep 0.01
+	done
+	compgen -G "$T/killed.sprites.tmp.*" >/dev/null || fail "SIG$sig: no temp file seen"
+	kill -$sig $pid
+	wait $pid
+	rc=$?
+	[[ $rc -eq $((128 + $(kill -l $sig))) ]] || fail "SIG$sig: exit $rc, want killed by SIG$sig"
+	compgen -G "$T/killed.sprites*" >/dev/null && fail "SIG$sig left $(ls "$T"/killed.sprites*)"
+done
+
 # ---- errors and usage ---------------------------------------------------------------
 expect_rc 1 "$PACK" "$T/nosuch" "$T/x.sprites" &&
 	{ grep -q "$T/nosuch" "$T/out" || fail "missing source not named"; }
