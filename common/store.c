@@ -530,6 +530,34 @@ int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, 
 	return 0;
 }
 
+int64_t sprite_store_verify_sheets(const sprite_store *s,
+				   void (*on_bad)(void *ctx, uint32_t sheet, int error,
+						  const char *why),
+				   void *ctx, char *err)
+{
+	uint64_t max = 0;
+	for (uint32_t i = 0; i < s->info.nsheets; i++)
+		if (s->sheets[i].raw_size > max)
+			max = s->sheets[i].raw_size;
+	void *raw = malloc(max ? (size_t)max : 1);
+	if (!raw)
+		return fail(err, ENOMEM, "out of memory");
+	int64_t bad = 0;
+	char why[SPRITE_ERR_MAX];
+	for (uint32_t i = 0; i < s->info.nsheets; i++) {
+		why[0] = 0;
+		int64_t n = sprite_store_read_sheet(s, i, raw, (size_t)max, why);
+		if (n >= 0)
+			continue;
+		if (bad++ == 0 && err)
+			memcpy(err, why, sizeof(why));
+		if (on_bad)
+			on_bad(ctx, i, (int)-n, why);
+	}
+	free(raw);
+	return bad;
+}
+
 int sprite_store_verify(const sprite_store *s, char *err)
 {
 	uint64_t max = 0;

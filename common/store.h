@@ -83,8 +83,24 @@ int64_t sprite_store_read_sheet(const sprite_store *s, uint32_t i, void *raw, si
 int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, uint32_t *sheet,
 			uint32_t *slot);
 
-/* Check every checksum and structural field of every sheet (spritefs-pack --verify). */
+/*
+ * Check every checksum and structural field of every sheet. Returns 0 when
+ * all are good, else the error of the first bad sheet (err says which and
+ * what), without reading further.
+ */
 int sprite_store_verify(const sprite_store *s, char *err);
+
+/*
+ * The same over every sheet, going on past bad ones (spritefs-pack
+ * --verify): on_bad (may be NULL) is called, in sheet order, once per bad
+ * sheet with its number, its positive error code (errno or SPRITE_E*) and a
+ * message ("sheet 3: checksum mismatch"). Returns the number of bad sheets
+ * (err then holds the first one's message), or -ENOMEM.
+ */
+int64_t sprite_store_verify_sheets(const sprite_store *s,
+				   void (*on_bad)(void *ctx, uint32_t sheet, int error,
+						  const char *why),
+				   void *ctx, char *err);
 
 /* ---- writer ---------------------------------------------------------- */
 

@@ -40,7 +40,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [options] SOURCE STORE   pack an image folder or IDX folder\n"
-		"       " PROG " --verify STORE           check every checksum and field\n"
+		"       " PROG " --verify STORE           check every checksum and field; names\n"
+		"                                          each bad sheet, then \"N of M sheets "
+		"bad\"\n"
 		"       " PROG " --info STORE             describe a store\n"
 		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
 		"                                          write a store out as "
@@ -167,6 +169,21 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 
 /* ---- verify / info ---------------------------------------------------- */
 
+struct verify_ctx {
+	const char *path;
+	const struct sprite_store_info *in;
+};
+
+static void on_bad_sheet(void *ctx, uint32_t sheet, int error, const char *why)
+{
+	const struct verify_ctx *v = ctx;
+	const struct sprite_sheet_entry *e = &v->in->sheets[sheet];
+	(void)error;
+	fprintf(stderr, PROG ": %s: %s (split %s, samples %llu..%llu)\n", v->path, why,
+		v->in->splits[e->split].name, (unsigned long long)e->first,
+		(unsigned long long)(e->first + e->count - 1));
+}
+
 static int do_verify(const char *path, int quiet)
 {
 	char err[SPRITE_ERR_MAX] = "";
@@ -176,13 +193,19 @@ static int do_verify(const char *path, int quiet)
 		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
 		return 1;
 	}
-	r = sprite_store_verify(s, err);
-	if (r < 0) {
-		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+	const struct sprite_store_info *in = sprite_store_info(s);
+	struct verify_ctx v = {path, in};
+	int64_t bad = sprite_store_verify_sheets(s, on_bad_sheet, &v, err);
+	if (bad != 0) {
+		if (bad < 0)
+			fprintf(stderr, PROG ": %s: %s\n", path,
+				err[0] ? err : strerror((int)-bad));
+		else
+			fprintf(stderr, PROG ": %s: %lld of %u sheets bad\n", path, (long long)bad,
+				in->nsheets);
 		sprite_store_close(s);
 		return 1;
 	}
-	const struct sprite_store_info *in = sprite_store_info(s);
 	uint64_t n = 0;
 	for (uint32_t i = 0; i < in->nsplits; i++)
 		n += in->splits[i].count;

@@ -230,6 +230,23 @@ if [[ -f $T/m1.sprites ]]; then
 	expect_rc 1 "$PACK" --verify "$T/bad-sheet.sprites" &&
 		{ grep -qi "sheet 0" "$T/out" || fail "flipped sheet byte: message does not name sheet 0: $(cat "$T/out")"; }
 	cp "$T/m1.sprites" "$T/bad-header.sprites"
+	# two bad sheets of many: both named, then the count
+	if [[ -f $T/t.sprites ]]; then
+		cp "$T/t.sprites" "$T/two-bad.sprites"
+		io=$(od -An -tu8 -j 56 -N8 "$T/t.sprites" | tr -d ' ')
+		nsheets=$(( $(od -An -tu8 -j $((56 + 8)) -N8 "$T/t.sprites" | tr -d ' ') / 48 ))
+		for k in 2 $((nsheets - 1)); do
+			off=$(od -An -tu8 -j $((io + 48 * k)) -N8 "$T/t.sprites" | tr -d ' ')
+			flip "$T/two-bad.sprites" $((off + 100))
+		done
+		expect_rc 1 "$PACK" --verify "$T/two-bad.sprites" && {
+			grep -q "sheet 2: .*(split train, samples 14\.\.20)" "$T/out" ||
+				fail "--verify: sheet 2 not named: $(cat "$T/out")"
+			grep -q "sheet $((nsheets - 1)): " "$T/out" ||
+				fail "--verify stopped before the last bad sheet: $(cat "$T/out")"
+			grep -q "2 of $nsheets sheets bad" "$T/out" || fail "--verify summary: $(cat "$T/out")"
+		}
+	fi
 	flip "$T/bad-header.sprites" 20
 	expect_rc 1 "$PACK" --verify "$T/bad-header.sprites"
 	size=$(stat -c %s "$T/m1.sprites")
