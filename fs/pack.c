@@ -11,6 +11,8 @@
  * something the library needs; it decodes sheets on --jobs threads and writes
  * each tile as DIR/<split>/<class>/<index>.<ext>, with indexes zero-padded so
  * that packing the exported tree again keeps the sample order within a class.
+ * A sheet that does not decode is named and its samples left out; the rest is
+ * written and the exit status is 1 (--strict stops at the first).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,8 +47,11 @@ static void usage(FILE *f)
 		"bad\"\n"
 		"       " PROG " --info STORE             describe a store\n"
 		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
-		"                                          write a store out as "
-		"DIR/<split>/<class>/<n>.<ext>\n"
+		"                                          write a store out as\n"
+		"                                          DIR/<split>/<class>/<n>.<ext>; a sheet\n"
+		"                                          that does not decode is named and its\n"
+		"                                          samples left out, the rest is written,\n"
+		"                                          exit status 1 (--strict: stop there)\n"
 		"\n"
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG or JPEG files, or a folder of IDX files\n"
@@ -58,7 +63,8 @@ static void usage(FILE *f)
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
 		"  --jobs N            decode/encode threads (default: all cores)\n"
-		"  --strict            any bad image makes the pack fail\n"
+		"  --strict            any bad image makes the pack fail; with --export, stop\n"
+		"                      at the first bad sheet\n"
 		"  --name NAME         data set name (default: SOURCE's folder name)\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
@@ -67,7 +73,8 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n"
 		"  -V, --version       print the version\n"
 		"\n"
-		"exit status: 0 ok, 1 error (or a bad image with --strict), 2 usage\n");
+		"exit status: 0 ok, 1 error (a bad image with --strict, a bad sheet in --verify\n"
+		"or --export), 2 usage\n");
 }
 
 static int parse_u32(const char *s, uint32_t max, uint32_t *out)
@@ -272,7 +279,7 @@ struct export
 {
 	const sprite_store *s;
 	const struct sprite_store_info *in;
-	const char *dir;
+	const char *path, *dir;
 	enum fmt fmt;
 	int split; /* -1: all */
 	uint64_t limit;
@@ -281,6 +288,9 @@ struct export
 	pthread_mutex_t mu;
 	uint32_t next_sheet;
 	uint64_t written;
+	uint64_t left_out;   /* samples of bad sheets not written */
+	uint32_t bad_sheets; /* sheets that did not decode */
+	int strict;	     /* stop at the first bad sheet */
 	int failed;
 	char err[SPRITE_ERR_MAX];
 };
@@ -369,22 +379,45 @@ static void *export_worker(void *arg)
 			}
 		}
 		int64_t n = sprite_store_read_sheet(E->s, i, raw, cap, err);
-		if (n < 0)
-			goto fail;
 		struct sprite_batch b;
-		if (sprite_batch_parse(raw, (size_t)n, &b, err) < 0)
-			goto fail;
+		if (n >= 0 && sprite_batch_parse(raw, (size_t)n, &b, err) == 0) {
+			for (uint32_t k = 0; k < b.count && n >= 0; k++)
+				if (b.labels[k] >= in->nclasses) {
+					snprintf(err, sizeof err, "sheet %u: label %u out of range",
+						 i, b.labels[k]);
+					n = -1;
+				}
+		} else {
+			n = -1;
+		}
+		if (n < 0) {
+			/* A bad sheet: its samples are left out, the others still go. */
+			uint64_t lost =
+				E->limit - se->first < se->count ? E->limit - se->first : se->count;
+			pthread_mutex_lock(&E->mu);
+			E->bad_sheets++;
+			E->left_out += lost;
+			if (!E->failed)
+				fprintf(stderr,
+					PROG ": %s: %s: %llu samples of split %s left out\n",
+					E->path, err, (unsigned long long)lost,
+					in->splits[se->split].name);
+			if (E->strict && !E->failed) {
+				E->failed = 1;
+				snprintf(E->err, sizeof E->err, "stopped at sheet %u (--strict)",
+					 i);
+			}
+			pthread_mutex_unlock(&E->mu);
+			if (E->strict)
+				break;
+			continue;
+		}
 		size_t tb = (size_t)b.h * b.w * b.c;
 		const char *sname = in->splits[se->split].name;
 		for (uint32_t k = 0; k < b.count; k++) {
 			uint64_t id = b.ids[k];
 			if (id >= E->limit)
 				break;
-			if (b.labels[k] >= in->nclasses) {
-				snprintf(err, sizeof err, "sheet %u: label %u out of range", i,
-					 b.labels[k]);
-				goto fail;
-			}
 			snprintf(path, sizeof path, "%s/%s/%s/%0*llu.%s", E->dir, sname,
 				 E->class_dir[b.labels[k]], E->width[se->split],
 				 (unsigned long long)id, e);
@@ -410,7 +443,7 @@ static void *export_worker(void *arg)
 }
 
 static int do_export(const char *path, const char *dir, const char *format, const char *split,
-		     uint64_t limit, int jobs, int quiet)
+		     uint64_t limit, int jobs, int strict, int quiet)
 {
 	struct export E = {0};
 	char err[SPRITE_ERR_MAX] = "";
@@ -422,8 +455,10 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 	}
 	E.s = s;
 	E.in = sprite_store_info(s);
+	E.path = path;
 	E.dir = dir;
 	E.limit = limit;
+	E.strict = strict;
 	E.split = -1;
 	if (!strcmp(format, "tiff")) {
 		E.fmt = FMT_TIFF;
@@ -493,8 +528,14 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 		pthread_join(tids[i], NULL);
 	double dt = sprite_now() - t0;
 	pthread_mutex_destroy(&E.mu);
-	if (E.failed) {
+	if (E.failed)
 		fprintf(stderr, PROG ": %s: %s\n", path, E.err);
+	if (E.failed || E.bad_sheets) {
+		fprintf(stderr,
+			PROG ": %s: exported %llu images to %s; %llu samples of %u bad sheets "
+			     "left out%s\n",
+			path, (unsigned long long)E.written, dir, (unsigned long long)E.left_out,
+			E.bad_sheets, E.failed ? ", and the export stopped" : "");
 		goto out;
 	}
 	if (!quiet)
@@ -654,7 +695,7 @@ int main(int argc, char **argv)
 			return do_verify(store, quiet);
 		if (mode_info)
 			return do_info(store);
-		return do_export(store, export_dir, format, split, limit, o.jobs, quiet);
+		return do_export(store, export_dir, format, split, limit, o.jobs, o.strict, quiet);
 	}
 	if (nargs != 2) {
 		fprintf(stderr, PROG ": expected SOURCE and STORE\n");

@@ -200,7 +200,7 @@ expect_rc 1 "$PACK" --strict "$T/mixed" "$T/strict.sprites" &&
 [[ -e $T/strict.sprites ]] && fail "--strict left a store behind"
 ls "$T"/strict.sprites.tmp* >/dev/null 2>&1 && fail "--strict left a temp file behind"
 expect_rc 0 "$PACK" --tile 16x12x3 --sheet 7 --compress none "$T/mixed" "$T/t.sprites" &&
-	expect_rc 0 "$PACK" --info "$T/t.sprites" && {
+	cp "$T/out" "$T/t.summary" && expect_rc 0 "$PACK" --info "$T/t.sprites" && {
 	grep -q "tile: *16x12x3" "$T/out" || fail "--tile 16x12x3 not applied"
 	grep -q "sheet tiles: *7$" "$T/out" || fail "--sheet 7 not applied"
 	grep -q "compression: *none" "$T/out" || fail "--compress none not applied"
@@ -229,7 +229,6 @@ if [[ -f $T/m1.sprites ]]; then
 	flip "$T/bad-sheet.sprites" $((4096 + 300))
 	expect_rc 1 "$PACK" --verify "$T/bad-sheet.sprites" &&
 		{ grep -qi "sheet 0" "$T/out" || fail "flipped sheet byte: message does not name sheet 0: $(cat "$T/out")"; }
-	cp "$T/m1.sprites" "$T/bad-header.sprites"
 	# two bad sheets of many: both named, then the count
 	if [[ -f $T/t.sprites ]]; then
 		cp "$T/t.sprites" "$T/two-bad.sprites"
@@ -246,7 +245,23 @@ if [[ -f $T/m1.sprites ]]; then
 				fail "--verify stopped before the last bad sheet: $(cat "$T/out")"
 			grep -q "2 of $nsheets sheets bad" "$T/out" || fail "--verify summary: $(cat "$T/out")"
 		}
+		# --export goes on past them: every other sample written, the bad named
+		ngood=$(grep -o "packed [0-9]*" <<<"$(cat "$T/t.summary")" | cut -d' ' -f2)
+		expect_rc 1 "$PACK" --export "$T/ex-bad" --format pgm "$T/two-bad.sprites" && {
+			n=$(find "$T/ex-bad" -type f | wc -l)
+			last=$(grep -o "sheet $((nsheets - 1)): .*: [0-9]* samples" "$T/out" | grep -o "[0-9]* samples" | cut -d' ' -f1)
+			[[ $n -eq $((ngood - 7 - last)) ]] || fail "--export past bad sheets: $n files of $ngood - 7 - $last"
+			grep -q "sheet 2: .*: 7 samples of split train left out" "$T/out" ||
+				fail "--export: bad sheet 2 not named: $(cat "$T/out")"
+			grep -q "exported $n images to $T/ex-bad; $((7 + last)) samples of 2 bad sheets left out" "$T/out" ||
+				fail "--export: summary: $(cat "$T/out")"
+		}
+		expect_rc 1 "$PACK" --export "$T/ex-strict" --strict --jobs 1 "$T/two-bad.sprites" && {
+			grep -q "stopped at sheet 2 (--strict)" "$T/out" || fail "--export --strict: $(cat "$T/out")"
+			[[ $(find "$T/ex-strict" -type f | wc -l) -eq 14 ]] || fail "--export --strict went on past sheet 2"
+		}
 	fi
+	cp "$T/m1.sprites" "$T/bad-header.sprites"
 	flip "$T/bad-header.sprites" 20
 	expect_rc 1 "$PACK" --verify "$T/bad-header.sprites"
 	size=$(stat -c %s "$T/m1.sprites")
