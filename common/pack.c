@@ -894,6 +894,40 @@ out:
 	return r;
 }
 
+/*
+ * What would only fail at the final rename, or after the source is listed
+ * and its first image decoded, fails here at once: STORE a folder, or its
+ * folder missing or not writable.
+ */
+static int check_store_path(const char *store, char *err)
+{
+	struct stat st;
+	if (stat(store, &st) == 0 && S_ISDIR(st.st_mode)) {
+		seterr(err, "%s: is a folder (give the path of the store file to write)", store);
+		return -EISDIR;
+	}
+	char *dir = strdup(store);
+	if (!dir) {
+		seterr(err, "out of memory");
+		return -ENOMEM;
+	}
+	char *slash = strrchr(dir, '/');
+	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	int r = 0;
+	if (stat(d, &st) < 0) {
+		r = -errno;
+		seterr(err, "%s: the folder %s: %s", store, d, strerror(-r));
+	} else if (!S_ISDIR(st.st_mode)) {
+		r = -ENOTDIR;
+		seterr(err, "%s: %s is not a folder", store, d);
+	} else if (access(d, W_OK | X_OK) < 0) {
+		r = -errno;
+		seterr(err, "%s: cannot write in the folder %s: %s", store, d, strerror(-r));
+	}
+	free(dir);
+	return r;
+}
+
 int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
 		struct sprite_pack_report *rep, char *err)
 {
@@ -927,6 +961,10 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		return -ENOTDIR;
 	}
 
+	int r = check_store_path(store, err);
+	if (r < 0)
+		return r;
+
 	char dsname[SPRITE_NAME_MAX], real[PATH_MAX];
 	const char *nm = o->name;
 	if (!nm) {
@@ -940,8 +978,8 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 	dsname[nl] = 0;
 
 	double t0 = sprite_now();
-	int r = is_idx_source(source) ? pack_idx(source, store, o, dsname, rep, err)
-				      : pack_folder(source, store, o, dsname, rep, err);
+	r = is_idx_source(source) ? pack_idx(source, store, o, dsname, rep, err)
+				  : pack_folder(source, store, o, dsname, rep, err);
 	rep->seconds = sprite_now() - t0;
 	if (r == 0 && stat(store, &st) == 0)
 		rep->bytes_out = (uint64_t)st.st_size;

@@ -46,7 +46,11 @@ struct sprite_pack_report {
 	uint64_t bytes_in, bytes_out; /* source bytes read, store bytes written */
 };
 
-/* Pack source into store (written atomically). -errno / -SPRITE_E* with err set. */
+/*
+ * Pack source into store (written atomically). -errno / -SPRITE_E* with err
+ * set. A store path that is a folder (-EISDIR), or whose folder is missing or
+ * not writable, fails before the source is read.
+ */
 int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
 		struct sprite_pack_report *rep, char *err);
 

@@ -324,7 +324,22 @@ done
 # ---- errors and usage ---------------------------------------------------------------
 expect_rc 1 "$PACK" "$T/nosuch" "$T/x.sprites" &&
 	{ grep -q "$T/nosuch" "$T/out" || fail "missing source not named"; }
-expect_rc 1 "$PACK" "$T/gray" "$T/nosuchdir/x.sprites"
+expect_rc 1 "$PACK" "$T/gray" "$T/nosuchdir/x.sprites" &&
+	{ grep -q "the folder $T/nosuchdir: No such file" "$T/out" || fail "missing store folder: $(cat "$T/out")"; }
+# STORE a folder: refused before any image is read (none is named as skipped)
+mkdir -p "$T/adir"
+expect_rc 1 "$PACK" "$T/mixed" "$T/adir" && {
+	grep -q "$T/adir: is a folder" "$T/out" || fail "STORE a folder: $(cat "$T/out")"
+	grep -q "skipped" "$T/out" && fail "STORE a folder: the source was read first"
+	compgen -G "$T/adir.tmp.*" >/dev/null && fail "STORE a folder: temp file left"
+}
+if [[ $(id -u) -ne 0 ]]; then
+	mkdir -p "$T/ro" && chmod 555 "$T/ro"
+	expect_rc 1 "$PACK" "$T/mixed" "$T/ro/x.sprites" &&
+		{ grep -q "cannot write in the folder $T/ro" "$T/out" || fail "read-only folder: $(cat "$T/out")"; }
+	grep -q "skipped" "$T/out" && fail "read-only folder: the source was read first"
+	chmod 755 "$T/ro"
+fi
 touch "$T/afile"
 expect_rc 1 "$PACK" "$T/gray" "$T/afile/x.sprites"
 mkdir -p "$T/empty/train/cls"
