@@ -822,14 +822,14 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 
 		const struct item *it = &s.items.v[i];
 		rep->bytes_in += sl->size;
-		if (sl->bad) {
+		if (sl->bad && o->strict) {
+			/* Not skipped: the pack ends here, and err says so. */
+			seterr(err, "stopped at %s: %s (--strict)", it->path, sl->why);
+			r = -SPRITE_ECORRUPT;
+		} else if (sl->bad) {
 			rep->skipped++;
 			if (o->on_skip)
 				o->on_skip(o->ctx, it->path, sl->why);
-			if (o->strict && r == 0) {
-				seterr(err, "%s: %s (--strict)", it->path, sl->why);
-				r = -SPRITE_ECORRUPT;
-			}
 		} else if (r == 0) {
 			if ((int64_t)it->split != cur_split) {
 				cur_split = it->split;

@@ -12,7 +12,9 @@
  *   - a folder of IDX files (train-images-idx3-ubyte[.gz],
  *     train-labels-idx1-ubyte[.gz], t10k-* for "test"), as Fashion-MNIST ships.
  * Corrupt, truncated or unsupported images are passed to on_skip with the
- * reason and left out (or make the pack fail when strict).
+ * reason and left out; when strict, the first one fails the pack instead
+ * (-SPRITE_ECORRUPT, err "stopped at PATH: REASON (--strict)"; not passed to
+ * on_skip).
  */
 #ifndef SPRITE_PACK_H
 #define SPRITE_PACK_H

@@ -63,8 +63,8 @@ static void usage(FILE *f)
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
 		"  --jobs N            decode/encode threads (default: all cores)\n"
-		"  --strict            any bad image makes the pack fail; with --export, stop\n"
-		"                      at the first bad sheet\n"
+		"  --strict            stop at the first bad image (no store is written); with\n"
+		"                      --export, stop at the first bad sheet\n"
 		"  --name NAME         data set name (default: SOURCE's folder name)\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
@@ -146,10 +146,8 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
-		if (rep.skipped)
-			fprintf(stderr, PROG ": found %llu, packed %llu, skipped %llu\n",
-				(unsigned long long)rep.found, (unsigned long long)rep.packed,
-				(unsigned long long)rep.skipped);
+		/* No counts here: they would read like those of a finished pack. */
+		fprintf(stderr, PROG ": no store written\n");
 		return 1;
 	}
 	if (quiet)

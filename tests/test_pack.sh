@@ -195,8 +195,12 @@ if expect_rc 0 "$PACK" --jobs 1 "$T/mixed" "$T/m1.sprites"; then
 fi
 expect_rc 0 "$PACK" --jobs 4 "$T/mixed" "$T/m4.sprites" &&
 	{ cmp -s "$T/m1.sprites" "$T/m4.sprites" || fail "store bytes differ between --jobs 1 and 4"; }
-expect_rc 1 "$PACK" --strict "$T/mixed" "$T/strict.sprites" &&
-	{ grep -q -- "--strict" "$T/out" || fail "--strict: message: $(tail -1 "$T/out")"; }
+expect_rc 1 "$PACK" --strict --jobs 3 "$T/mixed" "$T/strict.sprites" && {
+	grep -q -- "stopped at $T/mixed/ant/zz-cut.jpg: bad JPEG.* (--strict)" "$T/out" ||
+		fail "--strict: message: $(cat "$T/out")"
+	grep -q "skipped\|found" "$T/out" && fail "--strict: reads like a finished pack: $(cat "$T/out")"
+	grep -q "no store written" "$T/out" || fail "--strict: does not say no store was written"
+}
 [[ -e $T/strict.sprites ]] && fail "--strict left a store behind"
 ls "$T"/strict.sprites.tmp* >/dev/null 2>&1 && fail "--strict left a temp file behind"
 expect_rc 0 "$PACK" --tile 16x12x3 --sheet 7 --compress none "$T/mixed" "$T/t.sprites" &&
