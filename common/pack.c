@@ -768,8 +768,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.class_names = cn,
 	};
 	r = sprite_writer_open(store, &wp, &w, err);
+	/* EINVAL: a class name or shape from the source, which is what to name. */
 	if (r < 0)
-		prefix_err(err, store);
+		prefix_err(err, r == -EINVAL ? src : store);
 	free(cn);
 	if (r < 0)
 		goto out;

@@ -349,6 +349,17 @@ expect_rc 1 "$PACK" "$T/gray" "$T/afile/x.sprites"
 mkdir -p "$T/empty/train/cls"
 expect_rc 1 "$PACK" "$T/empty" "$T/e.sprites" &&
 	{ grep -q "no images" "$T/out" || fail "empty set: $(cat "$T/out")"; }
+# a class folder named with control characters: shown escaped, the source named
+mkdir -p "$T/ctl/ok" "$T/ctl/a"$'\n'"b" "$T/ctl/c"$'\x01'
+for d in "$T"/ctl/*; do cp "$T/gray/train/ant/$(ls "$T/gray/train/ant" | head -1)" "$d/"; done
+expect_rc 1 "$PACK" "$T/ctl" "$T/ctl.sprites" && {
+	grep -qF "$T/ctl: class name 0 (\"a\nb\")" "$T/out" || fail "control characters: $(cat "$T/out")"
+	[[ $(wc -l <"$T/out") -eq 2 ]] || fail "control characters: raw in the message: $(cat -A "$T/out")"
+}
+mkdir -p "$T/ctl2/ok" "$T/ctl2/c"$'\x01'
+cp "$T/ctl/ok/"* "$T/ctl2/ok/" && cp "$T/ctl/ok/"* "$T/ctl2/c"$'\x01/'
+expect_rc 1 "$PACK" "$T/ctl2" "$T/ctl2.sprites" &&
+	{ grep -qF '("c\x01")' "$T/out" || fail "control character \\x01: $(cat -A "$T/out")"; }
 mkdir -p "$T/allbad/c"
 echo nope >"$T/allbad/c/a.png"
 expect_rc 1 "$PACK" "$T/allbad" "$T/ab.sprites"
