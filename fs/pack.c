@@ -165,8 +165,11 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 		printf("\n");
 		sprite_store_close(s);
 	}
-	printf(PROG ": %.1f MB in, %.1f MB out (ratio %.2f)\n", mb(rep.bytes_in), mb(rep.bytes_out),
-	       rep.bytes_out ? (double)rep.bytes_in / rep.bytes_out : 0.0);
+	/* (Source files vs store file: not lz4's ratio, which --info gives per sheet.) */
+	printf(PROG ": %.1f MB of source files in, %.1f MB store out (the store is %.2fx the "
+		    "source's size)\n",
+	       mb(rep.bytes_in), mb(rep.bytes_out),
+	       rep.bytes_in ? (double)rep.bytes_out / rep.bytes_in : 0.0);
 	printf(PROG ": %.2f s, %.0f images/s\n", rep.seconds,
 	       rep.seconds > 0 ? (double)rep.found / rep.seconds : 0.0);
 	return 0;
@@ -260,7 +263,7 @@ static int do_info(const char *path)
 	       (unsigned long long)in->file_size);
 	printf("sheet bytes: %s raw, %s stored\n", sprite_fmt_size(raw, a, sizeof a),
 	       sprite_fmt_size(stored, b, sizeof b));
-	printf("compression: %s, ratio %.2f\n",
+	printf("compression: %s, decoded sheets are %.2fx their stored size\n",
 	       nlz4 == in->nsheets ? "lz4"
 	       : nlz4		   ? "lz4 (some sheets raw)"
 				   : "none",

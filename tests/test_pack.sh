@@ -139,6 +139,8 @@ for mode in gray rgb; do
 	expect_rc 0 "$PACK" --jobs 2 "$T/$mode" "$T/$mode.sprites" || continue
 	grep -q "found $good, packed $good, skipped 0" "$T/out" ||
 		fail "$mode: summary wrong: $(head -1 "$T/out")"
+	grep -q "MB of source files in, .* MB store out (the store is [0-9.]*x the source's size)" "$T/out" ||
+		fail "$mode: size line: $(grep MB "$T/out")"
 	want_c=$([[ $mode == gray ]] && echo 1 || echo 3)
 	expect_rc 0 "$PACK" --info "$T/$mode.sprites" &&
 		grep -q "tile: *20x24x$want_c" "$T/out" || fail "$mode: tile shape not 20x24x$want_c"
@@ -207,7 +209,8 @@ expect_rc 0 "$PACK" --tile 16x12x3 --sheet 7 --compress none "$T/mixed" "$T/t.sp
 	cp "$T/out" "$T/t.summary" && expect_rc 0 "$PACK" --info "$T/t.sprites" && {
 	grep -q "tile: *16x12x3" "$T/out" || fail "--tile 16x12x3 not applied"
 	grep -q "sheet tiles: *7$" "$T/out" || fail "--sheet 7 not applied"
-	grep -q "compression: *none" "$T/out" || fail "--compress none not applied"
+	grep -q "compression: *none, decoded sheets are 1.00x their stored size" "$T/out" ||
+		fail "--compress none not applied: $(grep compression "$T/out")"
 }
 expect_rc 0 "$PACK" --verify "$T/t.sprites"
 # exports in every format, with --split and --limit
