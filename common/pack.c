@@ -1101,3 +1101,99 @@ int sprite_cache_remove_stale(const char *dir)
 	closedir(d);
 	return n;
 }
+
+uint64_t sprite_cache_source_id(const char *real_path)
+{
+	return XXH3_64bits(real_path, strlen(real_path));
+}
+
+/*
+ * Whether a spritefs mount (fstype fuse.spritefs) serves a store of this file
+ * name. The mount's source is the store path as its daemon spelled it (maybe
+ * relative to that daemon's folder), so file names are compared: they carry
+ * both hashes, so an equal name elsewhere is the same source and content,
+ * and keeping it is the safe side. Mounts in other mount namespaces are not
+ * seen; their daemons hold the store open, so its removal only frees the
+ * space once they unmount.
+ */
+static int served_by_a_mount(const char *name)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char line[8192];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *sep = strstr(line, " - ");
+		char type[64], src[4096];
+		if (!sep || sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
+		    strcmp(type, "fuse.spritefs") != 0)
+			continue;
+		/* mountinfo writes space, tab, newline and backslash as \ooo */
+		size_t k = 0;
+		for (const char *p = src; *p; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+				src[k++] =
+					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				src[k++] = *p;
+			}
+		}
+		src[k] = 0;
+		const char *base = strrchr(src, '/');
+		found = strcmp(base ? base + 1 : src, name) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether name ends in "-<id>-<16 hex digits>.sprites". */
+static int cache_name_of(const char *name, uint64_t id)
+{
+	char tag[24];
+	size_t n = strlen(name), tail = 1 + 16 + 1 + 16 + 8; /* -ID-FP.sprites */
+	if (n <= tail || strcmp(name + n - 8, ".sprites") != 0)
+		return 0;
+	snprintf(tag, sizeof tag, "-%016llx-", (unsigned long long)id);
+	if (memcmp(name + n - tail, tag, 18) != 0)
+		return 0;
+	for (size_t i = n - tail + 18; i < n - 8; i++)
+		if (!isxdigit((unsigned char)name[i]))
+			return 0;
+	return 1;
+}
+
+int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct stat ks;
+	if (fstatat(dirfd(d), keep, &ks, 0) < 0) {
+		int e = errno;
+		closedir(d);
+		return -e;
+	}
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, keep) || !cache_name_of(de->d_name, source_id) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* Older only: a store packed meanwhile by another spritefs stays. */
+		if (st.st_mtim.tv_sec > ks.st_mtim.tv_sec ||
+		    (st.st_mtim.tv_sec == ks.st_mtim.tv_sec &&
+		     st.st_mtim.tv_nsec >= ks.st_mtim.tv_nsec))
+			continue;
+		if (served_by_a_mount(de->d_name))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}

@@ -70,4 +70,20 @@ int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err);
  */
 int sprite_cache_remove_stale(const char *dir);
 
+/*
+ * Cache stores are named "<folder>-<source id>-<fingerprint>.sprites", both
+ * 16 hex digits: the source id is an XXH3 of the source folder's real path
+ * (this function), the fingerprint sprite_pack_fingerprint()'s.
+ */
+uint64_t sprite_cache_source_id(const char *real_path);
+
+/*
+ * After a new cache store keep (a file name in dir) was written: remove the
+ * stores in dir made from the same source (same source id), older than keep
+ * and not the store of a spritefs mount (/proc/self/mountinfo). Stores of
+ * other sources, and names of any other form, are never touched. Returns the
+ * number removed, or -errno when dir cannot be read.
+ */
+int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id);
+
 #endif

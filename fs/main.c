@@ -159,7 +159,8 @@ static void on_skip(void *ctx, const char *path, const char *why)
 
 /*
  * Pack an image folder into the cache (once per content fingerprint) and
- * put the store's path in out.
+ * put the store's path in out. A new store replaces the folder's older ones
+ * (sprite_cache_prune; the name carries a hash of the folder's real path).
  */
 static int packed_store(const char *source, const char *cachedir, char *out, size_t cap)
 {
@@ -188,8 +189,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	}
 	char real[PATH_MAX];
 	const char *base = realpath(source, real) ? strrchr(real, '/') : NULL;
+	uint64_t id = sprite_cache_source_id(base ? real : source);
 	base = base && base[1] ? base + 1 : "dataset";
-	if (snprintf(out, cap, "%s/%s-%016" PRIx64 ".sprites", dir, base, fp) >= (int)cap) {
+	if (snprintf(out, cap, "%s/%s-%016" PRIx64 "-%016" PRIx64 ".sprites", dir, base, id, fp) >=
+	    (int)cap) {
 		fprintf(stderr, "spritefs: cache path too long\n");
 		return -1;
 	}
@@ -228,6 +231,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	}
 	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
 		rep.packed, skipped, rep.seconds);
+	/* The stores of this folder's earlier contents are of no more use. */
+	r = sprite_cache_prune(dir, strrchr(out, '/') + 1, id);
+	if (r > 0)
+		fprintf(stderr, "spritefs: removed %d older cache store(s) of %s\n", r, source);
 	return 0;
 }
 
