@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -767,8 +768,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.class_names = cn,
 	};
 	r = sprite_writer_open(store, &wp, &w, err);
+	/* EINVAL: a class name or shape from the source, which is what to name. */
 	if (r < 0)
-		prefix_err(err, store);
+		prefix_err(err, r == -EINVAL ? src : store);
 	free(cn);
 	if (r < 0)
 		goto out;
@@ -821,14 +823,14 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 
 		const struct item *it = &s.items.v[i];
 		rep->bytes_in += sl->size;
-		if (sl->bad) {
+		if (sl->bad && o->strict) {
+			/* Not skipped: the pack ends here, and err says so. */
+			seterr(err, "stopped at %s: %s (--strict)", it->path, sl->why);
+			r = -SPRITE_ECORRUPT;
+		} else if (sl->bad) {
 			rep->skipped++;
 			if (o->on_skip)
 				o->on_skip(o->ctx, it->path, sl->why);
-			if (o->strict && r == 0) {
-				seterr(err, "%s: %s (--strict)", it->path, sl->why);
-				r = -SPRITE_ECORRUPT;
-			}
 		} else if (r == 0) {
 			if ((int64_t)it->split != cur_split) {
 				cur_split = it->split;
@@ -893,6 +895,40 @@ out:
 	return r;
 }
 
+/*
+ * What would only fail at the final rename, or after the source is listed
+ * and its first image decoded, fails here at once: STORE a folder, or its
+ * folder missing or not writable.
+ */
+static int check_store_path(const char *store, char *err)
+{
+	struct stat st;
+	if (stat(store, &st) == 0 && S_ISDIR(st.st_mode)) {
+		seterr(err, "%s: is a folder (give the path of the store file to write)", store);
+		return -EISDIR;
+	}
+	char *dir = strdup(store);
+	if (!dir) {
+		seterr(err, "out of memory");
+		return -ENOMEM;
+	}
+	char *slash = strrchr(dir, '/');
+	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	int r = 0;
+	if (stat(d, &st) < 0) {
+		r = -errno;
+		seterr(err, "%s: the folder %s: %s", store, d, strerror(-r));
+	} else if (!S_ISDIR(st.st_mode)) {
+		r = -ENOTDIR;
+		seterr(err, "%s: %s is not a folder", store, d);
+	} else if (access(d, W_OK | X_OK) < 0) {
+		r = -errno;
+		seterr(err, "%s: cannot write in the folder %s: %s", store, d, strerror(-r));
+	}
+	free(dir);
+	return r;
+}
+
 int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
 		struct sprite_pack_report *rep, char *err)
 {
@@ -926,6 +962,10 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		return -ENOTDIR;
 	}
 
+	int r = check_store_path(store, err);
+	if (r < 0)
+		return r;
+
 	char dsname[SPRITE_NAME_MAX], real[PATH_MAX];
 	const char *nm = o->name;
 	if (!nm) {
@@ -939,8 +979,8 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 	dsname[nl] = 0;
 
 	double t0 = sprite_now();
-	int r = is_idx_source(source) ? pack_idx(source, store, o, dsname, rep, err)
-				      : pack_folder(source, store, o, dsname, rep, err);
+	r = is_idx_source(source) ? pack_idx(source, store, o, dsname, rep, err)
+				  : pack_folder(source, store, o, dsname, rep, err);
 	rep->seconds = sprite_now() - t0;
 	if (r == 0 && stat(store, &st) == 0)
 		rep->bytes_out = (uint64_t)st.st_size;
@@ -1014,4 +1054,146 @@ int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
 		*out = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
 	return r;
+}
+
+/* ---- cache folder ------------------------------------------------------- */
+
+/* The pid of a "*.sprites.tmp.<pid>" name, or 0 when name is not of that form. */
+static long stale_tmp_pid(const char *name)
+{
+	static const char suffix[] = ".sprites.tmp.";
+	const char *t = strstr(name, suffix);
+	if (!t || t == name)
+		return 0;
+	t += sizeof(suffix) - 1;
+	if (!*t || strlen(t) > 9)
+		return 0;
+	long pid = 0;
+	for (; *t; t++) {
+		if (*t < '0' || *t > '9')
+			return 0;
+		pid = pid * 10 + (*t - '0');
+	}
+	return pid;
+}
+
+int sprite_cache_remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		long pid = stale_tmp_pid(de->d_name);
+		/*
+		 * kill(pid, 0) says whether the writer lives (EPERM: it does, as
+		 * another user). A pid reused since then keeps the file until a
+		 * later pack; a writer in another pid namespace sharing this
+		 * folder would look dead, which is why only cache folders, which
+		 * spritefs owns, are cleaned.
+		 */
+		if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+uint64_t sprite_cache_source_id(const char *real_path)
+{
+	return XXH3_64bits(real_path, strlen(real_path));
+}
+
+/*
+ * Whether a spritefs mount (fstype fuse.spritefs) serves a store of this file
+ * name. The mount's source is the store path as its daemon spelled it (maybe
+ * relative to that daemon's folder), so file names are compared: they carry
+ * both hashes, so an equal name elsewhere is the same source and content,
+ * and keeping it is the safe side. Mounts in other mount namespaces are not
+ * seen; their daemons hold the store open, so its removal only frees the
+ * space once they unmount.
+ */
+static int served_by_a_mount(const char *name)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char line[8192];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *sep = strstr(line, " - ");
+		char type[64], src[4096];
+		if (!sep || sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
+		    strcmp(type, "fuse.spritefs") != 0)
+			continue;
+		/* mountinfo writes space, tab, newline and backslash as \ooo */
+		size_t k = 0;
+		for (const char *p = src; *p; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+				src[k++] =
+					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				src[k++] = *p;
+			}
+		}
+		src[k] = 0;
+		const char *base = strrchr(src, '/');
+		found = strcmp(base ? base + 1 : src, name) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether name ends in "-<id>-<16 hex digits>.sprites". */
+static int cache_name_of(const char *name, uint64_t id)
+{
+	char tag[24];
+	size_t n = strlen(name), tail = 1 + 16 + 1 + 16 + 8; /* -ID-FP.sprites */
+	if (n <= tail || strcmp(name + n - 8, ".sprites") != 0)
+		return 0;
+	snprintf(tag, sizeof tag, "-%016llx-", (unsigned long long)id);
+	if (memcmp(name + n - tail, tag, 18) != 0)
+		return 0;
+	for (size_t i = n - tail + 18; i < n - 8; i++)
+		if (!isxdigit((unsigned char)name[i]))
+			return 0;
+	return 1;
+}
+
+int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct stat ks;
+	if (fstatat(dirfd(d), keep, &ks, 0) < 0) {
+		int e = errno;
+		closedir(d);
+		return -e;
+	}
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, keep) || !cache_name_of(de->d_name, source_id) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* Older only: a store packed meanwhile by another spritefs stays. */
+		if (st.st_mtim.tv_sec > ks.st_mtim.tv_sec ||
+		    (st.st_mtim.tv_sec == ks.st_mtim.tv_sec &&
+		     st.st_mtim.tv_nsec >= ks.st_mtim.tv_nsec))
+			continue;
+		if (served_by_a_mount(de->d_name))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }

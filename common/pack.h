@@ -12,7 +12,9 @@
  *   - a folder of IDX files (train-images-idx3-ubyte[.gz],
  *     train-labels-idx1-ubyte[.gz], t10k-* for "test"), as Fashion-MNIST ships.
  * Corrupt, truncated or unsupported images are passed to on_skip with the
- * reason and left out (or make the pack fail when strict).
+ * reason and left out; when strict, the first one fails the pack instead
+ * (-SPRITE_ECORRUPT, err "stopped at PATH: REASON (--strict)"; not passed to
+ * on_skip).
  */
 #ifndef SPRITE_PACK_H
 #define SPRITE_PACK_H
@@ -46,7 +48,11 @@ struct sprite_pack_report {
 	uint64_t bytes_in, bytes_out; /* source bytes read, store bytes written */
 };
 
-/* Pack source into store (written atomically). -errno / -SPRITE_E* with err set. */
+/*
+ * Pack source into store (written atomically). -errno / -SPRITE_E* with err
+ * set. A store path that is a folder (-EISDIR), or whose folder is missing or
+ * not writable, fails before the source is read.
+ */
 int sprite_pack(const char *source, const char *store, const struct sprite_pack_options *o,
 		struct sprite_pack_report *rep, char *err);
 
@@ -55,5 +61,29 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
  * cache store can be reused while the source is unchanged.
  */
 int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err);
+
+/*
+ * Remove the "<name>.sprites.tmp.<pid>" files in a cache folder whose writer
+ * process no longer exists (a pack killed by SIGKILL or a power loss); only
+ * names of exactly that form are touched. Returns the number removed, or
+ * -errno when dir cannot be read.
+ */
+int sprite_cache_remove_stale(const char *dir);
+
+/*
+ * Cache stores are named "<folder>-<source id>-<fingerprint>.sprites", both
+ * 16 hex digits: the source id is an XXH3 of the source folder's real path
+ * (this function), the fingerprint sprite_pack_fingerprint()'s.
+ */
+uint64_t sprite_cache_source_id(const char *real_path);
+
+/*
+ * After a new cache store keep (a file name in dir) was written: remove the
+ * stores in dir made from the same source (same source id), older than keep
+ * and not the store of a spritefs mount (/proc/self/mountinfo). Stores of
+ * other sources, and names of any other form, are never touched. Returns the
+ * number removed, or -errno when dir cannot be read.
+ */
+int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id);
 
 #endif

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <lz4.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,6 +530,34 @@ int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, 
 	return 0;
 }
 
+int64_t sprite_store_verify_sheets(const sprite_store *s,
+				   void (*on_bad)(void *ctx, uint32_t sheet, int error,
+						  const char *why),
+				   void *ctx, char *err)
+{
+	uint64_t max = 0;
+	for (uint32_t i = 0; i < s->info.nsheets; i++)
+		if (s->sheets[i].raw_size > max)
+			max = s->sheets[i].raw_size;
+	void *raw = malloc(max ? (size_t)max : 1);
+	if (!raw)
+		return fail(err, ENOMEM, "out of memory");
+	int64_t bad = 0;
+	char why[SPRITE_ERR_MAX];
+	for (uint32_t i = 0; i < s->info.nsheets; i++) {
+		why[0] = 0;
+		int64_t n = sprite_store_read_sheet(s, i, raw, (size_t)max, why);
+		if (n >= 0)
+			continue;
+		if (bad++ == 0 && err)
+			memcpy(err, why, sizeof(why));
+		if (on_bad)
+			on_bad(ctx, i, (int)-n, why);
+	}
+	free(raw);
+	return bad;
+}
+
 int sprite_store_verify(const sprite_store *s, char *err)
 {
 	uint64_t max = 0;
@@ -550,8 +579,88 @@ int sprite_store_verify(const sprite_store *s, char *err)
 
 /* ---- writer ---------------------------------------------------------- */
 
+/*
+ * Temp files of open writers, for sprite_writer_catch_signals(): a handler may
+ * only make async-signal-safe calls, so the paths sit in static slots it can
+ * read as they are. A slot goes FREE -> BUSY (claimed, path being copied) ->
+ * ARMED; the handler unlinks ARMED slots only.
+ */
+#define TMP_SLOTS 8
+enum { TMP_FREE, TMP_BUSY, TMP_ARMED };
+static int tmp_state[TMP_SLOTS];
+static char tmp_name[TMP_SLOTS][PATH_MAX];
+
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+#define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
+static struct sigaction fatal_saved[NFATAL];
+static int fatal_caught[NFATAL];
+
+static int tmp_register(const char *path)
+{
+	if (strlen(path) >= PATH_MAX)
+		return -1;
+	for (int i = 0; i < TMP_SLOTS; i++) {
+		int want = TMP_FREE;
+		if (__atomic_compare_exchange_n(&tmp_state[i], &want, TMP_BUSY, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			strcpy(tmp_name[i], path);
+			__atomic_store_n(&tmp_state[i], TMP_ARMED, __ATOMIC_RELEASE);
+			return i;
+		}
+	}
+	return -1; /* more writers than slots: those are left to sprite_writer_abort() */
+}
+
+static void tmp_unregister(int slot)
+{
+	if (slot >= 0)
+		__atomic_store_n(&tmp_state[slot], TMP_FREE, __ATOMIC_RELEASE);
+}
+
+static void on_fatal_signal(int sig)
+{
+	for (int i = 0; i < TMP_SLOTS; i++)
+		if (__atomic_load_n(&tmp_state[i], __ATOMIC_ACQUIRE) == TMP_ARMED)
+			unlink(tmp_name[i]);
+	/* SA_RESETHAND put the default back and SA_NODEFER lets it in: die of sig. */
+	raise(sig);
+}
+
+int sprite_writer_catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal_signal;
+	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < NFATAL; i++) {
+		if (fatal_caught[i])
+			continue;
+		if (sigaction(fatal_signals[i], NULL, &fatal_saved[i]) < 0)
+			return -errno;
+		/* An ignored signal (nohup's SIGHUP, a background job's SIGINT) stays ignored. */
+		if (fatal_saved[i].sa_handler != SIG_DFL || (fatal_saved[i].sa_flags & SA_SIGINFO))
+			continue;
+		if (sigaction(fatal_signals[i], &sa, NULL) < 0)
+			return -errno;
+		fatal_caught[i] = 1;
+	}
+	return 0;
+}
+
+void sprite_writer_restore_signals(void)
+{
+	for (size_t i = 0; i < NFATAL; i++) {
+		if (!fatal_caught[i])
+			continue;
+		sigaction(fatal_signals[i], &fatal_saved[i], NULL);
+		fatal_caught[i] = 0;
+	}
+}
+
 struct sprite_writer {
 	int fd, dirfd;
+	int tmp_slot; /* in tmp_name[], or -1 */
 	char *path, *tmp;
 	struct sprite_header h;
 	char *names; /* names block */
@@ -572,6 +681,7 @@ struct sprite_writer {
 
 static void writer_free(sprite_writer *w)
 {
+	tmp_unregister(w->tmp_slot);
 	if (w->fd >= 0)
 		close(w->fd);
 	if (w->dirfd >= 0)
@@ -583,6 +693,36 @@ static void writer_free(sprite_writer *w)
 	free(w->packed);
 	free(w->idx);
 	free(w);
+}
+
+/*
+ * The first max bytes of name for a message, control characters written as
+ * \n, \t, \r or \xNN and a backslash as \\, so that a name cannot break or
+ * forge lines on a terminal; "..." marks a cut. out holds 4 * max + 4 bytes.
+ */
+static void escape_name(const char *name, size_t max, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0, i = 0;
+	for (; name[i] && i < max; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c == '\n' || c == '\t' || c == '\r' || c == '\\') {
+			out[k++] = '\\';
+			out[k++] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : '\\';
+		} else if (c < 0x20 || c == 0x7f) {
+			out[k++] = '\\';
+			out[k++] = 'x';
+			out[k++] = hex[c >> 4];
+			out[k++] = hex[c & 15];
+		} else {
+			out[k++] = (char)c;
+		}
+	}
+	if (name[i]) {
+		memcpy(out + k, "...", 3);
+		k += 3;
+	}
+	out[k] = 0;
 }
 
 uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c)
@@ -623,6 +763,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	if (!w)
 		return fail(err, ENOMEM, "out of memory");
 	w->fd = w->dirfd = -1;
+	w->tmp_slot = -1;
 
 	/* Names block: given names, or the class numbers. */
 	size_t cap = (size_t)p->nclasses * (CLASS_NAME_MAX + 1);
@@ -640,10 +781,12 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		}
 		size_t len = strlen(cn);
 		if (!valid_class_name(cn, len)) {
+			char shown[4 * 40 + 4];
+			escape_name(cn, 40, shown);
 			r = fail(err, EINVAL,
-				 "class name %u (\"%.40s\") must be 1..%u bytes without '/' or "
+				 "class name %u (\"%s\") must be 1..%u bytes without '/' or "
 				 "control characters, and not . or ..",
-				 i, cn, CLASS_NAME_MAX);
+				 i, shown, CLASS_NAME_MAX);
 			goto bad;
 		}
 		memcpy(w->names + w->names_size, cn, len + 1);
@@ -691,6 +834,8 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		r = fail(err, r, "opening the target directory: %s", strerror(r));
 		goto bad;
 	}
+	/* Armed before the file exists: a signal in between finds nothing to unlink. */
+	w->tmp_slot = tmp_register(w->tmp);
 	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		r = fail(err, errno, "creating %s: %s", w->tmp, strerror(errno));
@@ -892,6 +1037,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		r = fail(err, errno, "renaming %s: %s", w->tmp, strerror(errno));
 		goto bad;
 	}
+	/* (A signal from here on unlinks a temp name that no longer exists: harmless.) */
 	/* The store is in place; a failed directory fsync only weakens durability. */
 	fsync(w->dirfd);
 	writer_free(w);
@@ -905,6 +1051,8 @@ void sprite_writer_abort(sprite_writer *w)
 {
 	if (!w)
 		return;
+	tmp_unregister(w->tmp_slot);
+	w->tmp_slot = -1;
 	if (w->fd >= 0)
 		unlink(w->tmp);
 	writer_free(w);

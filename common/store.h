@@ -83,8 +83,24 @@ int64_t sprite_store_read_sheet(const sprite_store *s, uint32_t i, void *raw, si
 int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, uint32_t *sheet,
 			uint32_t *slot);
 
-/* Check every checksum and structural field of every sheet (spritefs-pack --verify). */
+/*
+ * Check every checksum and structural field of every sheet. Returns 0 when
+ * all are good, else the error of the first bad sheet (err says which and
+ * what), without reading further.
+ */
 int sprite_store_verify(const sprite_store *s, char *err);
+
+/*
+ * The same over every sheet, going on past bad ones (spritefs-pack
+ * --verify): on_bad (may be NULL) is called, in sheet order, once per bad
+ * sheet with its number, its positive error code (errno or SPRITE_E*) and a
+ * message ("sheet 3: checksum mismatch"). Returns the number of bad sheets
+ * (err then holds the first one's message), or -ENOMEM.
+ */
+int64_t sprite_store_verify_sheets(const sprite_store *s,
+				   void (*on_bad)(void *ctx, uint32_t sheet, int error,
+						  const char *why),
+				   void *ctx, char *err);
 
 /* ---- writer ---------------------------------------------------------- */
 
@@ -127,5 +143,17 @@ int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label);
 /* Flush the last sheet, write index, names and header, fsync, rename. */
 int sprite_writer_finish(sprite_writer *w, char *err);
 void sprite_writer_abort(sprite_writer *w); /* removes the temp file; NULL is fine */
+
+/*
+ * For main, around a pack: make SIGINT, SIGTERM, SIGHUP and SIGPIPE remove
+ * the temp file of every open writer, then kill the process with that signal
+ * as before (the exit status still says killed by signal). Only signals left
+ * at their default disposition are taken; an ignored one stays ignored. The
+ * library never calls this itself: handlers belong to main.
+ * sprite_writer_restore_signals() puts back what was there before.
+ * Returns 0 or -errno (sigaction failed; some handlers may be in place).
+ */
+int sprite_writer_catch_signals(void);
+void sprite_writer_restore_signals(void);
 
 #endif

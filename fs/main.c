@@ -173,7 +173,8 @@ static void on_skip(void *ctx, const char *path, const char *why)
 
 /*
  * Pack an image folder into the cache (once per content fingerprint) and
- * put the store's path in out.
+ * put the store's path in out. A new store replaces the folder's older ones
+ * (sprite_cache_prune; the name carries a hash of the folder's real path).
  */
 static int packed_store(const char *source, const char *cachedir, char *out, size_t cap)
 {
@@ -202,8 +203,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	}
 	char real[PATH_MAX];
 	const char *base = realpath(source, real) ? strrchr(real, '/') : NULL;
+	uint64_t id = sprite_cache_source_id(base ? real : source);
 	base = base && base[1] ? base + 1 : "dataset";
-	if (snprintf(out, cap, "%s/%s-%016" PRIx64 ".sprites", dir, base, fp) >= (int)cap) {
+	if (snprintf(out, cap, "%s/%s-%016" PRIx64 "-%016" PRIx64 ".sprites", dir, base, id, fp) >=
+	    (int)cap) {
 		fprintf(stderr, "spritefs: cache path too long\n");
 		return -1;
 	}
@@ -215,6 +218,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 		}
 		fprintf(stderr, "spritefs: %s: %s; packing again\n", out, err);
 	}
+	r = sprite_cache_remove_stale(dir);
+	if (r > 0)
+		fprintf(stderr, "spritefs: removed %d temp file(s) of killed packs from %s\n", r,
+			dir);
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
 	unsigned long skipped = 0;
@@ -223,7 +230,14 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
+	/*
+	 * Killed while packing, we take the temp file with us. The handlers go
+	 * before fuse_set_signal_handlers(), which only takes signals left at
+	 * their default.
+	 */
+	sprite_writer_catch_signals();
 	r = sprite_pack(source, out, &o, &rep, err);
+	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source,
 			err[0] ? err : strerror(-r));
@@ -231,6 +245,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	}
 	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
 		rep.packed, skipped, rep.seconds);
+	/* The stores of this folder's earlier contents are of no more use. */
+	r = sprite_cache_prune(dir, strrchr(out, '/') + 1, id);
+	if (r > 0)
+		fprintf(stderr, "spritefs: removed %d older cache store(s) of %s\n", r, source);
 	return 0;
 }
 

@@ -11,6 +11,8 @@
  * something the library needs; it decodes sheets on --jobs threads and writes
  * each tile as DIR/<split>/<class>/<index>.<ext>, with indexes zero-padded so
  * that packing the exported tree again keeps the sample order within a class.
+ * A sheet that does not decode is named and its samples left out; the rest is
+ * written and the exit status is 1 (--strict stops at the first).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,11 +42,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [options] SOURCE STORE   pack an image folder or IDX folder\n"
-		"       " PROG " --verify STORE           check every checksum and field\n"
+		"       " PROG " --verify STORE           check every checksum and field; names\n"
+		"                                          each bad sheet, then \"N of M sheets "
+		"bad\"\n"
 		"       " PROG " --info STORE             describe a store\n"
 		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
-		"                                          write a store out as "
-		"DIR/<split>/<class>/<n>.<ext>\n"
+		"                                          write a store out as\n"
+		"                                          DIR/<split>/<class>/<n>.<ext>; a sheet\n"
+		"                                          that does not decode is named and its\n"
+		"                                          samples left out, the rest is written,\n"
+		"                                          exit status 1 (--strict: stop there)\n"
 		"\n"
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG, JPEG or PGM/PPM/PAM files, or a folder\n"
@@ -57,7 +64,8 @@ static void usage(FILE *f)
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
 		"  --jobs N            decode/encode threads (default: all cores)\n"
-		"  --strict            any bad image makes the pack fail\n"
+		"  --strict            stop at the first bad image (no store is written); with\n"
+		"                      --export, stop at the first bad sheet\n"
 		"  --name NAME         data set name (default: SOURCE's folder name)\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
@@ -66,7 +74,8 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n"
 		"  -V, --version       print the version\n"
 		"\n"
-		"exit status: 0 ok, 1 error (or a bad image with --strict), 2 usage\n");
+		"exit status: 0 ok, 1 error (a bad image with --strict, a bad sheet in --verify\n"
+		"or --export), 2 usage\n");
 }
 
 static int parse_u32(const char *s, uint32_t max, uint32_t *out)
@@ -130,13 +139,16 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	o->on_skip = on_skip;
 	o->progress = quiet ? NULL : &prog;
 	o->ctx = o->progress;
-	int r = sprite_pack(src, dst, o, &rep, err);
+	/* A pack killed by SIGINT/SIGTERM/SIGHUP/SIGPIPE takes its temp file with it. */
+	int r = sprite_writer_catch_signals();
+	if (r < 0)
+		fprintf(stderr, PROG ": warning: cannot catch signals: %s\n", strerror(-r));
+	r = sprite_pack(src, dst, o, &rep, err);
+	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s\n", err[0] ? err : strerror(-r));
-		if (rep.skipped)
-			fprintf(stderr, PROG ": found %llu, packed %llu, skipped %llu\n",
-				(unsigned long long)rep.found, (unsigned long long)rep.packed,
-				(unsigned long long)rep.skipped);
+		/* No counts here: they would read like those of a finished pack. */
+		fprintf(stderr, PROG ": no store written\n");
 		return 1;
 	}
 	if (quiet)
@@ -154,14 +166,32 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 		printf("\n");
 		sprite_store_close(s);
 	}
-	printf(PROG ": %.1f MB in, %.1f MB out (ratio %.2f)\n", mb(rep.bytes_in), mb(rep.bytes_out),
-	       rep.bytes_out ? (double)rep.bytes_in / rep.bytes_out : 0.0);
+	/* (Source files vs store file: not lz4's ratio, which --info gives per sheet.) */
+	printf(PROG ": %.1f MB of source files in, %.1f MB store out (the store is %.2fx the "
+		    "source's size)\n",
+	       mb(rep.bytes_in), mb(rep.bytes_out),
+	       rep.bytes_in ? (double)rep.bytes_out / rep.bytes_in : 0.0);
 	printf(PROG ": %.2f s, %.0f images/s\n", rep.seconds,
 	       rep.seconds > 0 ? (double)rep.found / rep.seconds : 0.0);
 	return 0;
 }
 
 /* ---- verify / info ---------------------------------------------------- */
+
+struct verify_ctx {
+	const char *path;
+	const struct sprite_store_info *in;
+};
+
+static void on_bad_sheet(void *ctx, uint32_t sheet, int error, const char *why)
+{
+	const struct verify_ctx *v = ctx;
+	const struct sprite_sheet_entry *e = &v->in->sheets[sheet];
+	(void)error;
+	fprintf(stderr, PROG ": %s: %s (split %s, samples %llu..%llu)\n", v->path, why,
+		v->in->splits[e->split].name, (unsigned long long)e->first,
+		(unsigned long long)(e->first + e->count - 1));
+}
 
 static int do_verify(const char *path, int quiet)
 {
@@ -172,13 +202,19 @@ static int do_verify(const char *path, int quiet)
 		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
 		return 1;
 	}
-	r = sprite_store_verify(s, err);
-	if (r < 0) {
-		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+	const struct sprite_store_info *in = sprite_store_info(s);
+	struct verify_ctx v = {path, in};
+	int64_t bad = sprite_store_verify_sheets(s, on_bad_sheet, &v, err);
+	if (bad != 0) {
+		if (bad < 0)
+			fprintf(stderr, PROG ": %s: %s\n", path,
+				err[0] ? err : strerror((int)-bad));
+		else
+			fprintf(stderr, PROG ": %s: %lld of %u sheets bad\n", path, (long long)bad,
+				in->nsheets);
 		sprite_store_close(s);
 		return 1;
 	}
-	const struct sprite_store_info *in = sprite_store_info(s);
 	uint64_t n = 0;
 	for (uint32_t i = 0; i < in->nsplits; i++)
 		n += in->splits[i].count;
@@ -228,7 +264,7 @@ static int do_info(const char *path)
 	       (unsigned long long)in->file_size);
 	printf("sheet bytes: %s raw, %s stored\n", sprite_fmt_size(raw, a, sizeof a),
 	       sprite_fmt_size(stored, b, sizeof b));
-	printf("compression: %s, ratio %.2f\n",
+	printf("compression: %s, decoded sheets are %.2fx their stored size\n",
 	       nlz4 == in->nsheets ? "lz4"
 	       : nlz4		   ? "lz4 (some sheets raw)"
 				   : "none",
@@ -245,7 +281,7 @@ struct export
 {
 	const sprite_store *s;
 	const struct sprite_store_info *in;
-	const char *dir;
+	const char *path, *dir;
 	enum fmt fmt;
 	int split; /* -1: all */
 	uint64_t limit;
@@ -254,6 +290,9 @@ struct export
 	pthread_mutex_t mu;
 	uint32_t next_sheet;
 	uint64_t written;
+	uint64_t left_out;   /* samples of bad sheets not written */
+	uint32_t bad_sheets; /* sheets that did not decode */
+	int strict;	     /* stop at the first bad sheet */
 	int failed;
 	char err[SPRITE_ERR_MAX];
 };
@@ -342,22 +381,45 @@ static void *export_worker(void *arg)
 			}
 		}
 		int64_t n = sprite_store_read_sheet(E->s, i, raw, cap, err);
-		if (n < 0)
-			goto fail;
 		struct sprite_batch b;
-		if (sprite_batch_parse(raw, (size_t)n, &b, err) < 0)
-			goto fail;
+		if (n >= 0 && sprite_batch_parse(raw, (size_t)n, &b, err) == 0) {
+			for (uint32_t k = 0; k < b.count && n >= 0; k++)
+				if (b.labels[k] >= in->nclasses) {
+					snprintf(err, sizeof err, "sheet %u: label %u out of range",
+						 i, b.labels[k]);
+					n = -1;
+				}
+		} else {
+			n = -1;
+		}
+		if (n < 0) {
+			/* A bad sheet: its samples are left out, the others still go. */
+			uint64_t lost =
+				E->limit - se->first < se->count ? E->limit - se->first : se->count;
+			pthread_mutex_lock(&E->mu);
+			E->bad_sheets++;
+			E->left_out += lost;
+			if (!E->failed)
+				fprintf(stderr,
+					PROG ": %s: %s: %llu samples of split %s left out\n",
+					E->path, err, (unsigned long long)lost,
+					in->splits[se->split].name);
+			if (E->strict && !E->failed) {
+				E->failed = 1;
+				snprintf(E->err, sizeof E->err, "stopped at sheet %u (--strict)",
+					 i);
+			}
+			pthread_mutex_unlock(&E->mu);
+			if (E->strict)
+				break;
+			continue;
+		}
 		size_t tb = (size_t)b.h * b.w * b.c;
 		const char *sname = in->splits[se->split].name;
 		for (uint32_t k = 0; k < b.count; k++) {
 			uint64_t id = b.ids[k];
 			if (id >= E->limit)
 				break;
-			if (b.labels[k] >= in->nclasses) {
-				snprintf(err, sizeof err, "sheet %u: label %u out of range", i,
-					 b.labels[k]);
-				goto fail;
-			}
 			snprintf(path, sizeof path, "%s/%s/%s/%0*llu.%s", E->dir, sname,
 				 E->class_dir[b.labels[k]], E->width[se->split],
 				 (unsigned long long)id, e);
@@ -383,7 +445,7 @@ static void *export_worker(void *arg)
 }
 
 static int do_export(const char *path, const char *dir, const char *format, const char *split,
-		     uint64_t limit, int jobs, int quiet)
+		     uint64_t limit, int jobs, int strict, int quiet)
 {
 	struct export E = {0};
 	char err[SPRITE_ERR_MAX] = "";
@@ -395,8 +457,10 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 	}
 	E.s = s;
 	E.in = sprite_store_info(s);
+	E.path = path;
 	E.dir = dir;
 	E.limit = limit;
+	E.strict = strict;
 	E.split = -1;
 	if (!strcmp(format, "tiff")) {
 		E.fmt = FMT_TIFF;
@@ -466,8 +530,14 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 		pthread_join(tids[i], NULL);
 	double dt = sprite_now() - t0;
 	pthread_mutex_destroy(&E.mu);
-	if (E.failed) {
+	if (E.failed)
 		fprintf(stderr, PROG ": %s: %s\n", path, E.err);
+	if (E.failed || E.bad_sheets) {
+		fprintf(stderr,
+			PROG ": %s: exported %llu images to %s; %llu samples of %u bad sheets "
+			     "left out%s\n",
+			path, (unsigned long long)E.written, dir, (unsigned long long)E.left_out,
+			E.bad_sheets, E.failed ? ", and the export stopped" : "");
 		goto out;
 	}
 	if (!quiet)
@@ -627,7 +697,7 @@ int main(int argc, char **argv)
 			return do_verify(store, quiet);
 		if (mode_info)
 			return do_info(store);
-		return do_export(store, export_dir, format, split, limit, o.jobs, quiet);
+		return do_export(store, export_dir, format, split, limit, o.jobs, o.strict, quiet);
 	}
 	if (nargs != 2) {
 		fprintf(stderr, PROG ": expected SOURCE and STORE\n");

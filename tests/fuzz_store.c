@@ -56,6 +56,7 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 	v->nsheets = in->nsheets;
 	uint64_t per_split[SPRITE_MAX_SPLITS] = {0};
 	int all_good = 1;
+	int64_t nbad = 0;
 	for (uint32_t i = 0; i < in->nsheets; i++) {
 		const struct sprite_sheet_entry *e = &in->sheets[i];
 		if (e->split >= in->nsplits || e->offset + e->stored_size > in->file_size)
@@ -87,6 +88,7 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 			}
 		} else {
 			all_good = 0;
+			nbad++;
 		}
 		free(raw);
 	}
@@ -94,7 +96,9 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 		if (per_split[k] != in->splits[k].count)
 			broken("split count", k);
 	if ((sprite_store_verify(s, err) >= 0) != all_good)
-		broken("--verify disagrees with the decodes", 0);
+		broken("verify disagrees with the decodes", 0);
+	if (sprite_store_verify_sheets(s, NULL, NULL, err) != nbad)
+		broken("--verify's count of bad sheets disagrees with the decodes", 0);
 	sprite_store_close(s);
 }
 

@@ -23,8 +23,18 @@ for split, n in (("train", 40), ("test", 12)):
             a = rng.integers(0, 256, (24, 24), dtype=np.uint8)
             Image.fromarray(a).save(f"{root}/{split}/{cls}/{i:03d}.png")
 PY
+# temp files of earlier packs: a dead writer's goes, a live one's and other names stay
+mkdir -p "$T/cache"
+(:) &
+dead=$!
+wait $dead
+touch "$T/cache/old-0123.sprites.tmp.$dead" "$T/cache/live-0123.sprites.tmp.$$" \
+	"$T/cache/notes.tmp.$dead"
 sfs_mount "$T/first.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
 grep -q "packing" "$T/first.log" || fail "first mount did not pack: $(cat "$T/first.log")"
+[[ -e $T/cache/old-0123.sprites.tmp.$dead ]] && fail "a dead pack's temp file was left"
+[[ -e $T/cache/live-0123.sprites.tmp.$$ && -e $T/cache/notes.tmp.$dead ]] ||
+	fail "a live pack's temp file or another file was removed"
 store=$(ls "$T/cache"/*.sprites) || fail "no cache store in $T/cache"
 grep -q '"count": 120' "$T/mnt/dataset.json" || fail "train count: $(cat "$T/mnt/dataset.json")"
 $PY - "$T/src" "$T/mnt" <<'PY' || fail "by-class images differ from the source PNGs"
@@ -48,17 +58,36 @@ print("image folder: every image served exactly")
 PY
 sfs_umount "$T/mnt"
 
+# stores of other folders (another source id, the old naming) are never pruned
+other="$T/cache/src-0123456789abcdef-0123456789abcdef.sprites"
+touch -d '2 days ago' "$other" "$T/cache/src-0123456789abcdef.sprites"
+
 sfs_mount "$T/second.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
 grep -q "packing" "$T/second.log" && fail "second mount packed again"
-sfs_umount "$T/mnt"
 echo "unchanged folder: cache store reused"
+pid2=$SFS_PID
 
+# packed again while the first store is still mounted: that one is kept
 cp "$T/src/train/cat/000.png" "$T/src/train/cat/999.png"
-sfs_mount "$T/third.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+sfs_mount "$T/third.log" "$T/src" "$T/mnt3" -o cachedir="$T/cache"
 grep -q "packing" "$T/third.log" || fail "changed folder was not packed again"
-grep -q '"count": 121' "$T/mnt/dataset.json" || fail "new image not served"
+grep -q '"count": 121' "$T/mnt3/dataset.json" || fail "new image not served"
+[[ -f $store ]] || fail "a store served by a mount was pruned"
+sfs_umount "$T/mnt3"
+SFS_PID=$pid2
 sfs_umount "$T/mnt"
 echo "changed folder: packed again"
+
+# packed again with nothing mounted: the older stores of this folder go
+cp "$T/src/train/cat/000.png" "$T/src/train/cat/998.png"
+sfs_mount "$T/fourth.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+grep -q "removed 2 older cache store" "$T/fourth.log" || fail "no prune: $(cat "$T/fourth.log")"
+sfs_umount "$T/mnt"
+mine=$(ls "$T/cache" | grep -c "^src-[0-9a-f]\{16\}-[0-9a-f]\{16\}\.sprites$")
+[[ $mine -eq 2 ]] || fail "cache holds $mine stores named like this folder's, want the new one and the other folder's: $(ls "$T/cache")"
+[[ -f $other && -f $T/cache/src-0123456789abcdef.sprites ]] ||
+	fail "a store of another folder was pruned: $(ls "$T/cache")"
+echo "older cache stores of the folder pruned, others kept"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	mkdir -p "$T/mnt"

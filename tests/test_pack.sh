@@ -139,6 +139,8 @@ for mode in gray rgb; do
 	expect_rc 0 "$PACK" --jobs 2 "$T/$mode" "$T/$mode.sprites" || continue
 	grep -q "found $good, packed $good, skipped 0" "$T/out" ||
 		fail "$mode: summary wrong: $(head -1 "$T/out")"
+	grep -q "MB of source files in, .* MB store out (the store is [0-9.]*x the source's size)" "$T/out" ||
+		fail "$mode: size line: $(grep MB "$T/out")"
 	want_c=$([[ $mode == gray ]] && echo 1 || echo 3)
 	expect_rc 0 "$PACK" --info "$T/$mode.sprites" &&
 		grep -q "tile: *20x24x$want_c" "$T/out" || fail "$mode: tile shape not 20x24x$want_c"
@@ -195,15 +197,20 @@ if expect_rc 0 "$PACK" --jobs 1 "$T/mixed" "$T/m1.sprites"; then
 fi
 expect_rc 0 "$PACK" --jobs 4 "$T/mixed" "$T/m4.sprites" &&
 	{ cmp -s "$T/m1.sprites" "$T/m4.sprites" || fail "store bytes differ between --jobs 1 and 4"; }
-expect_rc 1 "$PACK" --strict "$T/mixed" "$T/strict.sprites" &&
-	{ grep -q -- "--strict" "$T/out" || fail "--strict: message: $(tail -1 "$T/out")"; }
+expect_rc 1 "$PACK" --strict --jobs 3 "$T/mixed" "$T/strict.sprites" && {
+	grep -q -- "stopped at $T/mixed/ant/zz-cut.jpg: bad JPEG.* (--strict)" "$T/out" ||
+		fail "--strict: message: $(cat "$T/out")"
+	grep -q "skipped\|found" "$T/out" && fail "--strict: reads like a finished pack: $(cat "$T/out")"
+	grep -q "no store written" "$T/out" || fail "--strict: does not say no store was written"
+}
 [[ -e $T/strict.sprites ]] && fail "--strict left a store behind"
 ls "$T"/strict.sprites.tmp* >/dev/null 2>&1 && fail "--strict left a temp file behind"
 expect_rc 0 "$PACK" --tile 16x12x3 --sheet 7 --compress none "$T/mixed" "$T/t.sprites" &&
-	expect_rc 0 "$PACK" --info "$T/t.sprites" && {
+	cp "$T/out" "$T/t.summary" && expect_rc 0 "$PACK" --info "$T/t.sprites" && {
 	grep -q "tile: *16x12x3" "$T/out" || fail "--tile 16x12x3 not applied"
 	grep -q "sheet tiles: *7$" "$T/out" || fail "--sheet 7 not applied"
-	grep -q "compression: *none" "$T/out" || fail "--compress none not applied"
+	grep -q "compression: *none, decoded sheets are 1.00x their stored size" "$T/out" ||
+		fail "--compress none not applied: $(grep compression "$T/out")"
 }
 expect_rc 0 "$PACK" --verify "$T/t.sprites"
 # exports in every format, with --split and --limit
@@ -229,6 +236,38 @@ if [[ -f $T/m1.sprites ]]; then
 	flip "$T/bad-sheet.sprites" $((4096 + 300))
 	expect_rc 1 "$PACK" --verify "$T/bad-sheet.sprites" &&
 		{ grep -qi "sheet 0" "$T/out" || fail "flipped sheet byte: message does not name sheet 0: $(cat "$T/out")"; }
+	# two bad sheets of many: both named, then the count
+	if [[ -f $T/t.sprites ]]; then
+		cp "$T/t.sprites" "$T/two-bad.sprites"
+		io=$(od -An -tu8 -j 56 -N8 "$T/t.sprites" | tr -d ' ')
+		nsheets=$(( $(od -An -tu8 -j $((56 + 8)) -N8 "$T/t.sprites" | tr -d ' ') / 48 ))
+		for k in 2 $((nsheets - 1)); do
+			off=$(od -An -tu8 -j $((io + 48 * k)) -N8 "$T/t.sprites" | tr -d ' ')
+			flip "$T/two-bad.sprites" $((off + 100))
+		done
+		expect_rc 1 "$PACK" --verify "$T/two-bad.sprites" && {
+			grep -q "sheet 2: .*(split train, samples 14\.\.20)" "$T/out" ||
+				fail "--verify: sheet 2 not named: $(cat "$T/out")"
+			grep -q "sheet $((nsheets - 1)): " "$T/out" ||
+				fail "--verify stopped before the last bad sheet: $(cat "$T/out")"
+			grep -q "2 of $nsheets sheets bad" "$T/out" || fail "--verify summary: $(cat "$T/out")"
+		}
+		# --export goes on past them: every other sample written, the bad named
+		ngood=$(grep -o "packed [0-9]*" <<<"$(cat "$T/t.summary")" | cut -d' ' -f2)
+		expect_rc 1 "$PACK" --export "$T/ex-bad" --format pgm "$T/two-bad.sprites" && {
+			n=$(find "$T/ex-bad" -type f | wc -l)
+			last=$(grep -o "sheet $((nsheets - 1)): .*: [0-9]* samples" "$T/out" | grep -o "[0-9]* samples" | cut -d' ' -f1)
+			[[ $n -eq $((ngood - 7 - last)) ]] || fail "--export past bad sheets: $n files of $ngood - 7 - $last"
+			grep -q "sheet 2: .*: 7 samples of split train left out" "$T/out" ||
+				fail "--export: bad sheet 2 not named: $(cat "$T/out")"
+			grep -q "exported $n images to $T/ex-bad; $((7 + last)) samples of 2 bad sheets left out" "$T/out" ||
+				fail "--export: summary: $(cat "$T/out")"
+		}
+		expect_rc 1 "$PACK" --export "$T/ex-strict" --strict --jobs 1 "$T/two-bad.sprites" && {
+			grep -q "stopped at sheet 2 (--strict)" "$T/out" || fail "--export --strict: $(cat "$T/out")"
+			[[ $(find "$T/ex-strict" -type f | wc -l) -eq 14 ]] || fail "--export --strict went on past sheet 2"
+		}
+	fi
 	cp "$T/m1.sprites" "$T/bad-header.sprites"
 	flip "$T/bad-header.sprites" 20
 	expect_rc 1 "$PACK" --verify "$T/bad-header.sprites"
@@ -267,15 +306,63 @@ truncate -s 1000 "$T/idxbad/train-images-idx3-ubyte"
 expect_rc 1 "$PACK" "$T/idxbad" "$T/idxbad.sprites" &&
 	{ grep -q "train-images-idx3-ubyte: truncated" "$T/out" || fail "truncated IDX: $(cat "$T/out")"; }
 
+# ---- a pack killed by a signal takes its temp file with it --------------------------
+# 6750 images blown up to 256x256 tiles: a second or more; the signal goes in as
+# soon as the temp file exists, while images are still being decoded.
+"$MKTREE" gray "$T/big" 1500 >/dev/null || fail "mktree big"
+for sig in TERM INT HUP PIPE; do
+	rm -f "$T"/killed.sprites*
+	# (a background job starts with SIGINT ignored, which the pack leaves ignored)
+	env --default-signal=INT "$PACK" --jobs 1 --tile 256x256x1 "$T/big" "$T/killed.sprites" \
+		>"$T/out" 2>&1 &
+	pid=$!
+	for _ in $(seq 500); do
+		compgen -G "$T/killed.sprites.tmp.*" >/dev/null && break
+		sleep 0.01
+	done
+	compgen -G "$T/killed.sprites.tmp.*" >/dev/null || fail "SIG$sig: no temp file seen"
+	kill -$sig $pid
+	wait $pid
+	rc=$?
+	[[ $rc -eq $((128 + $(kill -l $sig))) ]] || fail "SIG$sig: exit $rc, want killed by SIG$sig"
+	compgen -G "$T/killed.sprites*" >/dev/null && fail "SIG$sig left $(ls "$T"/killed.sprites*)"
+done
+
 # ---- errors and usage ---------------------------------------------------------------
 expect_rc 1 "$PACK" "$T/nosuch" "$T/x.sprites" &&
 	{ grep -q "$T/nosuch" "$T/out" || fail "missing source not named"; }
-expect_rc 1 "$PACK" "$T/gray" "$T/nosuchdir/x.sprites"
+expect_rc 1 "$PACK" "$T/gray" "$T/nosuchdir/x.sprites" &&
+	{ grep -q "the folder $T/nosuchdir: No such file" "$T/out" || fail "missing store folder: $(cat "$T/out")"; }
+# STORE a folder: refused before any image is read (none is named as skipped)
+mkdir -p "$T/adir"
+expect_rc 1 "$PACK" "$T/mixed" "$T/adir" && {
+	grep -q "$T/adir: is a folder" "$T/out" || fail "STORE a folder: $(cat "$T/out")"
+	grep -q "skipped" "$T/out" && fail "STORE a folder: the source was read first"
+	compgen -G "$T/adir.tmp.*" >/dev/null && fail "STORE a folder: temp file left"
+}
+if [[ $(id -u) -ne 0 ]]; then
+	mkdir -p "$T/ro" && chmod 555 "$T/ro"
+	expect_rc 1 "$PACK" "$T/mixed" "$T/ro/x.sprites" &&
+		{ grep -q "cannot write in the folder $T/ro" "$T/out" || fail "read-only folder: $(cat "$T/out")"; }
+	grep -q "skipped" "$T/out" && fail "read-only folder: the source was read first"
+	chmod 755 "$T/ro"
+fi
 touch "$T/afile"
 expect_rc 1 "$PACK" "$T/gray" "$T/afile/x.sprites"
 mkdir -p "$T/empty/train/cls"
 expect_rc 1 "$PACK" "$T/empty" "$T/e.sprites" &&
 	{ grep -q "no images" "$T/out" || fail "empty set: $(cat "$T/out")"; }
+# a class folder named with control characters: shown escaped, the source named
+mkdir -p "$T/ctl/ok" "$T/ctl/a"$'\n'"b" "$T/ctl/c"$'\x01'
+for d in "$T"/ctl/*; do cp "$T/gray/train/ant/$(ls "$T/gray/train/ant" | head -1)" "$d/"; done
+expect_rc 1 "$PACK" "$T/ctl" "$T/ctl.sprites" && {
+	grep -qF "$T/ctl: class name 0 (\"a\nb\")" "$T/out" || fail "control characters: $(cat "$T/out")"
+	[[ $(wc -l <"$T/out") -eq 2 ]] || fail "control characters: raw in the message: $(cat -A "$T/out")"
+}
+mkdir -p "$T/ctl2/ok" "$T/ctl2/c"$'\x01'
+cp "$T/ctl/ok/"* "$T/ctl2/ok/" && cp "$T/ctl/ok/"* "$T/ctl2/c"$'\x01/'
+expect_rc 1 "$PACK" "$T/ctl2" "$T/ctl2.sprites" &&
+	{ grep -qF '("c\x01")' "$T/out" || fail "control character \\x01: $(cat -A "$T/out")"; }
 mkdir -p "$T/allbad/c"
 echo nope >"$T/allbad/c/a.png"
 expect_rc 1 "$PACK" "$T/allbad" "$T/ab.sprites"
