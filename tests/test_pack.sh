@@ -221,6 +221,13 @@ done
 expect_rc 0 "$PACK" --export "$T/ex-all" --format tiff "$T/m1.sprites" &&
 	expect_rc 0 "$PACK" --jobs 2 "$T/ex-all" "$T/re.sprites" &&
 	{ grep -q "found $good, packed $good, skipped 0" "$T/out" || fail "repack of export: $(head -1 "$T/out")"; }
+# a PGM/PPM export packs again to the same store contents as the TIFF one
+# (what the mount's by-class/ serves is packable too)
+expect_rc 0 "$PACK" --export "$T/ex-pnm" --format pgm "$T/m1.sprites" &&
+	expect_rc 0 "$PACK" --jobs 2 "$T/ex-pnm" "$T/re-pnm.sprites" &&
+	expect_rc 0 "$PACK" --export "$T/cmp-tiff" --format pgm "$T/re.sprites" &&
+	expect_rc 0 "$PACK" --export "$T/cmp-pnm" --format pgm "$T/re-pnm.sprites" &&
+	{ diff -r "$T/cmp-tiff" "$T/cmp-pnm" >/dev/null || fail "repack of a PGM export differs from the TIFF one"; }
 expect_rc 1 "$PACK" --export "$T/ex-none" --split nosuch "$T/m1.sprites"
 
 # ---- verify: damaged stores -----------------------------------------------------
