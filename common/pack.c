@@ -1129,19 +1129,7 @@ static int served_by_a_mount(const char *name)
 		if (!sep || sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
 		    strcmp(type, "fuse.spritefs") != 0)
 			continue;
-		/* mountinfo writes space, tab, newline and backslash as \ooo */
-		size_t k = 0;
-		for (const char *p = src; *p; p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
-			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
-				src[k++] =
-					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				src[k++] = *p;
-			}
-		}
-		src[k] = 0;
+		sprite_mountinfo_unescape(src);
 		const char *base = strrchr(src, '/');
 		found = strcmp(base ? base + 1 : src, name) == 0;
 	}

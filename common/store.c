@@ -558,23 +558,19 @@ int64_t sprite_store_verify_sheets(const sprite_store *s,
 	return bad;
 }
 
+static void first_bad(void *ctx, uint32_t sheet, int error, const char *why)
+{
+	(void)sheet, (void)why;
+	int *first = ctx;
+	if (!*first)
+		*first = -error;
+}
+
 int sprite_store_verify(const sprite_store *s, char *err)
 {
-	uint64_t max = 0;
-	for (uint32_t i = 0; i < s->info.nsheets; i++)
-		if (s->sheets[i].raw_size > max)
-			max = s->sheets[i].raw_size;
-	void *raw = malloc(max ? (size_t)max : 1);
-	if (!raw)
-		return fail(err, ENOMEM, "out of memory");
-	int r = 0;
-	for (uint32_t i = 0; i < s->info.nsheets && r >= 0; i++) {
-		int64_t n = sprite_store_read_sheet(s, i, raw, (size_t)max, err);
-		if (n < 0)
-			r = (int)n;
-	}
-	free(raw);
-	return r;
+	int first = 0;
+	int64_t bad = sprite_store_verify_sheets(s, first_bad, &first, err);
+	return bad < 0 ? (int)bad : first;
 }
 
 /* ---- writer ---------------------------------------------------------- */

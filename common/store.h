@@ -86,7 +86,7 @@ int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, 
 /*
  * Check every checksum and structural field of every sheet. Returns 0 when
  * all are good, else the error of the first bad sheet (err says which and
- * what), without reading further.
+ * what); every sheet is read either way (sprite_store_verify_sheets below).
  */
 int sprite_store_verify(const sprite_store *s, char *err);
 

@@ -425,3 +425,18 @@ int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
 		err[0] = 0;
 	return walk_dir(&w, dir);
 }
+
+void sprite_mountinfo_unescape(char *s)
+{
+	size_t k = 0;
+	for (const char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			s[k++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			s[k++] = *p;
+		}
+	}
+	s[k] = 0;
+}

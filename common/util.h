@@ -28,6 +28,12 @@ int sprite_write_full(int fd, const void *buf, size_t len);
  */
 int sprite_utf8_len(const unsigned char *p);
 
+/*
+ * Undo /proc/self/mountinfo's escapes in place: space, tab, newline and
+ * backslash are written there as \ooo (three octal digits).
+ */
+void sprite_mountinfo_unescape(char *s);
+
 /* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 

@@ -266,23 +266,12 @@ static int mount_at(const char *real, char *dev, size_t dev_cap, char *type, siz
 		return 0;
 	int found = 0;
 	while (fgets(line, sizeof(line), f)) {
-		char mp[4096], d[32], esc[4096], t[64];
+		char mp[4096], d[32], t[64];
 		const char *sep = strstr(line, " - ");
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, esc) != 2 || !sep ||
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mp) != 2 || !sep ||
 		    sscanf(sep + 3, "%63s", t) != 1)
 			continue;
-		/* mountinfo escapes space, tab, newline and backslash as \ooo */
-		size_t k = 0;
-		for (const char *p = esc; *p && k + 1 < sizeof(mp); p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '7' && p[2] && p[3]) {
-				mp[k++] =
-					(char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				mp[k++] = *p;
-			}
-		}
-		mp[k] = 0;
+		sprite_mountinfo_unescape(mp);
 		if (!strcmp(mp, real)) { /* the last one is the newest */
 			snprintf(dev, dev_cap, "%s", d);
 			snprintf(type, type_cap, "%s", t);

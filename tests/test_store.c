@@ -806,6 +806,28 @@ static void check_utf8(void)
 		      sprite_utf8_len((const unsigned char *)cases[i].s), cases[i].len);
 }
 
+/* sprite_mountinfo_unescape: mount points and sources with odd bytes. */
+static void check_mountinfo_unescape(void)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{"/mnt/plain", "/mnt/plain"},
+		{"/mnt/a\\040b", "/mnt/a b"},
+		{"/x\\011\\012\\134y", "/x\t\n\\y"},
+		{"\\134134", "\\134"}, /* one escape, not two */
+		{"/bad\\09x\\4", "/bad\\09x\\4"},
+		{"/end\\", "/end\\"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char buf[64];
+		snprintf(buf, sizeof buf, "%s", cases[i].in);
+		sprite_mountinfo_unescape(buf);
+		CHECK(!strcmp(buf, cases[i].out), "mountinfo case %zu: \"%s\", expected \"%s\"", i,
+		      buf, cases[i].out);
+	}
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -814,6 +836,7 @@ int main(void)
 	}
 	check_checksum();
 	check_utf8();
+	check_mountinfo_unescape();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
