@@ -82,8 +82,9 @@ struct hn_source {
 
 	/* images */
 	struct img_file *files[2];
-	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
-	uint64_t nbad;	 /* files in bad[], atomic */
+	uint64_t nfiles[2]; /* --preload shrinks the counts to the files that decode */
+	uint8_t *bad[2];    /* per file: did not decode, skipped from then on */
+	uint64_t nbad;	    /* files in bad[], atomic */
 	int strict;
 	void (*on_skip)(void *ctx, const char *why);
 	void *skip_ctx;
@@ -1205,6 +1206,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		}
 		free_list(cl, ncl);
 		s->files[k] = fl.v;
+		s->nfiles[k] = fl.n;
 		s->info.full_count[k] = fl.n;
 		if (rc == 0 && !(s->bad[k] = calloc(fl.n ? fl.n : 1, 1)))
 			rc = -ENOMEM;
@@ -1557,7 +1559,7 @@ void hn_source_close(hn_source *s)
 		if (s->lab_fd[k] >= 0)
 			close(s->lab_fd[k]);
 		if (s->files[k]) {
-			for (uint64_t i = 0; i < s->info.full_count[k]; i++)
+			for (uint64_t i = 0; i < s->nfiles[k]; i++)
 				free(s->files[k][i].path);
 			free(s->files[k]);
 			free(s->bad[k]);

@@ -863,8 +863,10 @@ int main(int argc, char **argv)
 			for (uint64_t b = 0; b < nb_train; b++) {
 				struct hn_batch *bt;
 				double t0 = sprite_now();
-				if (hn_loader_next(ld, &bt, err) < 0)
+				if (hn_loader_next(ld, &bt, err) < 0) {
+					hn_loader_stop(ld); /* join the loaders before exiting */
 					die(1, "reading the data: %s", err);
+				}
 				double t1 = sprite_now();
 				wait += t1 - t0;
 				uint64_t g0 = b - b % (uint64_t)o.accum;
@@ -939,8 +941,10 @@ int main(int argc, char **argv)
 			uint64_t tcorrect = 0, tseen = 0;
 			for (uint64_t b = 0; b < nb_test; b++) {
 				struct hn_batch *bt;
-				if (hn_loader_next(ld, &bt, err) < 0)
+				if (hn_loader_next(ld, &bt, err) < 0) {
+					hn_loader_stop(ld);
 					die(1, "reading the test data: %s", err);
+				}
 				struct hn_step_result res = {0};
 				int rc =
 					bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res)
