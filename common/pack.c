@@ -1121,17 +1121,13 @@ static int served_by_a_mount(const char *name)
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return 0;
-	char line[8192];
+	struct sprite_mount m;
 	int found = 0;
-	while (!found && fgets(line, sizeof line, f)) {
-		char *sep = strstr(line, " - ");
-		char type[64], src[4096];
-		if (!sep || sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
-		    strcmp(type, "fuse.spritefs") != 0)
+	while (!found && sprite_mountinfo_next(f, &m)) {
+		if (strcmp(m.type, "fuse.spritefs") != 0)
 			continue;
-		sprite_mountinfo_unescape(src);
-		const char *base = strrchr(src, '/');
-		found = strcmp(base ? base + 1 : src, name) == 0;
+		const char *base = strrchr(m.source, '/');
+		found = strcmp(base ? base + 1 : m.source, name) == 0;
 	}
 	fclose(f);
 	return found;

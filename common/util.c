@@ -440,3 +440,19 @@ void sprite_mountinfo_unescape(char *s)
 	}
 	s[k] = 0;
 }
+
+int sprite_mountinfo_next(FILE *f, struct sprite_mount *m)
+{
+	char line[8192];
+	while (fgets(line, sizeof line, f)) {
+		/* ID PARENT DEV ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS */
+		const char *sep = strstr(line, " - ");
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", m->dev, m->point) != 2 || !sep ||
+		    sscanf(sep + 3, "%63s %4095s", m->type, m->source) != 2)
+			continue;
+		sprite_mountinfo_unescape(m->point);
+		sprite_mountinfo_unescape(m->source);
+		return 1;
+	}
+	return 0;
+}

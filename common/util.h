@@ -34,6 +34,20 @@ int sprite_utf8_len(const unsigned char *p);
  */
 void sprite_mountinfo_unescape(char *s);
 
+/* One line of /proc/self/mountinfo, the fields spritefs uses, unescaped. */
+struct sprite_mount {
+	char dev[32];	   /* "major:minor" */
+	char point[4096];  /* where it is mounted */
+	char type[64];	   /* "ext4", "fuse.spritefs" */
+	char source[4096]; /* what is mounted: a device, or spritefs's store path */
+};
+
+/*
+ * The next entry of a mountinfo file f (fopen'd by the caller): 1, or 0 at
+ * its end. Lines that do not parse are passed over.
+ */
+int sprite_mountinfo_next(FILE *f, struct sprite_mount *m);
+
 /* qsort that also takes an empty array given as NULL (qsort's own pointer must not be). */
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 

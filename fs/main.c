@@ -253,84 +253,78 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 }
 
 /*
- * The newest mount at the absolute path real, from /proc/self/mountinfo: its
- * device number ("0:52") and filesystem type ("fuse.spritefs"). Returns 1
- * when one is found. A stat() of a FUSE mount point could wait on a session
- * loop that is not running yet (ours, just mounted).
+ * The newest mount at the absolute path real (/proc/self/mountinfo): 1 when
+ * there is one. A stat() of a FUSE mount point could wait on a session loop
+ * that is not running yet (ours, just mounted).
  */
-static int mount_at(const char *real, char *dev, size_t dev_cap, char *type, size_t type_cap)
+static int mount_at(const char *real, struct sprite_mount *out)
 {
-	char line[8192];
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return 0;
+	struct sprite_mount m;
 	int found = 0;
-	while (fgets(line, sizeof(line), f)) {
-		char mp[4096], d[32], t[64];
-		const char *sep = strstr(line, " - ");
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mp) != 2 || !sep ||
-		    sscanf(sep + 3, "%63s", t) != 1)
-			continue;
-		sprite_mountinfo_unescape(mp);
-		if (!strcmp(mp, real)) { /* the last one is the newest */
-			snprintf(dev, dev_cap, "%s", d);
-			snprintf(type, type_cap, "%s", t);
+	while (sprite_mountinfo_next(f, &m))
+		if (!strcmp(m.point, real)) { /* the last one is the newest */
+			*out = m;
 			found = 1;
 		}
-	}
 	fclose(f);
 	return found;
 }
 
 /*
  * A mount point that is missing, not a folder, a FUSE mount whose daemon
- * died, or a live spritefs mount (a second would hide the first) fails here, before a source folder
- * is packed (minutes, the first time), and not later inside libfuse. A dead mount would otherwise
- * get a second mount stacked on it, and the dead one would come back on unmount. /dev/fd/N (a
- * /dev/fuse descriptor from a parent, libfuse's convention) is left to libfuse. The path is made
- * absolute into abs: the daemon runs in / (fuse_daemonize), and libfuse unmounts at exit by the
- * path it mounted, so a relative one would leave the mount behind.
+ * died, or a live spritefs mount (a second would hide the first) fails here,
+ * before a source folder is packed (minutes, the first time), and not later
+ * inside libfuse. A dead mount would otherwise get a second mount stacked on
+ * it. /dev/fd/N (a /dev/fuse descriptor from a parent, libfuse's convention)
+ * is left to libfuse. The path is made absolute into abs: the daemon runs in
+ * / (fuse_daemonize), and libfuse unmounts at exit by the path it mounted,
+ * so a relative one would leave the mount behind.
  */
 static int check_mountpoint(const char *mnt, char *abs)
 {
-	struct stat st;
 	if (!strncmp(mnt, "/dev/fd/", 8)) {
 		snprintf(abs, PATH_MAX, "%s", mnt);
 		return 0;
 	}
-	if (stat(mnt, &st) == 0) {
-		char dev[32], type[64];
-		struct statfs sf;
-		if (S_ISDIR(st.st_mode) && realpath(mnt, abs)) {
-			if (!mount_at(abs, dev, sizeof(dev), type, sizeof(type)) ||
-			    strncmp(type, "fuse", 4))
-				return 0;
-			/* stat() may be answered from cached attributes; statfs asks the daemon */
-			if (statfs(abs, &sf) < 0 && errno == ENOTCONN)
-				goto dead;
-			if (strcmp(type, "fuse.spritefs"))
-				return 0;
+	struct stat st;
+	struct statfs sf;
+	struct sprite_mount m;
+	int dead = 0;
+	if (stat(mnt, &st) < 0) {
+		dead = errno == ENOTCONN;
+		if (!dead) {
+			fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
+			return -1;
+		}
+	} else if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
+		return -1;
+	} else if (!realpath(mnt, abs)) {
+		fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
+		return -1;
+	} else if (mount_at(abs, &m) && !strncmp(m.type, "fuse", 4)) {
+		/* stat() may be answered from cached attributes; statfs asks the daemon */
+		dead = statfs(abs, &sf) < 0 && errno == ENOTCONN;
+		if (!dead && !strcmp(m.type, "fuse.spritefs")) {
 			fprintf(stderr,
 				"spritefs: mount point %s: already a spritefs mount; unmount it "
 				"first (fusermount3 -u %s) or choose another folder\n",
 				mnt, mnt);
 			return -1;
 		}
-		if (S_ISDIR(st.st_mode))
-			fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
-		else
-			fprintf(stderr, "spritefs: mount point %s: not a folder\n", mnt);
-	} else if (errno == ENOTCONN) {
-	dead:
+	}
+	if (dead) {
 		fprintf(stderr,
 			"spritefs: mount point %s: a FUSE mount whose daemon has gone "
 			"(transport endpoint is not connected); unmount it first: "
 			"fusermount3 -u %s\n",
 			mnt, mnt);
-	} else {
-		fprintf(stderr, "spritefs: mount point %s: %s\n", mnt, strerror(errno));
+		return -1;
 	}
-	return -1;
+	return 0;
 }
 
 /*
@@ -341,10 +335,11 @@ static int check_mountpoint(const char *mnt, char *abs)
  */
 static void tune_readahead(const char *mnt)
 {
-	char real[PATH_MAX], path[128], dev[32], type[64];
-	if (!realpath(mnt, real) || !mount_at(real, dev, sizeof(dev), type, sizeof(type)))
+	char real[PATH_MAX], path[128];
+	struct sprite_mount m;
+	if (!realpath(mnt, real) || !mount_at(real, &m))
 		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", m.dev);
 	FILE *f = fopen(path, "we");
 	if (!f)
 		return;

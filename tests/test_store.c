@@ -806,7 +806,7 @@ static void check_utf8(void)
 		      sprite_utf8_len((const unsigned char *)cases[i].s), cases[i].len);
 }
 
-/* sprite_mountinfo_unescape: mount points and sources with odd bytes. */
+/* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
 static void check_mountinfo_unescape(void)
 {
 	static const struct {
@@ -826,6 +826,24 @@ static void check_mountinfo_unescape(void)
 		CHECK(!strcmp(buf, cases[i].out), "mountinfo case %zu: \"%s\", expected \"%s\"", i,
 		      buf, cases[i].out);
 	}
+	/* whole lines: optional tags before " - ", escapes in point and source, junk passed over */
+	FILE *f = tmpfile();
+	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 /dev/sda1 rw\n"
+	      "not a mountinfo line\n"
+	      "90 36 0:52 / /mnt/s rw - fuse.spritefs /var/x\\040y.sprites ro,user_id=0\n",
+	      f);
+	rewind(f);
+	struct sprite_mount m;
+	CHECK(sprite_mountinfo_next(f, &m) == 1 && !strcmp(m.dev, "98:0") &&
+		      !strcmp(m.point, "/mnt/a b") && !strcmp(m.type, "ext4") &&
+		      !strcmp(m.source, "/dev/sda1"),
+	      "mountinfo line 1: %s %s %s %s", m.dev, m.point, m.type, m.source);
+	CHECK(sprite_mountinfo_next(f, &m) == 1 && !strcmp(m.dev, "0:52") &&
+		      !strcmp(m.point, "/mnt/s") && !strcmp(m.type, "fuse.spritefs") &&
+		      !strcmp(m.source, "/var/x y.sprites"),
+	      "mountinfo line 3: %s %s %s %s", m.dev, m.point, m.type, m.source);
+	CHECK(sprite_mountinfo_next(f, &m) == 0, "mountinfo: a line after the last");
+	fclose(f);
 }
 
 int main(void)
