@@ -950,6 +950,11 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		       o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
 		return -EINVAL;
 	}
+	if (o->name && strlen(o->name) >= SPRITE_NAME_MAX) {
+		seterr(err, "data set name of %zu bytes: a store holds at most %u", strlen(o->name),
+		       SPRITE_NAME_MAX - 1);
+		return -ENAMETOOLONG;
+	}
 	struct stat st;
 	if (stat(source, &st) < 0) {
 		int e = errno;
@@ -973,8 +978,8 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		const char *slash = strrchr(b, '/');
 		nm = slash && slash[1] ? slash + 1 : b;
 	}
-	/* Longer names are cut to what the header holds. */
-	size_t nl = strnlen(nm, SPRITE_NAME_MAX - 1);
+	/* A longer folder name is cut to what the header holds, between characters. */
+	size_t nl = sprite_utf8_cut(nm, SPRITE_NAME_MAX - 1);
 	memcpy(dsname, nm, nl);
 	dsname[nl] = 0;
 

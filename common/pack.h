@@ -30,9 +30,13 @@ struct sprite_pack_options {
 	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
 	uint32_t sheet_tiles;		 /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
-	int jobs;			  /* decode threads; 0: all cores */
-	int strict;			  /* any bad image fails the pack */
-	const char *name;		  /* data set name; NULL: source folder's base name */
+	int jobs;   /* decode threads; 0: all cores */
+	int strict; /* any bad image fails the pack */
+	/*
+	 * Data set name, at most SPRITE_NAME_MAX - 1 bytes (longer: -ENAMETOOLONG);
+	 * NULL: the source folder's base name, cut to fit between UTF-8 characters.
+	 */
+	const char *name;
 	struct sprite_progress *progress; /* drawn from the calling thread when not NULL */
 	/* Called (from the calling thread) once per skipped image. */
 	void (*on_skip)(void *ctx, const char *path, const char *why);

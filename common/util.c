@@ -273,6 +273,20 @@ int sprite_utf8_len(const unsigned char *p)
 	return n;
 }
 
+size_t sprite_utf8_cut(const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = 0;
+	while (p[n]) {
+		int k = sprite_utf8_len(p + n);
+		size_t step = k > 0 ? (size_t)k : 1;
+		if (step > max - n)
+			break;
+		n += step;
+	}
+	return n;
+}
+
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {
 	if (n > 1)

@@ -29,6 +29,13 @@ int sprite_write_full(int fd, const void *buf, size_t len);
 int sprite_utf8_len(const unsigned char *p);
 
 /*
+ * Length of the longest prefix of s of at most max bytes that does not end
+ * inside a well-formed UTF-8 character (a byte that starts none counts as
+ * one): where a name is cut to fit a fixed field.
+ */
+size_t sprite_utf8_cut(const char *s, size_t max);
+
+/*
  * Undo /proc/self/mountinfo's escapes in place: space, tab, newline and
  * backslash are written there as \ooo (three octal digits).
  */

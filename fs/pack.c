@@ -65,7 +65,8 @@ static void usage(FILE *f)
 		"  --jobs N            decode/encode threads (default: all cores)\n"
 		"  --strict            stop at the first bad image (no store is written); with\n"
 		"                      --export, stop at the first bad sheet\n"
-		"  --name NAME         data set name (default: SOURCE's folder name)\n"
+		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
+		"                      name, cut to 63 bytes between UTF-8 characters)\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
 		"  --limit N           export at most N images per split\n"
@@ -638,6 +639,14 @@ int main(int argc, char **argv)
 			o.strict = 1;
 			break;
 		case OPT_NAME:
+			/* Refused rather than cut: a cut name would not be the one asked for. */
+			if (strlen(optarg) >= SPRITE_NAME_MAX) {
+				fprintf(stderr,
+					PROG ": --name is %zu bytes long; a store's name holds at "
+					     "most %u bytes\n",
+					strlen(optarg), SPRITE_NAME_MAX - 1);
+				return 2;
+			}
 			o.name = optarg;
 			break;
 		case OPT_VERIFY:

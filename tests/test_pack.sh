@@ -378,6 +378,21 @@ expect_rc 2 "$PACK" --tile 0x5 "$T/gray" "$T/x.sprites"
 expect_rc 2 "$PACK" --compress zstd "$T/gray" "$T/x.sprites"
 expect_rc 2 "$PACK" --jobs -1 "$T/gray" "$T/x.sprites"
 expect_rc 2 "$PACK" --verify
+# --name: 63 bytes fit the store's name field; 64 are refused, not cut
+n63=$(printf 'n%.0s' {1..63})
+expect_rc 0 "$PACK" -q --name "$n63" "$T/gray" "$T/n63.sprites" &&
+	expect_rc 0 "$PACK" --info "$T/n63.sprites" &&
+	{ grep -qx "name: *$n63" "$T/out" || fail "--name of 63 bytes: $(grep name: "$T/out")"; }
+expect_rc 2 "$PACK" --name "${n63}x" "$T/gray" "$T/n64.sprites" && {
+	grep -q -- "--name is 64 bytes long; a store's name holds at most 63 bytes" "$T/out" ||
+		fail "--name of 64 bytes: $(cat "$T/out")"
+	[[ -e $T/n64.sprites ]] && fail "--name of 64 bytes: a store was written"
+}
+# the default name, a folder name of 64 bytes ending in a 2-byte character: cut before it
+long=$(printf 'a%.0s' {1..62})$'\xc3\xa9'
+mkdir -p "$T/$long" && cp -r "$T/gray/train/ant" "$T/$long/"
+expect_rc 0 "$PACK" -q "$T/$long" "$T/long.sprites" && expect_rc 0 "$PACK" --info "$T/long.sprites" &&
+	{ grep -qx "name: *${long:0:62}" "$T/out" || fail "long folder name cut inside a character: $(grep -a "^name:" "$T/out" | cat -v)"; }
 expect_rc 0 "$PACK" --help && { grep -q "usage" "$T/out" || fail "--help"; }
 expect_rc 0 "$PACK" --version && { grep -q "spritefs-pack [0-9]" "$T/out" || fail "--version"; }
 

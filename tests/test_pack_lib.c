@@ -5,7 +5,8 @@
  * Checks: the report (found/packed/skipped, per split counts, bytes in/out),
  * on_skip called in source order with the reasons, the progress counter
  * reaching the total, jobs = 0 (all cores), labels and sample order read
- * back from the store, strict mode, and a fingerprint that is stable and
+ * back from the store, strict mode, a data set name too long for the header
+ * refused, and a fingerprint that is stable and
  * changes when a file is added, removed, rewritten or renamed.
  */
 #include <errno.h>
@@ -165,6 +166,17 @@ int main(void)
 	r = sprite_pack(src, store2, &o, &rep, err);
 	CHECK(r < 0 && strstr(err, "y.png"), "strict: r=%d err=%s", r, err);
 	CHECK(access(store2, F_OK) != 0, "strict left a store");
+
+	/* a name longer than the header's field is refused before the source is read */
+	char store3[300];
+	snprintf(store3, sizeof store3, "%s/long.sprites", dir);
+	o.strict = 0;
+	o.name = "0123456789012345678901234567890123456789012345678901234567890123";
+	r = sprite_pack(src, store3, &o, &rep, err);
+	CHECK(r == -ENAMETOOLONG && strstr(err, "64 bytes") && rep.found == 0,
+	      "64-byte name: r=%d err=%s", r, err);
+	CHECK(access(store3, F_OK) != 0, "64-byte name left a store");
+	o.name = NULL;
 
 	/* fingerprint */
 	uint64_t f1, f2;

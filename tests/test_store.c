@@ -776,7 +776,7 @@ static void check_checksum(void)
 	free(b);
 }
 
-/* sprite_utf8_len: what JSON writers rely on to keep their output UTF-8. */
+/* sprite_utf8_len: what JSON writers rely on to keep their output UTF-8; sprite_utf8_cut. */
 static void check_utf8(void)
 {
 	static const struct {
@@ -804,6 +804,27 @@ static void check_utf8(void)
 		CHECK(sprite_utf8_len((const unsigned char *)cases[i].s) == cases[i].len,
 		      "utf8 case %zu: %d, expected %d", i,
 		      sprite_utf8_len((const unsigned char *)cases[i].s), cases[i].len);
+
+	/* sprite_utf8_cut: a name cut to fit a field never ends inside a character */
+	static const struct {
+		const char *s;
+		size_t max, len;
+	} cuts[] = {
+		{"abc", 2, 2},
+		{"ab", 10, 2},
+		{"a\xc3\xa9", 2, 1},
+		{"a\xc3\xa9", 3, 3},
+		{"\xe2\x82\xac", 2, 0},
+		{"x\xf0\x9f\x98\x80y", 4, 1},
+		{"x\xf0\x9f\x98\x80y", 5, 5},
+		{"\xff\xfe", 1, 1}, /* not UTF-8: cut anywhere, byte by byte */
+		{"a\xe2\x82", 2, 2},
+		{"", 5, 0},
+	};
+	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+		CHECK(sprite_utf8_cut(cuts[i].s, cuts[i].max) == cuts[i].len,
+		      "utf8 cut case %zu: %zu, expected %zu", i,
+		      sprite_utf8_cut(cuts[i].s, cuts[i].max), cuts[i].len);
 }
 
 /* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
