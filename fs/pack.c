@@ -6,7 +6,8 @@
  * Packing itself lives in common/pack.c (spritefs packs image folders on
  * mount with the same code); this file only parses arguments, prints skipped
  * files and the summary, and picks exit codes: 0 ok, 1 error (or a bad image
- * under --strict), 2 usage. --export is here because it is a tool for people
+ * under --strict), 2 usage (an option that the chosen mode does not use
+ * among them: refused, not ignored). --export is here because it is a tool for people
  * and benchmarks (it writes the many-small-files tree that PyTorch reads), not
  * something the library needs; it decodes sheets on --jobs threads and writes
  * each tile as DIR/<split>/<class>/<index>.<ext>, with indexes zero-padded so
@@ -57,22 +58,26 @@ static void usage(FILE *f)
 		"SOURCE/<class>/<image>) of TIFF, PNG, JPEG or PGM/PPM/PAM files, or a folder\n"
 		"of IDX files (train-images-idx3-ubyte[.gz], ... as Fashion-MNIST ships).\n"
 		"\n"
-		"options:\n"
+		"pack options:\n"
 		"  --tile HxW[xC]      tile shape (default: the first image's, or the IDX dims)\n"
 		"  --sheet N           tiles per sheet (default: as many as fill 4 MiB\n"
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
+		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
+		"                      name, cut to 63 bytes between UTF-8 characters)\n"
+		"pack and --export options:\n"
 		"  --jobs N            decode/encode threads (default: all cores)\n"
 		"  --strict            stop at the first bad image (no store is written); with\n"
 		"                      --export, stop at the first bad sheet\n"
-		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
-		"                      name, cut to 63 bytes between UTF-8 characters)\n"
+		"--export options:\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
 		"  --limit N           export at most N images per split\n"
-		"  -q, --quiet         print only errors and skipped files\n"
+		"other options:\n"
+		"  -q, --quiet         print only errors and skipped files (not with --info)\n"
 		"  -h, --help          this text\n"
 		"  -V, --version       print the version\n"
+		"An option given with a mode it does not apply to is refused (exit status 2).\n"
 		"\n"
 		"exit status: 0 ok, 1 error (a bad image with --strict, a bad sheet in --verify\n"
 		"or --export), 2 usage\n");
@@ -558,22 +563,85 @@ out:
 
 /* ---- main ------------------------------------------------------------ */
 
+enum {
+	OPT_TILE = 256,
+	OPT_SHEET,
+	OPT_COMPRESS,
+	OPT_JOBS,
+	OPT_STRICT,
+	OPT_NAME,
+	OPT_VERIFY,
+	OPT_INFO,
+	OPT_EXPORT,
+	OPT_FORMAT,
+	OPT_SPLIT,
+	OPT_LIMIT,
+	OPT_END
+};
+
+enum { MODE_PACK = 1, MODE_VERIFY = 2, MODE_INFO = 4, MODE_EXPORT = 8 };
+
+/*
+ * The modes each option applies to. An option given to another mode is
+ * refused rather than ignored: `--verify --jobs 8` or `--export D --tile ...`
+ * would otherwise look as if it had done something.
+ */
+static const struct {
+	int opt;
+	const char *name;
+	unsigned modes;
+} mode_opts[] = {
+	{OPT_TILE, "--tile", MODE_PACK},
+	{OPT_SHEET, "--sheet", MODE_PACK},
+	{OPT_COMPRESS, "--compress", MODE_PACK},
+	{OPT_NAME, "--name", MODE_PACK},
+	{OPT_JOBS, "--jobs", MODE_PACK | MODE_EXPORT},
+	{OPT_STRICT, "--strict", MODE_PACK | MODE_EXPORT},
+	{OPT_FORMAT, "--format", MODE_EXPORT},
+	{OPT_SPLIT, "--split", MODE_EXPORT},
+	{OPT_LIMIT, "--limit", MODE_EXPORT},
+	{'q', "-q/--quiet", MODE_PACK | MODE_VERIFY | MODE_EXPORT},
+};
+
+static const char *mode_name(unsigned m)
+{
+	return m == MODE_PACK	  ? "packing"
+	       : m == MODE_VERIFY ? "--verify"
+	       : m == MODE_INFO	  ? "--info"
+				  : "--export";
+}
+
+/*
+ * Refuse the first option in given[] that does not apply to mode, naming the
+ * modes it does apply to: -1, or 0 when every option given applies.
+ */
+static int check_mode_options(const char *given, unsigned mode)
+{
+	for (size_t i = 0; i < sizeof mode_opts / sizeof mode_opts[0]; i++) {
+		unsigned modes = mode_opts[i].modes;
+		if (!given[mode_opts[i].opt] || (modes & mode))
+			continue;
+		fprintf(stderr, PROG ": %s does not apply to %s (only to", mode_opts[i].name,
+			mode_name(mode));
+		int n = __builtin_popcount(modes), k = 0;
+		for (unsigned m = MODE_PACK; m <= MODE_EXPORT; m <<= 1) {
+			if (!(modes & m))
+				continue;
+			k++;
+			fprintf(stderr, "%s%s",
+				k == 1	 ? " "
+				: k == n ? " and "
+					 : ", ",
+				mode_name(m));
+		}
+		fprintf(stderr, ")\n");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	enum {
-		OPT_TILE = 256,
-		OPT_SHEET,
-		OPT_COMPRESS,
-		OPT_JOBS,
-		OPT_STRICT,
-		OPT_NAME,
-		OPT_VERIFY,
-		OPT_INFO,
-		OPT_EXPORT,
-		OPT_FORMAT,
-		OPT_SPLIT,
-		OPT_LIMIT
-	};
 	static const struct option longopts[] = {
 		{"tile", required_argument, NULL, OPT_TILE},
 		{"sheet", required_argument, NULL, OPT_SHEET},
@@ -598,7 +666,11 @@ int main(int argc, char **argv)
 	uint64_t limit = UINT64_MAX;
 	uint32_t v;
 
+	char given[OPT_END] = {0};
+
 	while ((opt = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
+		if (opt > 0 && opt < OPT_END)
+			given[opt] = 1;
 		switch (opt) {
 		case OPT_TILE:
 			if (parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
@@ -694,7 +766,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --verify, --info and --export do not go together\n");
 		return 2;
 	}
-	if (mode_verify || mode_info || export_dir) {
+	unsigned mode = mode_verify  ? MODE_VERIFY
+			: mode_info  ? MODE_INFO
+			: export_dir ? MODE_EXPORT
+				     : MODE_PACK;
+	if (check_mode_options(given, mode) < 0)
+		return 2;
+	if (mode != MODE_PACK) {
 		if (nargs != 1) {
 			fprintf(stderr, PROG ": expected one STORE argument\n");
 			usage(stderr);

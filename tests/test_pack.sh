@@ -13,8 +13,9 @@
 # bytes with --jobs 1 and --jobs 4, --verify on a good store and on stores
 # with a flipped byte in a sheet, the index and the header, and a truncated
 # one, the errors for a missing source, an unwritable store and an empty set,
-# usage errors (exit 2), and the real Fashion-MNIST (60000/10000, 10 classes,
-# 28x28x1) when the Debian package is installed.
+# usage errors (exit 2: a --name too long, an option the mode does not use),
+# and the real Fashion-MNIST (60000/10000, 10 classes, 28x28x1) when the
+# Debian package is installed.
 set -uo pipefail
 
 PACK=${1:?spritefs-pack path}
@@ -393,6 +394,24 @@ long=$(printf 'a%.0s' {1..62})$'\xc3\xa9'
 mkdir -p "$T/$long" && cp -r "$T/gray/train/ant" "$T/$long/"
 expect_rc 0 "$PACK" -q "$T/$long" "$T/long.sprites" && expect_rc 0 "$PACK" --info "$T/long.sprites" &&
 	{ grep -qx "name: *${long:0:62}" "$T/out" || fail "long folder name cut inside a character: $(grep -a "^name:" "$T/out" | cat -v)"; }
+# an option that does not apply to the chosen mode is refused, naming both (exit 2)
+mode_case() { # MESSAGE ARGS...
+	local msg=$1
+	shift
+	expect_rc 2 "$PACK" "$@" && { grep -qF -- "$msg" "$T/out" || fail "$*: $(cat "$T/out")"; }
+}
+mode_case "--tile does not apply to --verify (only to packing)" --verify --tile 8x8 "$T/m1.sprites"
+mode_case "--jobs does not apply to --verify (only to packing and --export)" --verify --jobs 2 "$T/m1.sprites"
+mode_case "--strict does not apply to --info (only to packing and --export)" --info --strict "$T/m1.sprites"
+mode_case "-q/--quiet does not apply to --info (only to packing, --verify and --export)" -q --info "$T/m1.sprites"
+mode_case "--name does not apply to --export (only to packing)" --export "$T/ex-mode" --name x "$T/m1.sprites"
+mode_case "--compress does not apply to --export (only to packing)" --export "$T/ex-mode" --compress none "$T/m1.sprites"
+mode_case "--sheet does not apply to --info (only to packing)" --sheet 4 --info "$T/m1.sprites"
+mode_case "--format does not apply to packing (only to --export)" --format png "$T/gray" "$T/fmt.sprites"
+mode_case "--limit does not apply to packing (only to --export)" "$T/gray" "$T/fmt.sprites" --limit 5
+mode_case "--split does not apply to --verify (only to --export)" --split train --verify "$T/m1.sprites"
+[[ -e $T/ex-mode || -e $T/fmt.sprites ]] && fail "a refused option combination wrote something"
+expect_rc 0 "$PACK" -q --verify "$T/m1.sprites" && [[ -s $T/out ]] && fail "-q --verify printed: $(cat "$T/out")"
 expect_rc 0 "$PACK" --help && { grep -q "usage" "$T/out" || fail "--help"; }
 expect_rc 0 "$PACK" --version && { grep -q "spritefs-pack [0-9]" "$T/out" || fail "--version"; }
 
