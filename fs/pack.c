@@ -7,14 +7,17 @@
  * mount with the same code); this file only parses arguments, prints skipped
  * files and the summary, and picks exit codes: 0 ok, 1 error (or a bad image
  * under --strict), 2 usage (an option that the chosen mode does not use
- * among them: refused, not ignored). --export is here because it is a tool for people
- * and benchmarks (it writes the many-small-files tree that PyTorch reads), not
- * something the library needs; it decodes sheets on --jobs threads and writes
- * each tile as DIR/<split>/<class>/<index>.<ext>, with indexes zero-padded so
- * that packing the exported tree again keeps the sample order within a class.
- * A sheet that does not decode is named and its samples left out; the rest is
- * written and the exit status is 1 (--strict stops at the first).
+ * among them: refused, not ignored). --export is here because it is a tool
+ * for people and benchmarks (it writes the many-small-files tree that
+ * PyTorch reads), not something the library needs; it decodes sheets on
+ * --jobs threads and writes each tile as DIR/<split>/<class>/<index>.<ext>
+ * (DIR new or empty unless --force: a packer would take leftovers for part
+ * of the set), with indexes zero-padded so that packing the exported tree
+ * again keeps the sample order within a class. A sheet that does not decode
+ * is named and its samples left out; the rest is written and the exit
+ * status is 1 (--strict stops at the first).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -47,9 +50,10 @@ static void usage(FILE *f)
 		"                                          each bad sheet, then \"N of M sheets "
 		"bad\"\n"
 		"       " PROG " --info STORE             describe a store\n"
-		"       " PROG " --export DIR [--format F] [--split S] [--limit N] STORE\n"
-		"                                          write a store out as\n"
-		"                                          DIR/<split>/<class>/<n>.<ext>; a sheet\n"
+		"       " PROG " --export DIR [--format F] [--split S] [--limit N]\n"
+		"                     [--force] STORE      write a store out as\n"
+		"                                          DIR/<split>/<class>/<n>.<ext> (DIR new\n"
+		"                                          or empty, unless --force); a sheet\n"
 		"                                          that does not decode is named and its\n"
 		"                                          samples left out, the rest is written,\n"
 		"                                          exit status 1 (--strict: stop there)\n"
@@ -73,6 +77,10 @@ static void usage(FILE *f)
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
 		"  --limit N           export at most N images per split\n"
+		"  --force             export into a DIR that is not empty (one split at a time\n"
+		"                      into one tree, say): files already there stay, those of\n"
+		"                      the same name are replaced; without it such a DIR is\n"
+		"                      refused\n"
 		"other options:\n"
 		"  -q, --quiet         print only errors and skipped files (not with --info)\n"
 		"  -h, --help          this text\n"
@@ -449,8 +457,47 @@ static void *export_worker(void *arg)
 	return NULL;
 }
 
+/*
+ * DIR must be missing (it is created), or an empty folder: files left there
+ * by an earlier export would read as part of this one (a packer or
+ * ImageFolder takes every file). --force writes into a folder that is not
+ * empty, e.g. one split at a time into one tree. Prints why and returns -1.
+ */
+static int check_export_dir(const char *dir, int force)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, PROG ": --export %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": --export %s: not a folder\n", dir);
+		return -1;
+	}
+	if (force)
+		return 0;
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, PROG ": --export %s: cannot open: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)) && (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")))
+		;
+	if (de)
+		fprintf(stderr,
+			PROG ": --export %s: the folder is not empty (it holds '%s'); give a new "
+			     "or empty folder, or --force to write into it (files already there "
+			     "stay)\n",
+			dir, de->d_name);
+	closedir(d);
+	return de ? -1 : 0;
+}
+
 static int do_export(const char *path, const char *dir, const char *format, const char *split,
-		     uint64_t limit, int jobs, int strict, int quiet)
+		     uint64_t limit, int jobs, int strict, int force, int quiet)
 {
 	struct export E = {0};
 	char err[SPRITE_ERR_MAX] = "";
@@ -492,6 +539,8 @@ static int do_export(const char *path, const char *dir, const char *format, cons
 			goto out;
 		}
 	}
+	if (check_export_dir(dir, force) < 0)
+		goto out;
 	E.class_dir = calloc(E.in->nclasses ? E.in->nclasses : 1, sizeof *E.class_dir);
 	if (!E.class_dir)
 		goto oom;
@@ -576,6 +625,7 @@ enum {
 	OPT_FORMAT,
 	OPT_SPLIT,
 	OPT_LIMIT,
+	OPT_FORCE,
 	OPT_END
 };
 
@@ -600,6 +650,7 @@ static const struct {
 	{OPT_FORMAT, "--format", MODE_EXPORT},
 	{OPT_SPLIT, "--split", MODE_EXPORT},
 	{OPT_LIMIT, "--limit", MODE_EXPORT},
+	{OPT_FORCE, "--force", MODE_EXPORT},
 	{'q', "-q/--quiet", MODE_PACK | MODE_VERIFY | MODE_EXPORT},
 };
 
@@ -655,13 +706,14 @@ int main(int argc, char **argv)
 		{"format", required_argument, NULL, OPT_FORMAT},
 		{"split", required_argument, NULL, OPT_SPLIT},
 		{"limit", required_argument, NULL, OPT_LIMIT},
+		{"force", no_argument, NULL, OPT_FORCE},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4};
-	int mode_verify = 0, mode_info = 0, quiet = 0, opt;
+	int mode_verify = 0, mode_info = 0, quiet = 0, force = 0, opt;
 	const char *export_dir = NULL, *format = "tiff", *split = NULL;
 	uint64_t limit = UINT64_MAX;
 	uint32_t v;
@@ -747,6 +799,9 @@ int main(int argc, char **argv)
 			limit = n;
 			break;
 		}
+		case OPT_FORCE:
+			force = 1;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -783,7 +838,8 @@ int main(int argc, char **argv)
 			return do_verify(store, quiet);
 		if (mode_info)
 			return do_info(store);
-		return do_export(store, export_dir, format, split, limit, o.jobs, o.strict, quiet);
+		return do_export(store, export_dir, format, split, limit, o.jobs, o.strict, force,
+				 quiet);
 	}
 	if (nargs != 2) {
 		fprintf(stderr, PROG ": expected SOURCE and STORE\n");

@@ -10,7 +10,8 @@
 # the roundtrip (pack -> --export png -> pixels and labels equal to an
 # independent decode of the sources with PIL + numpy, under /usr/bin/python3;
 # only that comparison is skipped when those are missing), identical store
-# bytes with --jobs 1 and --jobs 4, --verify on a good store and on stores
+# bytes with --jobs 1 and --jobs 4, --export into a new, empty or (only with
+# --force) non-empty folder, --verify on a good store and on stores
 # with a flipped byte in a sheet, the index and the header, and a truncated
 # one, the errors for a missing source, an unwritable store and an empty set,
 # usage errors (exit 2: a --name too long, an option the mode does not use),
@@ -230,6 +231,27 @@ expect_rc 0 "$PACK" --export "$T/ex-pnm" --format pgm "$T/m1.sprites" &&
 	expect_rc 0 "$PACK" --export "$T/cmp-pnm" --format pgm "$T/re-pnm.sprites" &&
 	{ diff -r "$T/cmp-tiff" "$T/cmp-pnm" >/dev/null || fail "repack of a PGM export differs from the TIFF one"; }
 expect_rc 1 "$PACK" --export "$T/ex-none" --split nosuch "$T/m1.sprites"
+# DIR must be new or empty: an earlier export's files would read as part of this one
+before=$(find "$T/ex-all" -type f | wc -l)
+expect_rc 1 "$PACK" --export "$T/ex-all" --format png "$T/m1.sprites" && {
+	grep -q -- "--export $T/ex-all: the folder is not empty (it holds '.*'); .* or --force" "$T/out" ||
+		fail "export into a non-empty folder: $(cat "$T/out")"
+	[[ $(find "$T/ex-all" -type f | wc -l) -eq $before && -z $(find "$T/ex-all" -name '*.png') ]] ||
+		fail "export into a non-empty folder wrote files"
+}
+mkdir -p "$T/ex-empty"
+expect_rc 0 "$PACK" --export "$T/ex-empty" --limit 3 "$T/m1.sprites"
+touch "$T/ex-file"
+expect_rc 1 "$PACK" --export "$T/ex-file" "$T/m1.sprites" &&
+	{ grep -q -- "--export $T/ex-file: not a folder" "$T/out" || fail "export into a file: $(cat "$T/out")"; }
+# --force: one split at a time into one tree
+if [[ -f $T/gray.sprites ]]; then
+	expect_rc 0 "$PACK" --export "$T/ex-split" --split train "$T/gray.sprites"
+	expect_rc 1 "$PACK" --export "$T/ex-split" --split test "$T/gray.sprites"
+	expect_rc 0 "$PACK" --export "$T/ex-split" --split test --force "$T/gray.sprites" &&
+		{ [[ $(find "$T/ex-split/train" -type f | wc -l) -eq 36 && $(find "$T/ex-split/test" -type f | wc -l) -eq 18 ]] ||
+			fail "--force: $(find "$T/ex-split" -type f | wc -l) files, want 36 + 18"; }
+fi
 
 # ---- verify: damaged stores -----------------------------------------------------
 flip() { # FILE OFFSET
@@ -410,6 +432,7 @@ mode_case "--sheet does not apply to --info (only to packing)" --sheet 4 --info 
 mode_case "--format does not apply to packing (only to --export)" --format png "$T/gray" "$T/fmt.sprites"
 mode_case "--limit does not apply to packing (only to --export)" "$T/gray" "$T/fmt.sprites" --limit 5
 mode_case "--split does not apply to --verify (only to --export)" --split train --verify "$T/m1.sprites"
+mode_case "--force does not apply to packing (only to --export)" --force "$T/gray" "$T/fmt.sprites"
 [[ -e $T/ex-mode || -e $T/fmt.sprites ]] && fail "a refused option combination wrote something"
 expect_rc 0 "$PACK" -q --verify "$T/m1.sprites" && [[ -s $T/out ]] && fail "-q --verify printed: $(cat "$T/out")"
 expect_rc 0 "$PACK" --help && { grep -q "usage" "$T/out" || fail "--help"; }
