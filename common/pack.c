@@ -13,7 +13,6 @@
  */
 #include "common/pack.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1138,24 +1137,70 @@ static int served_by_a_mount(const char *name)
 	return found;
 }
 
-/* Whether name ends in "-<id>-<16 hex digits>.sprites". */
-static int cache_name_of(const char *name, uint64_t id)
+/* Whether p starts with 16 lower-case hex digits, as "%016" PRIx64 writes them. */
+static int is_hex16(const char *p)
 {
-	char tag[24];
-	size_t n = strlen(name), tail = 1 + 16 + 1 + 16 + 8; /* -ID-FP.sprites */
-	if (n <= tail || strcmp(name + n - 8, ".sprites") != 0)
-		return 0;
-	snprintf(tag, sizeof tag, "-%016llx-", (unsigned long long)id);
-	if (memcmp(name + n - tail, tag, 18) != 0)
-		return 0;
-	for (size_t i = n - tail + 18; i < n - 8; i++)
-		if (!isxdigit((unsigned char)name[i]))
+	for (int i = 0; i < 16; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
 			return 0;
 	return 1;
 }
 
+#define CACHE_TAIL (1 + 16 + 1 + 16 + 8) /* "-<id>-<fingerprint>.sprites" */
+
+/* Whether name is "<folder>-<id>-<16 hex digits>.sprites" (folder not empty). */
+static int cache_name_of(const char *name, uint64_t id)
+{
+	char tag[24];
+	size_t n = strlen(name);
+	if (n <= CACHE_TAIL || strcmp(name + n - 8, ".sprites") != 0)
+		return 0;
+	snprintf(tag, sizeof tag, "-%016llx-", (unsigned long long)id);
+	return memcmp(name + n - CACHE_TAIL, tag, 18) == 0 && is_hex16(name + n - CACHE_TAIL + 18);
+}
+
+/*
+ * Whether name is "<folder>-<16 hex digits>.sprites", the cache store name of
+ * earlier versions (folder, then the fingerprint, no source id).
+ */
+static int old_cache_name_of(const char *name, const char *folder, size_t folder_len)
+{
+	return strlen(name) == folder_len + 1 + 16 + 8 && !memcmp(name, folder, folder_len) &&
+	       name[folder_len] == '-' && is_hex16(name + folder_len + 1) &&
+	       !strcmp(name + folder_len + 17, ".sprites");
+}
+
+/*
+ * Whether the regular file name in dirfd is a sprite store (its magic), and,
+ * when folder is given, one whose data set name is folder's as the packer of
+ * the old naming wrote it (cut to 63 bytes). The name check keeps the store
+ * of another folder whose name happens to read as "<folder>-<hex>"
+ * ("data-<id>-<fingerprint>.sprites" is also the old name of a folder called
+ * "data-<id>").
+ */
+static int is_store_of(int dirfd, const char *name, const char *folder, size_t folder_len)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct sprite_header h;
+	struct stat st;
+	int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		  sprite_pread_full(fd, &h, sizeof h, 0) == 0 &&
+		  !memcmp(h.magic, SPRITE_MAGIC, sizeof h.magic);
+	close(fd);
+	if (yes && folder) {
+		size_t nl = folder_len < SPRITE_NAME_MAX - 1 ? folder_len : SPRITE_NAME_MAX - 1;
+		yes = !memcmp(h.name, folder, nl) && h.name[nl] == 0;
+	}
+	return yes;
+}
+
 int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
 {
+	if (!cache_name_of(keep, source_id) || strchr(keep, '/'))
+		return -EINVAL;
+	size_t folder_len = strlen(keep) - CACHE_TAIL; /* keep starts with the folder's name */
 	DIR *d = opendir(dir);
 	if (!d)
 		return -errno;
@@ -1169,7 +1214,8 @@ int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		struct stat st;
-		if (!strcmp(de->d_name, keep) || !cache_name_of(de->d_name, source_id) ||
+		int old = old_cache_name_of(de->d_name, keep, folder_len);
+		if (!strcmp(de->d_name, keep) || (!old && !cache_name_of(de->d_name, source_id)) ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
@@ -1178,7 +1224,8 @@ int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
 		    (st.st_mtim.tv_sec == ks.st_mtim.tv_sec &&
 		     st.st_mtim.tv_nsec >= ks.st_mtim.tv_nsec))
 			continue;
-		if (served_by_a_mount(de->d_name))
+		if (!is_store_of(dirfd(d), de->d_name, old ? keep : NULL, folder_len) ||
+		    served_by_a_mount(de->d_name))
 			continue;
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			n++;

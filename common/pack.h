@@ -82,11 +82,18 @@ int sprite_cache_remove_stale(const char *dir);
 uint64_t sprite_cache_source_id(const char *real_path);
 
 /*
- * After a new cache store keep (a file name in dir) was written: remove the
- * stores in dir made from the same source (same source id), older than keep
- * and not the store of a spritefs mount (/proc/self/mountinfo). Stores of
- * other sources, and names of any other form, are never touched. Returns the
- * number removed, or -errno when dir cannot be read.
+ * With keep, the cache store of a source just packed or taken from the cache
+ * (a file name in dir, "<folder>-<source id>-<fingerprint>.sprites"): remove
+ * the other stores in dir of that source that are older than keep and not
+ * the store of a spritefs mount (/proc/self/mountinfo). They are the stores
+ * named with the same source id, and those of the earlier naming,
+ * "<folder>-<fingerprint>.sprites" with the same folder name, whose data
+ * set name is that folder's too: that naming carries no source id, and no
+ * version that reads the cache now looks such a name up, so they are of no
+ * use to any folder of that name. Only regular files that begin as a sprite
+ * store are removed; stores of other sources, and names of any other form,
+ * are never touched. Returns the number removed, -EINVAL when keep is not
+ * such a name, or -errno when dir or keep cannot be read.
  */
 int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id);
 

@@ -172,6 +172,18 @@ static void on_skip(void *ctx, const char *path, const char *why)
 }
 
 /*
+ * The folder's other stores in the cache (older contents, or the earlier
+ * naming) are of no more use once one of its stores is packed or taken from
+ * the cache; those that a mount served at the last pack go at the next use.
+ */
+static void prune_cache(const char *dir, const char *store, uint64_t id, const char *source)
+{
+	int r = sprite_cache_prune(dir, strrchr(store, '/') + 1, id);
+	if (r > 0)
+		fprintf(stderr, "spritefs: removed %d older cache store(s) of %s\n", r, source);
+}
+
+/*
  * Pack an image folder into the cache (once per content fingerprint) and
  * put the store's path in out. A new store replaces the folder's older ones
  * (sprite_cache_prune; the name carries a hash of the folder's real path).
@@ -214,6 +226,7 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	if (access(out, F_OK) == 0) {
 		if (sprite_store_open(out, &s, err) == 0) {
 			sprite_store_close(s);
+			prune_cache(dir, out, id, source);
 			return 0; /* packed before, source unchanged */
 		}
 		fprintf(stderr, "spritefs: %s: %s; packing again\n", out, err);
@@ -245,10 +258,7 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	}
 	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
 		rep.packed, skipped, rep.seconds);
-	/* The stores of this folder's earlier contents are of no more use. */
-	r = sprite_cache_prune(dir, strrchr(out, '/') + 1, id);
-	if (r > 0)
-		fprintf(stderr, "spritefs: removed %d older cache store(s) of %s\n", r, source);
+	prune_cache(dir, out, id, source);
 	return 0;
 }
 

@@ -2,7 +2,9 @@
 # mount_source.sh - SOURCE other than a store: an image folder is packed on
 # first mount into a cache store (cachedir=), reused while the folder is
 # unchanged and packed again when it changes; its images come back exactly
-# from by-class/. With no SOURCE the mount serves Fashion-MNIST from
+# from by-class/. The folder's other stores in the cache (older contents, the
+# earlier naming) go when one is packed or reused, unless a mount serves them;
+# other folders' stores and files that are not stores stay. With no SOURCE the mount serves Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
@@ -58,13 +60,25 @@ print("image folder: every image served exactly")
 PY
 sfs_umount "$T/mnt"
 
-# stores of other folders (another source id, the old naming) are never pruned
+# stores of other folders, and files that are not stores, are never pruned; stores
+# of this folder under the earlier naming (<folder>-<fingerprint>.sprites) are,
+# unless a mount serves them
 other="$T/cache/src-0123456789abcdef-0123456789abcdef.sprites"
 touch -d '2 days ago' "$other" "$T/cache/src-0123456789abcdef.sprites"
+for f in src-00000000000000a1 src-00000000000000b1 other-00000000000000c1; do
+	cp "$store" "$T/cache/$f.sprites"
+	touch -d '2 days ago' "$T/cache/$f.sprites"
+done
+sfs_mount "$T/old.log" "$T/cache/src-00000000000000b1.sprites" "$T/mnt0"
+pid0=$SFS_PID
 
 sfs_mount "$T/second.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
 grep -q "packing" "$T/second.log" && fail "second mount packed again"
 echo "unchanged folder: cache store reused"
+grep -q "removed 1 older cache store" "$T/second.log" || fail "no prune on reuse: $(cat "$T/second.log")"
+[[ -e $T/cache/src-00000000000000a1.sprites ]] && fail "a store of the earlier naming was kept"
+[[ -f $T/cache/src-00000000000000b1.sprites ]] || fail "a store of the earlier naming served by a mount was pruned"
+echo "earlier naming: pruned, unless mounted"
 pid2=$SFS_PID
 
 # packed again while the first store is still mounted: that one is kept
@@ -76,17 +90,28 @@ grep -q '"count": 121' "$T/mnt3/dataset.json" || fail "new image not served"
 sfs_umount "$T/mnt3"
 SFS_PID=$pid2
 sfs_umount "$T/mnt"
+SFS_PID=$pid0
+sfs_umount "$T/mnt0"
 echo "changed folder: packed again"
 
-# packed again with nothing mounted: the older stores of this folder go
+# taken from the cache with nothing mounted: the stores that were served go
+sfs_mount "$T/reuse.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
+grep -q "packing" "$T/reuse.log" && fail "unchanged folder packed again"
+grep -q "removed 2 older cache store" "$T/reuse.log" || fail "no prune on reuse: $(cat "$T/reuse.log")"
+[[ -e $store || -e $T/cache/src-00000000000000b1.sprites ]] && fail "stores no longer served were kept: $(ls "$T/cache")"
+sfs_umount "$T/mnt"
+
+# packed again: the older store of this folder goes
 cp "$T/src/train/cat/000.png" "$T/src/train/cat/998.png"
 sfs_mount "$T/fourth.log" "$T/src" "$T/mnt" -o cachedir="$T/cache"
-grep -q "removed 2 older cache store" "$T/fourth.log" || fail "no prune: $(cat "$T/fourth.log")"
+grep -q "removed 1 older cache store" "$T/fourth.log" || fail "no prune: $(cat "$T/fourth.log")"
 sfs_umount "$T/mnt"
 mine=$(ls "$T/cache" | grep -c "^src-[0-9a-f]\{16\}-[0-9a-f]\{16\}\.sprites$")
 [[ $mine -eq 2 ]] || fail "cache holds $mine stores named like this folder's, want the new one and the other folder's: $(ls "$T/cache")"
-[[ -f $other && -f $T/cache/src-0123456789abcdef.sprites ]] ||
-	fail "a store of another folder was pruned: $(ls "$T/cache")"
+[[ -f $other && -f $T/cache/src-0123456789abcdef.sprites && -f $T/cache/other-00000000000000c1.sprites ]] ||
+	fail "a store of another folder, or a file that is not a store, was pruned: $(ls "$T/cache")"
+[[ $(ls "$T/cache" | grep -c "^src-[0-9a-f]\{16\}\.sprites$") -eq 1 ]] ||
+	fail "stores of the earlier naming left: $(ls "$T/cache")"
 echo "older cache stores of the folder pruned, others kept"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then

@@ -6,14 +6,17 @@
  * on_skip called in source order with the reasons, the progress counter
  * reaching the total, jobs = 0 (all cores), labels and sample order read
  * back from the store, strict mode, a data set name too long for the header
- * refused, and a fingerprint that is stable and
- * changes when a file is added, removed, rewritten or renamed.
+ * refused, a fingerprint that is stable and changes when a file is added,
+ * removed, rewritten or renamed, and which files of a cache folder
+ * sprite_cache_prune removes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tiffio.h>
@@ -70,6 +73,158 @@ static void sub(const char *rel)
 	char p[512];
 	snprintf(p, sizeof p, "%s/%s", dir, rel);
 	mkdir(p, 0755);
+}
+
+/* Write dir/cache/name as a copy of from (NULL: a text file) with its mtime age seconds ago. */
+static void place(const char *name, const char *from, long age)
+{
+	char p[700], buf[1 << 16];
+	snprintf(p, sizeof p, "%s/cache/%s", dir, name);
+	FILE *out = fopen(p, "w");
+	if (!out) {
+		fprintf(stderr, "setup: %s: %s\n", p, strerror(errno));
+		exit(1);
+	}
+	if (from) {
+		FILE *in = fopen(from, "r");
+		size_t n;
+		while (in && (n = fread(buf, 1, sizeof buf, in)) > 0)
+			fwrite(buf, 1, n, out);
+		if (in)
+			fclose(in);
+	} else {
+		fputs("not a store\n", out);
+	}
+	fclose(out);
+	struct timespec ts[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+	utimensat(AT_FDCWD, p, ts, 0);
+}
+
+static int in_cache(const char *name)
+{
+	char p[700];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/cache/%s", dir, name);
+	return lstat(p, &st) == 0;
+}
+
+/* A store of src whose data set name is name, at dir/<file>; its path in out. */
+static void named_store(const char *src, const char *name, const char *file, char *out, size_t cap)
+{
+	char err[SPRITE_ERR_MAX];
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .name = name};
+	snprintf(out, cap, "%s/%s", dir, file);
+	if (sprite_pack(src, out, &o, NULL, err) < 0) {
+		fprintf(stderr, "setup: %s\n", err);
+		exit(1);
+	}
+}
+
+/*
+ * sprite_cache_prune: the older stores of the source (same id), and the
+ * stores of the earlier naming "<folder>-<fingerprint>.sprites" of the same
+ * folder name, go; nothing else does. (A store a mount serves is kept:
+ * mount_source.sh, which mounts.)
+ */
+static void check_cache_prune(const char *src)
+{
+	char p[700], src_store[600], data_store[600], long_store[600];
+	snprintf(p, sizeof p, "%s/cache", dir);
+	mkdir(p, 0755);
+	named_store(src, "src", "named-src.sprites", src_store, sizeof src_store);
+	const long day = 86400;
+	static const char *const gone[] = {
+		"src-1111111111111111-00000000000000a1.sprites", /* same id, older */
+		"src-00000000000000b1.sprites",			 /* earlier naming, same folder */
+	};
+	static const char *const kept[] = {
+		"src-2222222222222222-00000000000000c1.sprites", /* another source id */
+		"other-00000000000000d1.sprites", /* earlier naming, another folder */
+		"xsrc-00000000000000d2.sprites",
+		"src-00000000000000D3.sprites", /* not as the packer writes hex */
+		"src-0000000000000d4.sprites",	/* 15 digits */
+		"src-00000000000000d5.sprites.tmp.1",
+		"src-00000000000000d6.sprites.bak",
+		"src-1111111111111111-00000000000000d7.sprite",
+	};
+	place("src-1111111111111111-00000000000000f0.sprites", src_store, 0); /* keep */
+	for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+		place(gone[i], src_store, 2 * day);
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+		place(kept[i], src_store, 2 * day);
+	place("src-00000000000000e1.sprites", NULL, 2 * day);	/* not a store */
+	place("src-00000000000000e2.sprites", src_store, -day); /* newer than keep */
+	place("src-1111111111111111-00000000000000e3.sprites", src_store, -day);
+	place("src-1111111111111111-00000000000000e4.sprites", NULL, 2 * day);
+	place("target.sprites", src_store, 2 * day);
+	snprintf(p, sizeof p, "%s/cache/src-00000000000000e5.sprites", dir); /* a link: kept */
+	CHECK(symlink("target.sprites", p) == 0, "symlink %s", strerror(errno));
+	snprintf(p, sizeof p, "%s/cache/src-00000000000000e6.sprites", dir); /* a folder: kept */
+	mkdir(p, 0755);
+
+	snprintf(p, sizeof p, "%s/cache", dir);
+	CHECK(sprite_cache_prune(p, "src-f0.sprites", 0x1111111111111111ull) == -EINVAL,
+	      "a keep name of another form is refused");
+	CHECK(sprite_cache_prune(p, "src-2222222222222222-00000000000000c1.sprites",
+				 0x1111111111111111ull) == -EINVAL,
+	      "a keep name of another source id is refused");
+	int r = sprite_cache_prune(p, "src-1111111111111111-00000000000000f0.sprites",
+				   0x1111111111111111ull);
+	CHECK(r == 2, "pruned %d stores, want 2", r);
+	for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+		CHECK(!in_cache(gone[i]), "%s was kept", gone[i]);
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+		CHECK(in_cache(kept[i]), "%s was removed", kept[i]);
+	/* and those placed apart: keep, not a store, newer than keep, a link, a folder */
+	static const char *const kept2[] = {
+		"src-1111111111111111-00000000000000f0.sprites",
+		"src-00000000000000e1.sprites",
+		"src-00000000000000e2.sprites",
+		"src-1111111111111111-00000000000000e3.sprites",
+		"src-1111111111111111-00000000000000e4.sprites",
+		"src-00000000000000e5.sprites",
+		"src-00000000000000e6.sprites",
+		"target.sprites",
+	};
+	for (size_t i = 0; i < sizeof kept2 / sizeof kept2[0]; i++)
+		CHECK(in_cache(kept2[i]), "%s was removed", kept2[i]);
+
+	/*
+	 * A folder named "data-<16 hex>": "data-<hex>-<hex>.sprites" is both the
+	 * earlier name of one of its stores and a store name of a folder "data";
+	 * the data set name in the store tells them apart.
+	 */
+	named_store(src, "data", "named-data.sprites", data_store, sizeof data_store);
+	place("data-0123456789abcdef-3333333333333333-00000000000000f1.sprites", src_store, 0);
+	place("data-0123456789abcdef-00000000000000a2.sprites", data_store, 2 * day);
+	named_store(src, "data-0123456789abcdef", "named-data2.sprites", data_store,
+		    sizeof data_store);
+	place("data-0123456789abcdef-00000000000000a3.sprites", data_store, 2 * day);
+	r = sprite_cache_prune(p, "data-0123456789abcdef-3333333333333333-00000000000000f1.sprites",
+			       0x3333333333333333ull);
+	CHECK(r == 1 && in_cache("data-0123456789abcdef-00000000000000a2.sprites") &&
+		      !in_cache("data-0123456789abcdef-00000000000000a3.sprites"),
+	      "folder data-<hex>: pruned %d, the store named data %s, data-<hex>'s %s", r,
+	      in_cache("data-0123456789abcdef-00000000000000a2.sprites") ? "kept" : "removed",
+	      in_cache("data-0123456789abcdef-00000000000000a3.sprites") ? "kept" : "removed");
+
+	/* a folder name over 63 bytes: the earlier packer cut the data set name bytewise */
+	char folder[80], name[160], cut[64];
+	memset(folder, 'f', 70);
+	folder[68] = (char)0xc3; /* a 2-byte character over the cut does not matter here */
+	folder[69] = (char)0xa9;
+	folder[70] = 0;
+	memcpy(cut, folder, 63);
+	cut[63] = 0;
+	named_store(src, cut, "named-long.sprites", long_store, sizeof long_store);
+	snprintf(name, sizeof name, "%s-4444444444444444-00000000000000f2.sprites", folder);
+	place(name, src_store, 0);
+	snprintf(name, sizeof name, "%s-00000000000000a4.sprites", folder);
+	place(name, long_store, 2 * day);
+	snprintf(name, sizeof name, "%s-4444444444444444-00000000000000f2.sprites", folder);
+	r = sprite_cache_prune(p, name, 0x4444444444444444ull);
+	snprintf(name, sizeof name, "%s-00000000000000a4.sprites", folder);
+	CHECK(r == 1 && !in_cache(name), "long folder name: pruned %d", r);
 }
 
 int main(void)
@@ -177,6 +332,8 @@ int main(void)
 	      "64-byte name: r=%d err=%s", r, err);
 	CHECK(access(store3, F_OK) != 0, "64-byte name left a store");
 	o.name = NULL;
+
+	check_cache_prune(src);
 
 	/* fingerprint */
 	uint64_t f1, f2;
