@@ -1106,9 +1106,94 @@ int sprite_cache_remove_stale(const char *dir)
 	return n;
 }
 
-uint64_t sprite_cache_source_id(const char *real_path)
+uint64_t sprite_cache_source_id(const char *path)
 {
-	return XXH3_64bits(real_path, strlen(real_path));
+	return XXH3_64bits(path, strlen(path));
+}
+
+/* The rest of path below dir ("" or "/..."), or NULL when path is not dir or under it. */
+static const char *path_below(const char *path, const char *dir)
+{
+	if (!strcmp(dir, "/"))
+		return path[0] != '/' ? NULL : path[1] ? path : path + 1;
+	size_t n = strlen(dir);
+	return !strncmp(path, dir, n) && (path[n] == '/' || !path[n]) ? path + n : NULL;
+}
+
+/* dir followed by rest (as path_below gives it) into out; 0, or -ENAMETOOLONG. */
+static int path_join(char *out, const char *dir, const char *rest)
+{
+	int n = snprintf(out, PATH_MAX, "%s%s", strcmp(dir, "/") || !rest[0] ? dir : "", rest);
+	return n < PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+/* The ID of the mount that holds the open file fd (/proc/self/fdinfo), or 0. */
+static unsigned long mount_id_of(int fd)
+{
+	char p[64], line[256];
+	unsigned long id = 0;
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
+	FILE *f = fopen(p, "re");
+	while (f && fgets(line, sizeof line, f) && sscanf(line, "mnt_id: %lu", &id) != 1)
+		;
+	if (f)
+		fclose(f);
+	return id;
+}
+
+/*
+ * The real path's folder seen through the mount of its filesystem that shows
+ * the most of it (the shortest mounted root; of equals, the first mount
+ * point in byte order, whatever order they were mounted in): a bind mount's
+ * path is taken back to where its folder shows without it. real stays as it
+ * is where /proc does not tell.
+ */
+static void unbind(const char *real, char *out)
+{
+	struct sprite_mount *v = malloc(3 * sizeof *v), *held, *best, *m;
+	char fsp[PATH_MAX]; /* the folder's path within its filesystem */
+	int fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	unsigned long id = fd >= 0 ? mount_id_of(fd) : 0;
+	FILE *f = id && v ? fopen("/proc/self/mountinfo", "re") : NULL;
+	const char *rest;
+	int found = 0;
+	snprintf(out, PATH_MAX, "%s", real);
+	if (fd >= 0)
+		close(fd);
+	if (!f)
+		goto out;
+	held = v;
+	best = v + 1;
+	m = v + 2;
+	while (!found && sprite_mountinfo_next(f, held))
+		found = held->id == id;
+	if (!found || !(rest = path_below(real, held->point)) ||
+	    path_join(fsp, held->root, rest) < 0)
+		goto out;
+	*best = *held;
+	rewind(f);
+	while (sprite_mountinfo_next(f, m)) {
+		size_t a = strlen(m->root), b = strlen(best->root);
+		if (!strcmp(m->dev, held->dev) && path_below(fsp, m->root) &&
+		    (a < b || (a == b && strcmp(m->point, best->point) < 0)))
+			*best = *m;
+	}
+	/* (fsp is below held's root, so below best's) */
+	if (path_join(out, best->point, path_below(fsp, best->root)) < 0)
+		snprintf(out, PATH_MAX, "%s", real);
+out:
+	if (f)
+		fclose(f);
+	free(v);
+}
+
+int sprite_cache_source_path(const char *source, char *out)
+{
+	char real[PATH_MAX];
+	if (!realpath(source, real))
+		return -errno;
+	unbind(real, out);
+	return 0;
 }
 
 /*

@@ -76,10 +76,25 @@ int sprite_cache_remove_stale(const char *dir);
 
 /*
  * Cache stores are named "<folder>-<source id>-<fingerprint>.sprites", both
- * 16 hex digits: the source id is an XXH3 of the source folder's real path
- * (this function), the fingerprint sprite_pack_fingerprint()'s.
+ * 16 hex digits: the fingerprint is sprite_pack_fingerprint()'s, the source
+ * id an XXH3 of the source folder's canonical path (sprite_cache_source_id
+ * of sprite_cache_source_path), and folder that path's last part.
+ *
+ * The canonical path is the same whichever way the folder is reached: its
+ * real path (symbolic links, "." and ".." resolved), and, for a folder
+ * reached through a bind mount, its path under the mount of the same
+ * filesystem that shows the most of it (mountinfo: the shortest mounted
+ * root, then the first mount point in byte order). A path, rather than the
+ * folder's st_dev/st_ino: device numbers of NFS, FUSE, overlay, btrfs
+ * subvolumes and device-mapper volumes are handed out at mount time and
+ * can change at the next boot, and a changed id would pack the folder again
+ * and leave the old store behind for good (it is no longer the same
+ * source); a path also survives a copy that keeps the folder where it was
+ * (restored from a backup). Returns 0 with out (PATH_MAX bytes) set, or
+ * -errno when source has no real path.
  */
-uint64_t sprite_cache_source_id(const char *real_path);
+int sprite_cache_source_path(const char *source, char *out);
+uint64_t sprite_cache_source_id(const char *path);
 
 /*
  * With keep, the cache store of a source just packed or taken from the cache

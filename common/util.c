@@ -461,9 +461,11 @@ int sprite_mountinfo_next(FILE *f, struct sprite_mount *m)
 	while (fgets(line, sizeof line, f)) {
 		/* ID PARENT DEV ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS */
 		const char *sep = strstr(line, " - ");
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", m->dev, m->point) != 2 || !sep ||
-		    sscanf(sep + 3, "%63s %4095s", m->type, m->source) != 2)
+		if (sscanf(line, "%lu %*s %31s %4095s %4095s", &m->id, m->dev, m->root, m->point) !=
+			    4 ||
+		    !sep || sscanf(sep + 3, "%63s %4095s", m->type, m->source) != 2)
 			continue;
+		sprite_mountinfo_unescape(m->root);
 		sprite_mountinfo_unescape(m->point);
 		sprite_mountinfo_unescape(m->source);
 		return 1;

@@ -43,7 +43,9 @@ void sprite_mountinfo_unescape(char *s);
 
 /* One line of /proc/self/mountinfo, the fields spritefs uses, unescaped. */
 struct sprite_mount {
+	unsigned long id;  /* the mount's ID (as /proc/PID/fdinfo's mnt_id names it) */
 	char dev[32];	   /* "major:minor" */
+	char root[4096];   /* the folder of its filesystem that is mounted ("/": all) */
 	char point[4096];  /* where it is mounted */
 	char type[64];	   /* "ext4", "fuse.spritefs" */
 	char source[4096]; /* what is mounted: a device, or spritefs's store path */

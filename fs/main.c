@@ -185,8 +185,9 @@ static void prune_cache(const char *dir, const char *store, uint64_t id, const c
 
 /*
  * Pack an image folder into the cache (once per content fingerprint) and
- * put the store's path in out. A new store replaces the folder's older ones
- * (sprite_cache_prune; the name carries a hash of the folder's real path).
+ * put the store's path in out. The name carries a hash of the folder's
+ * canonical path (sprite_cache_source_path), so that the folder has one
+ * store whatever path it is given by, and a new one replaces its older ones.
  */
 static int packed_store(const char *source, const char *cachedir, char *out, size_t cap)
 {
@@ -213,10 +214,19 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 			strerror(-r));
 		return -1;
 	}
-	char real[PATH_MAX];
-	const char *base = realpath(source, real) ? strrchr(real, '/') : NULL;
-	uint64_t id = sprite_cache_source_id(base ? real : source);
+	/* One folder, one name, whether reached by a link, "..", or a bind mount. */
+	char canon[PATH_MAX], name[SPRITE_NAME_MAX];
+	r = sprite_cache_source_path(source, canon);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", source, strerror(-r));
+		return -1;
+	}
+	uint64_t id = sprite_cache_source_id(canon);
+	const char *base = strrchr(canon, '/');
 	base = base && base[1] ? base + 1 : "dataset";
+	size_t nl = sprite_utf8_cut(base, sizeof(name) - 1);
+	memcpy(name, base, nl);
+	name[nl] = 0;
 	if (snprintf(out, cap, "%s/%s-%016" PRIx64 "-%016" PRIx64 ".sprites", dir, base, id, fp) >=
 	    (int)cap) {
 		fprintf(stderr, "spritefs: cache path too long\n");
@@ -238,8 +248,12 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
 	unsigned long skipped = 0;
-	struct sprite_pack_options o = {
-		.codec = SPRITE_CODEC_LZ4, .progress = &prog, .on_skip = on_skip, .ctx = &skipped};
+	/* The data set name too is the folder's, not that of the path it was reached by. */
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
+					.name = name,
+					.progress = &prog,
+					.on_skip = on_skip,
+					.ctx = &skipped};
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));

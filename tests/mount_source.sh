@@ -4,7 +4,9 @@
 # unchanged and packed again when it changes; its images come back exactly
 # from by-class/. The folder's other stores in the cache (older contents, the
 # earlier naming) go when one is packed or reused, unless a mount serves them;
-# other folders' stores and files that are not stores stay. With no SOURCE the mount serves Fashion-MNIST from
+# other folders' stores and files that are not stores stay. The folder
+# reached by a symbolic link, "..", or (as root) a bind mount has the same
+# store. With no SOURCE the mount serves Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
@@ -59,6 +61,38 @@ for split in ("train", "test"):
 print("image folder: every image served exactly")
 PY
 sfs_umount "$T/mnt"
+
+# the same folder by another path (a symbolic link, "..", a bind mount): the same store
+ln -s src "$T/link"
+ways=("$T/link" "$T/src/../src" "$T/src/")
+if [[ $(id -u) -ne 0 ]]; then
+	echo "note: not root: the bind mount is not checked"
+else
+	mkdir -p "$T/bind"
+	MOUNTS+=("$T/bind")
+	mount --bind "$T/src" "$T/bind" || fail "mount --bind $T/src $T/bind"
+	ways+=("$T/bind")
+fi
+for w in "${ways[@]}"; do
+	sfs_mount "$T/way.log" "$w" "$T/mnt" -o cachedir="$T/cache"
+	grep -q "packing" "$T/way.log" && fail "$w: packed again, not the store of $T/src: $(ls "$T/cache")"
+	grep -q '"name": "src"' "$T/mnt/dataset.json" || fail "$w: data set name: $(head -c 200 "$T/mnt/dataset.json")"
+	sfs_umount "$T/mnt"
+done
+[[ $(ls "$T/cache" | grep -c '\.sprites$') -eq 1 ]] || fail "more than one store for one folder: $(ls "$T/cache")"
+if [[ -d $T/bind ]]; then
+	umount "$T/bind" || fail "umount $T/bind"
+	# packed by the bind mount's path first, the store is the folder's all the same
+	mkdir -p "$T/cache-b"
+	mount --bind "$T/src" "$T/bind" || fail "mount --bind $T/src $T/bind"
+	sfs_mount "$T/bind.log" "$T/bind" "$T/mnt" -o cachedir="$T/cache-b"
+	grep -q '"name": "src"' "$T/mnt/dataset.json" || fail "packed by the bind mount: $(head -c 200 "$T/mnt/dataset.json")"
+	sfs_umount "$T/mnt"
+	umount "$T/bind" || fail "umount $T/bind"
+	[[ $(ls "$T/cache-b") == "$(basename "$store")" ]] ||
+		fail "packed by the bind mount: $(ls "$T/cache-b"), not $(basename "$store")"
+fi
+echo "one store whichever path the folder is given by"
 
 # stores of other folders, and files that are not stores, are never pruned; stores
 # of this folder under the earlier naming (<folder>-<fingerprint>.sprites) are,

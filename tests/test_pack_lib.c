@@ -7,11 +7,13 @@
  * reaching the total, jobs = 0 (all cores), labels and sample order read
  * back from the store, strict mode, a data set name too long for the header
  * refused, a fingerprint that is stable and changes when a file is added,
- * removed, rewritten or renamed, and which files of a cache folder
- * sprite_cache_prune removes.
+ * removed, rewritten or renamed, which files of a cache folder
+ * sprite_cache_prune removes, and one canonical path for a folder reached
+ * by a symbolic link or "..".
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +229,28 @@ static void check_cache_prune(const char *src)
 	CHECK(r == 1 && !in_cache(name), "long folder name: pruned %d", r);
 }
 
+/*
+ * sprite_cache_source_path: one path for a folder whichever way it is given
+ * (a bind mount too: mount_source.sh, which mounts).
+ */
+static void check_source_path(const char *src)
+{
+	char canon[PATH_MAX], other[PATH_MAX], p[600];
+	CHECK(sprite_cache_source_path(src, canon) == 0 && canon[0] == '/' &&
+		      !strcmp(strrchr(canon, '/'), "/src"),
+	      "canonical path of %s: %s", src, canon);
+	snprintf(p, sizeof p, "%s/link", dir);
+	CHECK(symlink("src", p) == 0, "symlink: %s", strerror(errno));
+	const char *const ways[] = {"/link", "/link/", "/src/../src", "/./src/.", "//src"};
+	for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+		snprintf(p, sizeof p, "%s%s", dir, ways[i]);
+		CHECK(sprite_cache_source_path(p, other) == 0 && !strcmp(other, canon),
+		      "%s: %s, not %s", p, other, canon);
+	}
+	snprintf(p, sizeof p, "%s/nosuch", dir);
+	CHECK(sprite_cache_source_path(p, other) == -ENOENT, "a missing folder");
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "%s/test_pack_lib.XXXXXX",
@@ -334,6 +358,7 @@ int main(void)
 	o.name = NULL;
 
 	check_cache_prune(src);
+	check_source_path(src);
 
 	/* fingerprint */
 	uint64_t f1, f2;

@@ -851,18 +851,20 @@ static void check_mountinfo_unescape(void)
 	FILE *f = tmpfile();
 	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 /dev/sda1 rw\n"
 	      "not a mountinfo line\n"
-	      "90 36 0:52 / /mnt/s rw - fuse.spritefs /var/x\\040y.sprites ro,user_id=0\n",
+	      "90 36 0:52 /d\\011ir /mnt/s rw - fuse.spritefs /var/x\\040y.sprites ro,user_id=0\n",
 	      f);
 	rewind(f);
 	struct sprite_mount m;
-	CHECK(sprite_mountinfo_next(f, &m) == 1 && !strcmp(m.dev, "98:0") &&
-		      !strcmp(m.point, "/mnt/a b") && !strcmp(m.type, "ext4") &&
-		      !strcmp(m.source, "/dev/sda1"),
-	      "mountinfo line 1: %s %s %s %s", m.dev, m.point, m.type, m.source);
-	CHECK(sprite_mountinfo_next(f, &m) == 1 && !strcmp(m.dev, "0:52") &&
-		      !strcmp(m.point, "/mnt/s") && !strcmp(m.type, "fuse.spritefs") &&
-		      !strcmp(m.source, "/var/x y.sprites"),
-	      "mountinfo line 3: %s %s %s %s", m.dev, m.point, m.type, m.source);
+	CHECK(sprite_mountinfo_next(f, &m) == 1 && m.id == 36 && !strcmp(m.dev, "98:0") &&
+		      !strcmp(m.root, "/") && !strcmp(m.point, "/mnt/a b") &&
+		      !strcmp(m.type, "ext4") && !strcmp(m.source, "/dev/sda1"),
+	      "mountinfo line 1: %lu %s %s %s %s %s", m.id, m.dev, m.root, m.point, m.type,
+	      m.source);
+	CHECK(sprite_mountinfo_next(f, &m) == 1 && m.id == 90 && !strcmp(m.dev, "0:52") &&
+		      !strcmp(m.root, "/d\tir") && !strcmp(m.point, "/mnt/s") &&
+		      !strcmp(m.type, "fuse.spritefs") && !strcmp(m.source, "/var/x y.sprites"),
+	      "mountinfo line 3: %lu %s %s %s %s %s", m.id, m.dev, m.root, m.point, m.type,
+	      m.source);
 	CHECK(sprite_mountinfo_next(f, &m) == 0, "mountinfo: a line after the last");
 	fclose(f);
 }
