@@ -227,7 +227,8 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	size_t nl = sprite_utf8_cut(base, sizeof(name) - 1);
 	memcpy(name, base, nl);
 	name[nl] = 0;
-	if (snprintf(out, cap, "%s/%s-%016" PRIx64 "-%016" PRIx64 ".sprites", dir, base, id, fp) >=
+	/* The file name's folder part is the data set name, cut to fit (NAME_MAX). */
+	if (snprintf(out, cap, "%s/%s-%016" PRIx64 "-%016" PRIx64 ".sprites", dir, name, id, fp) >=
 	    (int)cap) {
 		fprintf(stderr, "spritefs: cache path too long\n");
 		return -1;

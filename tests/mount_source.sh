@@ -148,6 +148,19 @@ mine=$(ls "$T/cache" | grep -c "^src-[0-9a-f]\{16\}-[0-9a-f]\{16\}\.sprites$")
 	fail "stores of the earlier naming left: $(ls "$T/cache")"
 echo "older cache stores of the folder pruned, others kept"
 
+# a folder name longer than a file name can hold with the store's suffix: the
+# cache store's folder part (and the data set name) is cut between characters
+long=$(printf 'é%.0s' $(seq 110))x
+mkdir -p "$T/$long"
+cp -r "$T/src/train" "$T/$long/"
+mkdir -p "$T/cache-l"
+sfs_mount "$T/long.log" "$T/$long" "$T/mnt" -o cachedir="$T/cache-l"
+lstore=$(ls "$T/cache-l")
+[[ $lstore == "$(printf 'é%.0s' $(seq 31))-"[0-9a-f]*.sprites ]] || fail "long folder name: cache store $lstore"
+grep -q "\"name\": \"$(printf 'é%.0s' $(seq 31))\"" "$T/mnt/dataset.json" || fail "long folder name: $(head -c 300 "$T/mnt/dataset.json")"
+sfs_umount "$T/mnt"
+echo "folder name of 221 bytes: store named by its first 62 bytes"
+
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	mkdir -p "$T/mnt"
 	MOUNTS+=("$T/mnt")
