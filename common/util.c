@@ -297,6 +297,53 @@ int sprite_mkdir_p(const char *path)
 	return 0;
 }
 
+/* ---- names in messages ------------------------------------------------ */
+
+const char *sprite_escape(const char *s, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = 0, mark = 0; /* mark: the last cut that leaves room for "..." */
+	if (cap < 4) {
+		if (cap)
+			out[0] = 0;
+		return out;
+	}
+	while (*p) {
+		char one[8]; /* one character as it is shown: at most two \xNN */
+		size_t len = 0, used = 1;
+		int n = sprite_utf8_len(p);
+		if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+			one[len++] = '\\';
+			one[len++] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+		} else if (n == 0 || *p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] < 0xa0)) {
+			used = n == 2 ? 2 : 1; /* a C1 control: both of its bytes */
+			for (size_t i = 0; i < used; i++) {
+				one[len++] = '\\';
+				one[len++] = 'x';
+				one[len++] = hex[p[i] >> 4];
+				one[len++] = hex[p[i] & 15];
+			}
+		} else {
+			used = (size_t)n;
+			memcpy(one, p, used);
+			len = used;
+		}
+		if (k + len > cap - 1) {
+			memcpy(out + mark, "...", 3);
+			out[mark + 3] = 0;
+			return out;
+		}
+		memcpy(out + k, one, len);
+		k += len;
+		if (k + 3 <= cap - 1)
+			mark = k;
+		p += used;
+	}
+	out[k] = 0;
+	return out;
+}
+
 /* ---- folder walk -------------------------------------------------------- */
 
 #define WALK_MAX_DEPTH 32

@@ -52,6 +52,18 @@ int sprite_mountinfo_next(FILE *f, struct sprite_mount *m);
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /*
+ * s made safe to print in a message or a log line: bytes below 0x20, DEL,
+ * the C1 controls (U+0080..U+009F) and bytes that are not well-formed UTF-8
+ * are written as \n, \t, \r or \xNN (the byte, two lower-case hex digits),
+ * a backslash as \\; printable UTF-8 stays as it is. A name read from a
+ * folder can thus neither break a line, forge one, nor steer a terminal, and
+ * different names show differently. Writes into out (cap bytes, NUL
+ * included); what does not fit is cut between two characters, never inside
+ * an escape, and marked "..." (cap < 4: an empty string). Returns out.
+ */
+const char *sprite_escape(const char *s, char *out, size_t cap);
+
+/*
  * Every visible regular file under dir, the way the packer and hntrain read
  * image folders: depth first, the entries of a folder in byte order of their
  * names (files and folders mixed), names starting with '.' left out, symbolic

@@ -9,6 +9,8 @@
  * tested, not just the checksums). Each must fail with the right code and a
  * message naming the problem. The writer must never leave anything under the
  * final name unless finished, and an aborted writer leaves no temp file.
+ * Also the util.c helpers beside them: the checksum, UTF-8 lengths, the
+ * mountinfo reader and sprite_escape.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -806,6 +808,56 @@ static void check_utf8(void)
 		      sprite_utf8_len((const unsigned char *)cases[i].s), cases[i].len);
 }
 
+/*
+ * sprite_escape: what the packer and hntrain print of a path read from a
+ * folder. Control bytes and bytes that are not UTF-8 become escapes, printable
+ * UTF-8 stays, and a cut falls between characters, never inside an escape.
+ */
+static void check_escape(void)
+{
+	static const struct {
+		const char *in;
+		size_t cap;
+		const char *out;
+	} cases[] = {
+		{"/data/train/ant/x.png", 64, "/data/train/ant/x.png"},
+		{"", 64, ""},
+		{"a\nb", 64, "a\\nb"},
+		{"t\tr\r", 64, "t\\tr\\r"},
+		{"back\\slash \\n", 64, "back\\\\slash \\\\n"}, /* a literal \n stays apart */
+		{"\033[31mred\033[0m", 64, "\\x1b[31mred\\x1b[0m"},
+		{"\x01\x1f\x7f", 64, "\\x01\\x1f\\x7f"},
+		{"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64,
+		 "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+		{"nb\xc2\xa0sp", 64, "nb\xc2\xa0sp"},	    /* U+00A0 prints */
+		{"csi\xc2\x9b[2J", 64, "csi\\xc2\\x9b[2J"}, /* a C1 control does not */
+		{"caf\xe9.png", 64, "caf\\xe9.png"},	    /* Latin-1 */
+		{"\xff\xfe", 64, "\\xff\\xfe"},
+		{"\xc0\xaf", 64, "\\xc0\\xaf"},		 /* overlong '/' */
+		{"\xed\xa0\x80", 64, "\\xed\\xa0\\x80"}, /* a surrogate */
+		{"\xe2\x82", 64, "\\xe2\\x82"},		 /* cut short by the end */
+		{"\xe2\x82x", 64, "\\xe2\\x82x"},	 /* ... or by an ASCII byte */
+		{"abcdefg", 8, "abcdefg"},		 /* fits exactly */
+		{"abcdefgh", 8, "abcd..."},
+		{"abc\ndef", 8, "abc..."}, /* not "abc\\..." */
+		{"ab\nc", 8, "ab\\nc"},
+		{"\x01\x02", 8, "\\x01..."},
+		{"\xc3\xa9\xc3\xa9\xc3\xa9", 6, "\xc3\xa9..."}, /* not half an é */
+		{"abcd", 4, "..."},
+		{"abc", 4, "abc"},
+		{"abc", 3, ""},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char out[80]; /* past cap: a write there shows */
+		memset(out, '#', sizeof out);
+		const char *r = sprite_escape(cases[i].in, out, cases[i].cap);
+		CHECK(r == out && !strcmp(out, cases[i].out) && strlen(out) < cases[i].cap,
+		      "escape case %zu: \"%s\", expected \"%s\"", i, out, cases[i].out);
+		CHECK(out[cases[i].cap] == '#', "escape case %zu: wrote past cap %zu", i,
+		      cases[i].cap);
+	}
+}
+
 /* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
 static void check_mountinfo_unescape(void)
 {
@@ -855,6 +907,7 @@ int main(void)
 	check_checksum();
 	check_utf8();
 	check_mountinfo_unescape();
+	check_escape();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
