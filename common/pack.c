@@ -207,10 +207,13 @@ static int walk_item(void *ctx, char *path)
 	return r;
 }
 
-static void walk_loop(void *ctx, const char *path)
+static int walk_loop(void *ctx, const char *path, int unreadable, const char *why)
 {
 	struct walk_ctx *c = ctx;
-	strv_push(c->loops, path); /* out of memory: the loop goes unreported */
+	(void)why;
+	if (!unreadable)
+		strv_push(c->loops, path); /* out of memory: the loop goes unreported */
+	return 0;
 }
 
 struct source {

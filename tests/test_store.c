@@ -10,7 +10,7 @@
  * message naming the problem. The writer must never leave anything under the
  * final name unless finished, and an aborted writer leaves no temp file.
  * Also the util.c helpers beside them: the checksum, UTF-8 lengths, the
- * mountinfo reader and sprite_escape.
+ * mountinfo reader, sprite_escape and sprite_list_dir.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -858,6 +858,67 @@ static void check_escape(void)
 	}
 }
 
+/*
+ * sprite_list_dir: visible entries in byte order, links followed, and what
+ * an entry is when it is neither a file nor a folder.
+ */
+static void check_list_dir(void)
+{
+	char d[300], p[400], q[400];
+	snprintf(d, sizeof d, "%s/list", dir);
+	mkdir(d, 0755);
+	static const char *const files[] = {"b.png", "a\nb", ".hidden", "Z"};
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(p, sizeof p, "%s/%s", d, files[i]);
+		fclose(fopen(p, "w"));
+	}
+	snprintf(p, sizeof p, "%s/sub", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/to-sub", d);
+	CHECK(symlink("sub", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/to-b", d);
+	CHECK(symlink("b.png", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/gone", d);
+	CHECK(symlink("nowhere", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/self", d);
+	CHECK(symlink("self", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/fifo", d);
+	CHECK(mkfifo(p, 0644) == 0, "mkfifo");
+	static const struct {
+		const char *name;
+		char kind;
+		const char *why;
+	} want[] = {
+		{"Z", 'f', NULL},
+		{"a\nb", 'f', NULL},
+		{"b.png", 'f', NULL},
+		{"fifo", 0, "a FIFO, not a file or folder"},
+		{"gone", 0, "a dangling symbolic link"},
+		{"self", 0, NULL}, /* ELOOP: strerror's text */
+		{"sub", 'd', NULL},
+		{"to-b", 'f', NULL},
+		{"to-sub", 'd', NULL},
+	};
+	struct sprite_dirent **v = NULL;
+	size_t n = 0;
+	int r = sprite_list_dir(d, &v, &n);
+	CHECK(r == 0 && n == sizeof want / sizeof want[0], "list: %d, %zu entries", r, n);
+	for (size_t i = 0; r == 0 && i < n && i < sizeof want / sizeof want[0]; i++) {
+		CHECK(!strcmp(v[i]->name, want[i].name) && v[i]->kind == want[i].kind,
+		      "list entry %zu: \"%s\" kind %d, expected \"%s\" kind %d", i, v[i]->name,
+		      v[i]->kind, want[i].name, want[i].kind);
+		CHECK((v[i]->kind == 0) == (v[i]->why != NULL),
+		      "list entry %zu: why %s with kind %d", i, v[i]->why ? v[i]->why : "NULL",
+		      v[i]->kind);
+		if (want[i].why && v[i]->why)
+			CHECK(!strcmp(v[i]->why, want[i].why), "list entry %zu: why \"%s\"", i,
+			      v[i]->why);
+	}
+	sprite_dirents_free(v, n);
+	snprintf(q, sizeof q, "%s/nosuch", d);
+	CHECK(sprite_list_dir(q, &v, &n) == -ENOENT, "list of a missing folder");
+}
+
 /* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
 static void check_mountinfo_unescape(void)
 {
@@ -878,11 +939,14 @@ static void check_mountinfo_unescape(void)
 		CHECK(!strcmp(buf, cases[i].out), "mountinfo case %zu: \"%s\", expected \"%s\"", i,
 		      buf, cases[i].out);
 	}
-	/* whole lines: optional tags before " - ", escapes in point and source, junk passed over */
+	/* whole lines: optional tags before " - ", escapes in point and source,
+	 * junk passed over */
 	FILE *f = tmpfile();
-	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 /dev/sda1 rw\n"
+	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 "
+	      "/dev/sda1 rw\n"
 	      "not a mountinfo line\n"
-	      "90 36 0:52 / /mnt/s rw - fuse.spritefs /var/x\\040y.sprites ro,user_id=0\n",
+	      "90 36 0:52 / /mnt/s rw - fuse.spritefs /var/x\\040y.sprites "
+	      "ro,user_id=0\n",
 	      f);
 	rewind(f);
 	struct sprite_mount m;
@@ -908,16 +972,21 @@ int main(void)
 	check_utf8();
 	check_mountinfo_unescape();
 	check_escape();
+	check_list_dir();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
-		{32, 32, 3, 64, SPRITE_CODEC_LZ4, {128, 64}, 0, 10},  /* full sheets only */
+		{32, 32, 3, 64, SPRITE_CODEC_LZ4, {128, 64}, 0, 10},  /* full sheets
+									 only */
 		{128, 128, 3, 2, SPRITE_CODEC_LZ4, {5, 0}, 1, 10},    /* lz4 cannot shrink noise */
-		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},	      /* one tile per sheet */
+		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},	      /* one tile per sheet
+								       */
 		{16, 16, 1, 0, SPRITE_CODEC_LZ4, {1500, 10}, 0, 300}, /* default 1024, 300 classes
 								       */
-		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split */
-		{224, 224, 3, 0, SPRITE_CODEC_LZ4, {60, 5}, 0, 10},   /* default: 27 a sheet */
+		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split
+								       */
+		{224, 224, 3, 0, SPRITE_CODEC_LZ4, {60, 5}, 0, 10},   /* default: 27 a
+									 sheet */
 	};
 	/* The default sheet: 4 MiB decoded at most, 1..1024 tiles. */
 	CHECK(sprite_default_sheet_tiles(28, 28, 1) == 1024, "28x28: %u",
