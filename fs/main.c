@@ -164,11 +164,23 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, 
 	return 0;
 }
 
+/* The first 10 images skipped and entries ignored by a first-use pack are named (escaped). */
+static void report(unsigned long *n, const char *what, const char *path, const char *why)
+{
+	char shown[4 * PATH_MAX + 4];
+	if ((*n)++ < 10)
+		fprintf(stderr, "spritefs: %s %s: %s\n", what,
+			sprite_escape(path, shown, sizeof shown), why);
+}
+
 static void on_skip(void *ctx, const char *path, const char *why)
 {
-	unsigned long *n = ctx;
-	if ((*n)++ < 10)
-		fprintf(stderr, "spritefs: skipping %s: %s\n", path, why);
+	report(ctx, "skipping", path, why);
+}
+
+static void on_ignore(void *ctx, const char *path, const char *why)
+{
+	report(ctx, "ignoring", path, why);
 }
 
 /*
@@ -224,9 +236,12 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 			dir);
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
-	unsigned long skipped = 0;
-	struct sprite_pack_options o = {
-		.codec = SPRITE_CODEC_LZ4, .progress = &prog, .on_skip = on_skip, .ctx = &skipped};
+	unsigned long named = 0;
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
+					.progress = &prog,
+					.on_skip = on_skip,
+					.on_ignore = on_ignore,
+					.ctx = &named};
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
@@ -243,8 +258,11 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 			err[0] ? err : strerror(-r));
 		return -1;
 	}
-	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
-		rep.packed, skipped, rep.seconds);
+	fprintf(stderr,
+		"spritefs: packed %" PRIu64 " samples (%" PRIu64 " skipped, %" PRIu64
+		" ignored%s) in %.1f s\n",
+		rep.packed, rep.skipped, rep.ignored, named > 10 ? "; the first 10 named" : "",
+		rep.seconds);
 	/* The stores of this folder's earlier contents are of no more use. */
 	r = sprite_cache_prune(dir, strrchr(out, '/') + 1, id);
 	if (r > 0)

@@ -2,7 +2,8 @@
 # mount_source.sh - SOURCE other than a store: an image folder is packed on
 # first mount into a cache store (cachedir=), reused while the folder is
 # unchanged and packed again when it changes; its images come back exactly
-# from by-class/. With no SOURCE the mount serves Fashion-MNIST from
+# from by-class/; what the pack leaves out is named (escaped) and counted.
+# With no SOURCE the mount serves Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
@@ -88,6 +89,26 @@ mine=$(ls "$T/cache" | grep -c "^src-[0-9a-f]\{16\}-[0-9a-f]\{16\}\.sprites$")
 [[ -f $other && -f $T/cache/src-0123456789abcdef.sprites ]] ||
 	fail "a store of another folder was pruned: $(ls "$T/cache")"
 echo "older cache stores of the folder pruned, others kept"
+
+# a first-use pack names what it leaves out (escaped, the first 10) and counts it
+mkdir -p "$T/odd/cat" "$T/odd/dog"
+cp "$T/src/train/cat/000.png" "$T/odd/cat/" && cp "$T/src/train/dog/000.png" "$T/odd/dog/"
+echo "not an image" >"$T/odd/cat/bad"$'\n'"name.png"
+echo "notes" >"$T/odd/README"$'\e'"[1m"
+ln -s nowhere "$T/odd/dog/gone.png"
+mkfifo "$T/odd/dog/pipe.png"
+sfs_mount "$T/odd.log" "$T/odd" "$T/mnt" -o cachedir="$T/cache"
+sfs_umount "$T/mnt"
+want="spritefs: ignoring $T/odd/README\x1b[1m: not in a class folder
+spritefs: ignoring $T/odd/dog/gone.png: a dangling symbolic link
+spritefs: ignoring $T/odd/dog/pipe.png: a FIFO, not a file or folder
+spritefs: skipping $T/odd/cat/bad\nname.png: not a PNG/TIFF/JPEG/PNM file
+spritefs: packed 2 samples (1 skipped, 3 ignored) in"
+got=$(grep "^spritefs: \(ignoring\|skipping\|packed\) " "$T/odd.log" | sed 's/ in [0-9.]* s$/ in/')
+[[ $got == "$want" ]] || fail "first-use pack report: $(diff <(echo "$want") <(echo "$got"))"
+LC_ALL=C grep -v "^spritefs: [ -~]*$" "$T/odd.log" >"$T/raw" &&
+	fail "first-use pack: raw control bytes, or broken lines: $(cat -A "$T/raw")"
+echo "first-use pack: left-out entries named escaped and counted"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	mkdir -p "$T/mnt"
