@@ -39,6 +39,7 @@
 #include <zlib.h>
 
 #include "common/store.h"
+#include "common/util.h"
 
 /* An encoded file larger than this is refused before it is read. */
 #define IMAGE_MAX_FILE (1ull << 30)
@@ -55,7 +56,15 @@ static void seterr(char *err, const char *name, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	size_t ml = strlen(msg), nl = name ? strlen(name) : 0, at = 0;
+	/* The name as it shows (sprite_escape); only its last bytes can fit. */
+	char shown[4 * SPRITE_ERR_MAX + 4];
+	size_t nl = name ? strlen(name) : 0;
+	if (nl) {
+		name = sprite_escape(nl > SPRITE_ERR_MAX ? name + nl - SPRITE_ERR_MAX : name, shown,
+				     sizeof shown);
+		nl = strlen(name);
+	}
+	size_t ml = strlen(msg), at = 0;
 	if (nl) {
 		/* Keep the reason whole; shorten the name from the left. */
 		size_t room = SPRITE_ERR_MAX - 1 > ml + 2 ? SPRITE_ERR_MAX - 1 - ml - 2 : 0;
@@ -65,6 +74,10 @@ static void seterr(char *err, const char *name, const char *fmt, ...)
 			at = room > 3 ? 3 : 0;
 			name += nl - keep;
 			nl = keep;
+			while (nl && (*name & 0xc0) == 0x80) { /* not inside a character */
+				name++;
+				nl--;
+			}
 		}
 		memcpy(err + at, name, nl);
 		at += nl;

@@ -3,7 +3,8 @@
  * store (contract in pack.h).
  *
  * The source is listed first (names sorted bytewise at every level, hidden
- * entries ignored), so the sample order is fixed before any decoding starts.
+ * entries ignored, other entries that are not images of a class folder kept
+ * for on_ignore), so the sample order is fixed before any decoding starts.
  * Decoding then runs on `jobs` worker threads over a ring of tile slots:
  * workers claim small chunks of items in order and decode each into its
  * slot; the calling thread consumes slots strictly in item order, hands good
@@ -120,48 +121,87 @@ static char *join(const char *a, const char *b)
 	return p;
 }
 
-/* Kind of a directory entry (following symlinks): 'd', 'f' or 0. */
-static int entry_kind(const char *dir, const struct dirent *de)
+/*
+ * Entries of the source that are not packed, told through on_ignore before
+ * decoding starts: files outside the class folders, entries that are neither
+ * a file nor a folder (unreadable: bad input under --strict), link loops.
+ */
+struct passed {
+	char *path, *why;
+	int unreadable;
+};
+
+struct passed_list {
+	struct passed *v;
+	size_t n, cap;
+};
+
+static int passed_push(struct passed_list *l, const char *path, int unreadable, const char *why)
 {
-	if (de->d_type == DT_DIR)
-		return 'd';
-	if (de->d_type == DT_REG)
-		return 'f';
-	char *p = join(dir, de->d_name);
-	struct stat st;
-	int k = 0;
-	if (p && stat(p, &st) == 0)
-		k = S_ISDIR(st.st_mode) ? 'd' : S_ISREG(st.st_mode) ? 'f' : 0;
-	free(p);
-	return k;
+	if (l->n == l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 16;
+		struct passed *nv = realloc(l->v, ncap * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = ncap;
+	}
+	struct passed *e = &l->v[l->n];
+	e->path = strdup(path);
+	e->why = strdup(why);
+	e->unreadable = unreadable;
+	if (!e->path || !e->why) {
+		free(e->path);
+		free(e->why);
+		return -ENOMEM;
+	}
+	l->n++;
+	return 0;
 }
 
-/* Sorted names of the visible entries of dir of the given kind (0: any). */
-static int list_dir(const char *dir, int kind, struct strv *out, char *err)
+static void passed_free(struct passed_list *l)
 {
-	DIR *d = opendir(dir);
-	if (!d) {
-		int e = errno;
-		seterr(err, "%s: cannot open: %s", dir, strerror(e));
-		return -e;
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].path);
+		free(l->v[i].why);
 	}
-	struct dirent *de;
-	int r = 0;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (kind && entry_kind(dir, de) != kind)
-			continue;
-		if ((r = strv_push(out, de->d_name)) < 0)
-			break;
-	}
-	closedir(d);
+	free(l->v);
+}
+
+/*
+ * Sorted names of the visible entries of dir of the given kind (0: any).
+ * With kind 'd' and ign, the other entries go to ign in name order: a file
+ * is "not in a class folder", the rest unreadable.
+ */
+static int list_dir(const char *dir, int kind, struct strv *out, struct passed_list *ign, char *err)
+{
+	struct sprite_dirent **v;
+	size_t n;
+	char shown[SPRITE_ERR_MAX];
+	int r = sprite_list_dir(dir, &v, &n);
 	if (r < 0) {
-		seterr(err, "out of memory listing %s", dir);
+		sprite_escape(dir, shown, sizeof shown);
+		if (r == -ENOMEM)
+			seterr(err, "out of memory listing %s", shown);
+		else
+			seterr(err, "%s: cannot open: %s", shown, strerror(-r));
 		return r;
 	}
-	sprite_sort(out->v, out->n, sizeof *out->v, cmp_str);
-	return 0;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (!kind || v[i]->kind == kind) {
+			r = strv_push(out, v[i]->name);
+		} else if (ign && kind == 'd') {
+			char *p = join(dir, v[i]->name);
+			r = !p		 ? -ENOMEM
+			    : v[i]->kind ? passed_push(ign, p, 0, "not in a class folder")
+					 : passed_push(ign, p, 1, v[i]->why);
+			free(p);
+		}
+	}
+	sprite_dirents_free(v, n);
+	if (r < 0)
+		seterr(err, "out of memory listing %s", sprite_escape(dir, shown, sizeof shown));
+	return r;
 }
 
 struct item {
@@ -192,7 +232,7 @@ static int items_push(struct items *it, char *path, uint32_t split, uint16_t lab
 /* sprite_walk_files' callbacks: files become items of one split and class. */
 struct walk_ctx {
 	struct items *it;
-	struct strv *loops;
+	struct passed_list *ign;
 	uint32_t split;
 	uint16_t label;
 };
@@ -206,10 +246,10 @@ static int walk_item(void *ctx, char *path)
 	return r;
 }
 
-static void walk_loop(void *ctx, const char *path)
+static int walk_ignored(void *ctx, const char *path, int unreadable, const char *why)
 {
 	struct walk_ctx *c = ctx;
-	strv_push(c->loops, path); /* out of memory: the loop goes unreported */
+	return passed_push(c->ign, path, unreadable, why);
 }
 
 struct source {
@@ -217,7 +257,7 @@ struct source {
 	struct strv split_dirs;
 	struct strv classes; /* sorted union of class folder names */
 	struct items items;  /* in store order */
-	struct strv loops;   /* folders not entered again: symbolic link loops */
+	struct passed_list ignored;
 };
 
 static void source_free(struct source *s)
@@ -225,7 +265,7 @@ static void source_free(struct source *s)
 	strv_free(&s->split_names);
 	strv_free(&s->split_dirs);
 	strv_free(&s->classes);
-	strv_free(&s->loops);
+	passed_free(&s->ignored);
 	for (size_t i = 0; i < s->items.n; i++)
 		free(s->items.v[i].path);
 	free(s->items.v);
@@ -234,7 +274,7 @@ static void source_free(struct source *s)
 static int has_subdir(const char *dir)
 {
 	struct strv v = {0};
-	int r = list_dir(dir, 'd', &v, NULL);
+	int r = list_dir(dir, 'd', &v, NULL, NULL);
 	int yes = r == 0 && v.n > 0;
 	strv_free(&v);
 	return yes;
@@ -249,15 +289,24 @@ static int is_split_name(const char *n)
 static int list_folder(const char *src, struct source *s, char *err)
 {
 	struct strv top = {0};
-	int r = list_dir(src, 'd', &top, err);
-	if (r < 0)
-		return r;
+	struct passed_list top_ign = {0};
+	int r = list_dir(src, 'd', &top, &top_ign, err);
 	int split_layout = 0;
-	for (size_t i = 0; i < top.n; i++) {
+	for (size_t i = 0; i < top.n && r == 0; i++) {
 		char *p = join(src, top.v[i]);
 		if (p && is_split_name(top.v[i]) && has_subdir(p))
 			split_layout = 1;
 		free(p);
+	}
+	/* Without split folders SOURCE is the split: its files are told below. */
+	if (split_layout) {
+		s->ignored = top_ign;
+		top_ign = (struct passed_list){0};
+	}
+	passed_free(&top_ign);
+	if (r < 0) {
+		strv_free(&top);
+		return r;
 	}
 	if (!split_layout) {
 		r = strv_push(&s->split_names, "train");
@@ -276,8 +325,10 @@ static int list_folder(const char *src, struct source *s, char *err)
 				}
 				if (has_subdir(p)) {
 					if (strlen(top.v[i]) >= SPRITE_SPLIT_NAME_MAX) {
+						char shown[SPRITE_ERR_MAX];
 						seterr(err, "%s: split name longer than %u bytes",
-						       p, SPRITE_SPLIT_NAME_MAX - 1);
+						       sprite_escape(p, shown, sizeof shown),
+						       SPRITE_SPLIT_NAME_MAX - 1);
 						r = -ENAMETOOLONG;
 					} else if (s->split_names.n == SPRITE_MAX_SPLITS) {
 						seterr(err, "%s: more than %u splits", src,
@@ -305,7 +356,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < s->split_dirs.n && r == 0; i++) {
-		r = list_dir(s->split_dirs.v[i], 'd', &per[i], err);
+		r = list_dir(s->split_dirs.v[i], 'd', &per[i], &s->ignored, err);
 		for (size_t k = 0; k < per[i].n && r == 0; k++)
 			r = strv_push(&s->classes, per[i].v[k]);
 	}
@@ -335,8 +386,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 				seterr(err, "out of memory");
 				break;
 			}
-			struct walk_ctx wc = {&s->items, &s->loops, (uint32_t)i, label};
-			r = sprite_walk_files(p, walk_item, walk_loop, &wc, err, SPRITE_ERR_MAX);
+			struct walk_ctx wc = {&s->items, &s->ignored, (uint32_t)i, label};
+			r = sprite_walk_files(p, walk_item, walk_ignored, &wc, err, SPRITE_ERR_MAX);
 			free(p);
 		}
 	}
@@ -724,9 +775,19 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	r = list_folder(src, &s, err);
 	if (r < 0)
 		goto out;
-	for (size_t i = 0; i < s.loops.n && o->on_skip; i++)
-		o->on_skip(o->ctx, s.loops.v[i],
-			   "a symbolic link back to a folder above it: not entered again");
+	for (size_t i = 0; i < s.ignored.n; i++) {
+		const struct passed *e = &s.ignored.v[i];
+		if (e->unreadable && o->strict) {
+			char shown[SPRITE_ERR_MAX];
+			seterr(err, "stopped at %s: %s (--strict)",
+			       sprite_escape(e->path, shown, sizeof shown), e->why);
+			r = -SPRITE_ECORRUPT;
+			goto out;
+		}
+		rep->ignored++;
+		if (o->on_ignore)
+			o->on_ignore(o->ctx, e->path, e->why);
+	}
 	rep->found = s.items.n;
 	if (s.items.n == 0) {
 		seterr(err,
@@ -824,7 +885,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		rep->bytes_in += sl->size;
 		if (sl->bad && o->strict) {
 			/* Not skipped: the pack ends here, and err says so. */
-			seterr(err, "stopped at %s: %s (--strict)", it->path, sl->why);
+			char shown[SPRITE_ERR_MAX];
+			seterr(err, "stopped at %s: %s (--strict)",
+			       sprite_escape(it->path, shown, sizeof shown), sl->why);
 			r = -SPRITE_ECORRUPT;
 		} else if (sl->bad) {
 			rep->skipped++;
@@ -1011,7 +1074,7 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, str
 	ch->dev[depth] = ds.st_dev;
 	ch->ino[depth] = ds.st_ino;
 	struct strv names = {0};
-	int r = list_dir(dir, 0, &names, err);
+	int r = list_dir(dir, 0, &names, NULL, err);
 	for (size_t i = 0; i < names.n && r == 0; i++) {
 		char *p = join(dir, names.v[i]);
 		struct stat st;

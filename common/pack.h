@@ -15,6 +15,14 @@
  * reason and left out; when strict, the first one fails the pack instead
  * (-SPRITE_ECORRUPT, err "stopped at PATH: REASON (--strict)"; not passed to
  * on_skip).
+ * Entries of an ImageFolder tree that are not images of a class folder are
+ * passed to on_ignore, in listing order, before any image is decoded: files
+ * outside the class folders (a README next to them), symbolic link loops
+ * (not entered again), and entries that are neither a file nor a folder (a
+ * dangling symbolic link, a FIFO, a socket, a device), which strict makes an
+ * error like a bad image (err "stopped at PATH: REASON (--strict)").
+ * Hidden names (".*") are neither. Paths in err are escaped (sprite_escape);
+ * the callbacks get them as they are.
  */
 #ifndef SPRITE_PACK_H
 #define SPRITE_PACK_H
@@ -40,6 +48,8 @@ struct sprite_pack_options {
 	struct sprite_progress *progress; /* drawn from the calling thread when not NULL */
 	/* Called (from the calling thread) once per skipped image. */
 	void (*on_skip)(void *ctx, const char *path, const char *why);
+	/* Called (from the calling thread) once per ignored entry. */
+	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *ctx;
 };
 
@@ -47,6 +57,7 @@ struct sprite_pack_report {
 	uint64_t found;	  /* image files seen */
 	uint64_t packed;  /* samples written */
 	uint64_t skipped; /* bad images left out */
+	uint64_t ignored; /* entries passed to on_ignore */
 	uint64_t split_count[SPRITE_MAX_SPLITS];
 	double seconds;		      /* wall time of decode + write */
 	uint64_t bytes_in, bytes_out; /* source bytes read, store bytes written */

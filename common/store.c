@@ -691,36 +691,6 @@ static void writer_free(sprite_writer *w)
 	free(w);
 }
 
-/*
- * The first max bytes of name for a message, control characters written as
- * \n, \t, \r or \xNN and a backslash as \\, so that a name cannot break or
- * forge lines on a terminal; "..." marks a cut. out holds 4 * max + 4 bytes.
- */
-static void escape_name(const char *name, size_t max, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t k = 0, i = 0;
-	for (; name[i] && i < max; i++) {
-		unsigned char c = (unsigned char)name[i];
-		if (c == '\n' || c == '\t' || c == '\r' || c == '\\') {
-			out[k++] = '\\';
-			out[k++] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : '\\';
-		} else if (c < 0x20 || c == 0x7f) {
-			out[k++] = '\\';
-			out[k++] = 'x';
-			out[k++] = hex[c >> 4];
-			out[k++] = hex[c & 15];
-		} else {
-			out[k++] = (char)c;
-		}
-	}
-	if (name[i]) {
-		memcpy(out + k, "...", 3);
-		k += 3;
-	}
-	out[k] = 0;
-}
-
 uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c)
 {
 	uint64_t tile = (uint64_t)tile_h * tile_w * tile_c;
@@ -777,12 +747,11 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		}
 		size_t len = strlen(cn);
 		if (!valid_class_name(cn, len)) {
-			char shown[4 * 40 + 4];
-			escape_name(cn, 40, shown);
+			char shown[64];
 			r = fail(err, EINVAL,
 				 "class name %u (\"%s\") must be 1..%u bytes without '/' or "
 				 "control characters, and not . or ..",
-				 i, shown, CLASS_NAME_MAX);
+				 i, sprite_escape(cn, shown, sizeof shown), CLASS_NAME_MAX);
 			goto bad;
 		}
 		memcpy(w->names + w->names_size, cn, len + 1);

@@ -1,6 +1,10 @@
 /*
  * util.c - small shared helpers: the XXH3-64 checksum every store structure
- * carries, a monotonic clock, human-readable sizes and a terminal progress bar.
+ * carries, a monotonic clock, human-readable sizes, a terminal progress bar,
+ * the folder listing and walk that the packer and hntrain share (so both
+ * read an image tree in the same order and pass over the same entries), and
+ * the escaping of names for messages (sprite_escape): paths come from folder
+ * listings, and a file name may hold a newline or a terminal escape.
  *
  * The progress bar is the one place in common/ that writes anything: it draws
  * on stderr only when stderr is a terminal, so that logs and pipes stay clean,
@@ -11,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,13 +316,149 @@ int sprite_mkdir_p(const char *path)
 	return 0;
 }
 
-/* ---- folder walk -------------------------------------------------------- */
+/* ---- names in messages ------------------------------------------------ */
+
+const char *sprite_escape(const char *s, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = 0, mark = 0; /* mark: the last cut that leaves room for "..." */
+	if (cap < 4) {
+		if (cap)
+			out[0] = 0;
+		return out;
+	}
+	while (*p) {
+		char one[8]; /* one character as it is shown: at most two \xNN */
+		size_t len = 0, used = 1;
+		int n = sprite_utf8_len(p);
+		if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+			one[len++] = '\\';
+			one[len++] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+		} else if (n == 0 || *p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] < 0xa0)) {
+			used = n == 2 ? 2 : 1; /* a C1 control: both of its bytes */
+			for (size_t i = 0; i < used; i++) {
+				one[len++] = '\\';
+				one[len++] = 'x';
+				one[len++] = hex[p[i] >> 4];
+				one[len++] = hex[p[i] & 15];
+			}
+		} else {
+			used = (size_t)n;
+			memcpy(one, p, used);
+			len = used;
+		}
+		if (k + len > cap - 1) {
+			memcpy(out + mark, "...", 3);
+			out[mark + 3] = 0;
+			return out;
+		}
+		memcpy(out + k, one, len);
+		k += len;
+		if (k + 3 <= cap - 1)
+			mark = k;
+		p += used;
+	}
+	out[k] = 0;
+	return out;
+}
+
+/* ---- folder listing and walk ------------------------------------------- */
 
 #define WALK_MAX_DEPTH 32
 
+/* What an entry of a folder is, links followed: 'd', 'f', or 0 with why. */
+static char entry_kind(int dfd, const char *name, unsigned char d_type, const char **why)
+{
+	struct stat st;
+	if (d_type == DT_DIR)
+		return 'd';
+	if (d_type == DT_REG)
+		return 'f';
+	if (fstatat(dfd, name, &st, 0) < 0) {
+		int e = errno;
+		struct stat ls;
+		*why = e == ENOENT && fstatat(dfd, name, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+				       S_ISLNK(ls.st_mode)
+			       ? "a dangling symbolic link"
+			       : strerror(e);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode))
+		return 'd';
+	if (S_ISREG(st.st_mode))
+		return 'f';
+	*why = S_ISFIFO(st.st_mode)   ? "a FIFO, not a file or folder"
+	       : S_ISSOCK(st.st_mode) ? "a socket, not a file or folder"
+	       : S_ISCHR(st.st_mode)  ? "a character device, not a file or folder"
+	       : S_ISBLK(st.st_mode)  ? "a block device, not a file or folder"
+				      : "not a file or folder";
+	return 0;
+}
+
+static int cmp_dirent(const void *a, const void *b)
+{
+	return strcmp((*(struct sprite_dirent *const *)a)->name,
+		      (*(struct sprite_dirent *const *)b)->name);
+}
+
+void sprite_dirents_free(struct sprite_dirent **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int sprite_list_dir(const char *dir, struct sprite_dirent ***out, size_t *count)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	struct sprite_dirent **v = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		const char *why = NULL;
+		char kind = entry_kind(dirfd(d), de->d_name, de->d_type, &why);
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct sprite_dirent **nv = realloc(v, nc * sizeof *nv);
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		/* why is kept in the entry: strerror's text may not outlive the next call */
+		size_t l = strlen(de->d_name) + 1, wl = why ? strlen(why) + 1 : 0;
+		struct sprite_dirent *e = malloc(sizeof *e + l + wl);
+		if (!e) {
+			r = -ENOMEM;
+			break;
+		}
+		e->kind = kind;
+		memcpy(e->name, de->d_name, l);
+		e->why = why ? memcpy(e->name + l, why, wl) : NULL;
+		v[n++] = e;
+	}
+	closedir(d);
+	if (r < 0) {
+		sprite_dirents_free(v, n);
+		return r;
+	}
+	sprite_sort(v, n, sizeof *v, cmp_dirent);
+	*out = v;
+	*count = n;
+	return 0;
+}
+
 struct walk {
 	int (*file)(void *ctx, char *path);
-	void (*loop)(void *ctx, const char *path);
+	int (*ignored)(void *ctx, const char *path, int unreadable, const char *why);
 	void *ctx;
 	char *err;
 	size_t errcap;
@@ -325,12 +466,6 @@ struct walk {
 	dev_t dev[WALK_MAX_DEPTH + 1];
 	ino_t ino[WALK_MAX_DEPTH + 1];
 };
-
-/* Order by name: the kind tag in the first byte is skipped. */
-static int cmp_walk_tagged(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
-}
 
 static char *walk_join(const char *dir, const char *name)
 {
@@ -344,97 +479,60 @@ static char *walk_join(const char *dir, const char *name)
 	return p;
 }
 
+/* err = "DIR: what detail" with DIR escaped; returns -e. */
+static int walk_fail(struct walk *w, const char *dir, int e, const char *what, const char *detail)
+{
+	char shown[1024];
+	snprintf(w->err, w->errcap, "%s: %s%s", sprite_escape(dir, shown, sizeof shown), what,
+		 detail);
+	return -e;
+}
+
 static int walk_dir(struct walk *w, const char *dir)
 {
 	struct stat st;
-	if (stat(dir, &st) < 0) {
-		int e = errno;
-		snprintf(w->err, w->errcap, "%s: cannot open: %s", dir, strerror(e));
-		return -e;
-	}
+	if (stat(dir, &st) < 0)
+		return walk_fail(w, dir, errno, "cannot open: ", strerror(errno));
 	for (int k = 0; k < w->depth; k++)
-		if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino) {
-			if (w->loop)
-				w->loop(w->ctx, dir);
-			return 0;
-		}
-	if (w->depth > WALK_MAX_DEPTH) {
-		snprintf(w->err, w->errcap, "%s: folders nested too deep", dir);
-		return -ELOOP;
-	}
-	DIR *d = opendir(dir);
-	if (!d) {
-		int e = errno;
-		snprintf(w->err, w->errcap, "%s: cannot open: %s", dir, strerror(e));
-		return -e;
-	}
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	int r = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char kind = de->d_type == DT_DIR ? 'd' : de->d_type == DT_REG ? 'f' : 0;
-		if (!kind) { /* a link, or a file system that does not say */
-			char *p = walk_join(dir, de->d_name);
-			struct stat es;
-			if (p && stat(p, &es) == 0)
-				kind = S_ISDIR(es.st_mode) ? 'd' : S_ISREG(es.st_mode) ? 'f' : 0;
-			free(p);
-			if (!kind)
-				continue;
-		}
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			char **nv = realloc(v, nc * sizeof *nv);
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = nc;
-		}
-		size_t l = strlen(de->d_name);
-		if (!(v[n] = malloc(l + 2))) {
-			r = -ENOMEM;
-			break;
-		}
-		v[n][0] = kind;
-		memcpy(v[n] + 1, de->d_name, l + 1);
-		n++;
-	}
-	closedir(d);
-	if (r == 0)
-		sprite_sort(v, n, sizeof *v, cmp_walk_tagged);
+		if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino)
+			return w->ignored ? w->ignored(w->ctx, dir, 0, SPRITE_WALK_LOOP) : 0;
+	if (w->depth > WALK_MAX_DEPTH)
+		return walk_fail(w, dir, ELOOP, "folders nested too deep", "");
+	struct sprite_dirent **v = NULL;
+	size_t n = 0;
+	int r = sprite_list_dir(dir, &v, &n);
+	if (r == -ENOMEM)
+		return walk_fail(w, dir, ENOMEM, "out of memory listing the folder", "");
+	if (r < 0)
+		return walk_fail(w, dir, -r, "cannot open: ", strerror(-r));
 	w->dev[w->depth] = st.st_dev;
 	w->ino[w->depth] = st.st_ino;
 	w->depth++;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		char *p = walk_join(dir, v[i] + 1);
+		char *p = walk_join(dir, v[i]->name);
 		if (!p)
-			r = -ENOMEM;
-		else if (v[i][0] == 'd') {
+			r = walk_fail(w, dir, ENOMEM, "out of memory listing the folder", "");
+		else if (v[i]->kind == 'd')
 			r = walk_dir(w, p);
-			free(p);
-		} else {
+		else if (v[i]->kind == 'f') {
 			r = w->file(w->ctx, p);
-		}
+			continue; /* p is the callee's now */
+		} else if (w->ignored)
+			r = w->ignored(w->ctx, p, 1, v[i]->why);
+		free(p);
 	}
 	w->depth--;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+	sprite_dirents_free(v, n);
 	if (r == -ENOMEM && !w->err[0])
-		snprintf(w->err, w->errcap, "out of memory listing %s", dir);
+		walk_fail(w, dir, ENOMEM, "out of memory listing the folder", "");
 	return r;
 }
 
 int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
-		      void (*loop)(void *ctx, const char *path), void *ctx, char *err,
-		      size_t errcap)
+		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
+		      void *ctx, char *err, size_t errcap)
 {
-	struct walk w = {file, loop, ctx, err, errcap, 0, {0}, {0}};
+	struct walk w = {file, ignored, ctx, err, errcap, 0, {0}, {0}};
 	if (errcap)
 		err[0] = 0;
 	return walk_dir(&w, dir);

@@ -1,5 +1,6 @@
 /*
- * util.h - small shared helpers: checksums, clocks, sizes, progress.
+ * util.h - small shared helpers: checksums, clocks, sizes, progress, folder
+ * listing and walk, names escaped for messages.
  */
 #ifndef SPRITE_UTIL_H
 #define SPRITE_UTIL_H
@@ -61,19 +62,52 @@ int sprite_mountinfo_next(FILE *f, struct sprite_mount *m);
 void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /*
+ * s made safe to print in a message or a log line: bytes below 0x20, DEL,
+ * the C1 controls (U+0080..U+009F) and bytes that are not well-formed UTF-8
+ * are written as \n, \t, \r or \xNN (the byte, two lower-case hex digits),
+ * a backslash as \\; printable UTF-8 stays as it is. A name read from a
+ * folder can thus neither break a line, forge one, nor steer a terminal, and
+ * different names show differently. Writes into out (cap bytes, NUL
+ * included); what does not fit is cut between two characters, never inside
+ * an escape, and marked "..." (cap < 4: an empty string). Returns out.
+ */
+const char *sprite_escape(const char *s, char *out, size_t cap);
+
+/* A visible entry of a folder, as sprite_list_dir gives it. */
+struct sprite_dirent {
+	char kind;	 /* 'd' a folder, 'f' a regular file (links followed), 0 neither */
+	const char *why; /* kind 0: what it is instead ("a dangling symbolic link", "a FIFO") */
+	char name[];
+};
+
+/*
+ * The entries of dir, names starting with '.' left out, sorted by name
+ * bytewise: *out a malloc'd array of *n entries, for sprite_dirents_free.
+ * Symbolic links are followed to tell a folder from a file; an entry that is
+ * neither (a link to nothing, a FIFO, a socket, a device, or one that stat()
+ * fails on) has kind 0 and why. Returns 0 or -errno (opendir's, -ENOMEM).
+ */
+int sprite_list_dir(const char *dir, struct sprite_dirent ***out, size_t *n);
+void sprite_dirents_free(struct sprite_dirent **v, size_t n);
+
+/*
  * Every visible regular file under dir, the way the packer and hntrain read
  * image folders: depth first, the entries of a folder in byte order of their
  * names (files and folders mixed), names starting with '.' left out, symbolic
  * links followed. file(ctx, path) gets each file's path (malloc'd, now the
- * callee's); a negative return stops the walk and is returned. A folder that
- * is already open further up (a symbolic link loop) is not entered again:
- * loop(ctx, path) is told, when given. More than 32 folders deep is an error.
- * Returns 0, file's negative value, or -errno with a message naming the
- * folder in err (errcap bytes).
+ * callee's); a negative return stops the walk and is returned. Entries passed
+ * over go to ignored(ctx, path, unreadable, why), when given, in the same
+ * order: a folder that is already open further up (a symbolic link loop) is
+ * not entered again (unreadable 0, why SPRITE_WALK_LOOP), and an entry that
+ * is neither a file nor a folder (sprite_list_dir's kind 0) is left out
+ * (unreadable 1); a negative return stops the walk and is returned. More
+ * than 32 folders deep is an error. Returns 0, a callback's negative value,
+ * or -errno with a message naming the folder (escaped) in err (errcap bytes).
  */
+#define SPRITE_WALK_LOOP "a symbolic link back to a folder above it: not entered again"
 int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
-		      void (*loop)(void *ctx, const char *path), void *ctx, char *err,
-		      size_t errcap);
+		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
+		      void *ctx, char *err, size_t errcap);
 
 /* mkdir -p with mode 0755; 0 or -errno. */
 int sprite_mkdir_p(const char *path);

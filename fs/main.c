@@ -164,11 +164,23 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, 
 	return 0;
 }
 
+/* The first 10 images skipped and entries ignored by a first-use pack are named (escaped). */
+static void report(unsigned long *n, const char *what, const char *path, const char *why)
+{
+	char shown[4 * PATH_MAX + 4];
+	if ((*n)++ < 10)
+		fprintf(stderr, "spritefs: %s %s: %s\n", what,
+			sprite_escape(path, shown, sizeof shown), why);
+}
+
 static void on_skip(void *ctx, const char *path, const char *why)
 {
-	unsigned long *n = ctx;
-	if ((*n)++ < 10)
-		fprintf(stderr, "spritefs: skipping %s: %s\n", path, why);
+	report(ctx, "skipping", path, why);
+}
+
+static void on_ignore(void *ctx, const char *path, const char *why)
+{
+	report(ctx, "ignoring", path, why);
 }
 
 /*
@@ -248,13 +260,14 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 			dir);
 	fprintf(stderr, "spritefs: packing %s into %s (first use)\n", source, out);
 	struct sprite_progress prog;
-	unsigned long skipped = 0;
+	unsigned long named = 0;
 	/* The data set name too is the folder's, not that of the path it was reached by. */
 	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
 					.name = name,
 					.progress = &prog,
 					.on_skip = on_skip,
-					.ctx = &skipped};
+					.on_ignore = on_ignore,
+					.ctx = &named};
 	struct sprite_pack_report rep;
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
@@ -271,8 +284,11 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 			err[0] ? err : strerror(-r));
 		return -1;
 	}
-	fprintf(stderr, "spritefs: packed %" PRIu64 " samples (%lu skipped) in %.1f s\n",
-		rep.packed, skipped, rep.seconds);
+	fprintf(stderr,
+		"spritefs: packed %" PRIu64 " samples (%" PRIu64 " skipped, %" PRIu64
+		" ignored%s) in %.1f s\n",
+		rep.packed, rep.skipped, rep.ignored, named > 10 ? "; the first 10 named" : "",
+		rep.seconds);
 	prune_cache(dir, out, id, source);
 	return 0;
 }

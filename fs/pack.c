@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,11 @@ static void usage(FILE *f)
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG, JPEG or PGM/PPM/PAM files, or a folder\n"
 		"of IDX files (train-images-idx3-ubyte[.gz], ... as Fashion-MNIST ships).\n"
+		"Each image that does not decode is named (\"skipped PATH: REASON\") and left\n"
+		"out; so is each entry that is not an image in a class folder (\"ignored PATH:\n"
+		"REASON\": a file beside the class folders, a dangling symbolic link, a FIFO,\n"
+		"a link loop). Names starting with '.' are passed over silently. Control\n"
+		"characters in names are shown escaped (\\n, \\xNN).\n"
 		"\n"
 		"pack options:\n"
 		"  --tile HxW[xC]      tile shape (default: the first image's, or the IDX dims)\n"
@@ -71,8 +77,9 @@ static void usage(FILE *f)
 		"                      name, cut to 63 bytes between UTF-8 characters)\n"
 		"pack and --export options:\n"
 		"  --jobs N            decode/encode threads (default: all cores)\n"
-		"  --strict            stop at the first bad image (no store is written); with\n"
-		"                      --export, stop at the first bad sheet\n"
+		"  --strict            stop at the first bad image, or entry that is neither a\n"
+		"                      file nor a folder (no store is written); with --export,\n"
+		"                      stop at the first bad sheet\n"
 		"--export options:\n"
 		"  --format F          export format: tiff, tiff-lzw, png, pgm (default tiff)\n"
 		"  --split S           export only split S\n"
@@ -82,7 +89,8 @@ static void usage(FILE *f)
 		"                      the same name are replaced; without it such a DIR is\n"
 		"                      refused\n"
 		"other options:\n"
-		"  -q, --quiet         print only errors and skipped files (not with --info)\n"
+		"  -q, --quiet         print only errors, skipped files and ignored entries (not\n"
+		"                      with --info)\n"
 		"  -h, --help          this text\n"
 		"  -V, --version       print the version\n"
 		"An option given with a mode it does not apply to is refused (exit status 2).\n"
@@ -136,11 +144,24 @@ static double mb(uint64_t b)
 
 /* ---- pack ------------------------------------------------------------ */
 
+/* "skipped" (an image that did not decode) or "ignored" (an entry that is not an image) */
+static void report(const struct sprite_progress *p, const char *what, const char *path,
+		   const char *why)
+{
+	char shown[4 * PATH_MAX + 4];
+	/* On a terminal, clear the progress bar's line first; it redraws. */
+	fprintf(stderr, "%s" PROG ": %s %s: %s\n", p && p->tty ? "\r\033[K" : "", what,
+		sprite_escape(path, shown, sizeof shown), why);
+}
+
 static void on_skip(void *ctx, const char *path, const char *why)
 {
-	const struct sprite_progress *p = ctx;
-	/* On a terminal, clear the progress bar's line first; it redraws. */
-	fprintf(stderr, "%s" PROG ": skipped %s: %s\n", p && p->tty ? "\r\033[K" : "", path, why);
+	report(ctx, "skipped", path, why);
+}
+
+static void on_ignore(void *ctx, const char *path, const char *why)
+{
+	report(ctx, "ignored", path, why);
 }
 
 static int do_pack(const char *src, const char *dst, struct sprite_pack_options *o, int quiet)
@@ -150,6 +171,7 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	char err[SPRITE_ERR_MAX] = "";
 	memset(&prog, 0, sizeof prog);
 	o->on_skip = on_skip;
+	o->on_ignore = on_ignore;
 	o->progress = quiet ? NULL : &prog;
 	o->ctx = o->progress;
 	/* A pack killed by SIGINT/SIGTERM/SIGHUP/SIGPIPE takes its temp file with it. */
@@ -166,8 +188,9 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	}
 	if (quiet)
 		return 0;
-	printf(PROG ": found %llu, packed %llu, skipped %llu\n", (unsigned long long)rep.found,
-	       (unsigned long long)rep.packed, (unsigned long long)rep.skipped);
+	printf(PROG ": found %llu, packed %llu, skipped %llu, ignored %llu\n",
+	       (unsigned long long)rep.found, (unsigned long long)rep.packed,
+	       (unsigned long long)rep.skipped, (unsigned long long)rep.ignored);
 	sprite_store *s = NULL;
 	if (sprite_store_open(dst, &s, err) == 0) {
 		const struct sprite_store_info *in = sprite_store_info(s);

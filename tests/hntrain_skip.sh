@@ -4,7 +4,11 @@
 # --log); --strict stops at the first instead. Training stays deterministic,
 # --preload over the tree trains exactly as the store spritefs-pack makes of
 # it (both leave the bad files out before the order is drawn), and batches
-# left empty (--batch 1 --accum 2) still take their optimizer steps.
+# left empty (--batch 1 --accum 2) still take their optimizer steps. Names
+# with control bytes are shown escaped, and entries that are not images of a
+# class folder (a file beside them, a dangling link, a FIFO) are named as
+# ignored and counted, as spritefs-pack names them; --strict stops at one
+# that is neither a file nor a folder.
 source "$(dirname "$0")/hntrain_common.sh"
 : "${MKTREE:?MKTREE not set (run through meson test)}"
 
@@ -81,4 +85,37 @@ echo "ok: a bad first file is skipped for the tile shape too"
 mkdir -p "$TMP/none/a"
 echo "not an image" >"$TMP/none/a/x.png"
 expect_fail "no file of the training split decodes" --data "$TMP/none" --model mlp
+
+# Odd names and entries (mktree odd; test_pack.sh checks the same lines from spritefs-pack).
+read -r _ good _ bad < <("$MKTREE" odd "$TMP/odd") || fail "mktree odd"
+ODD=(--data "$TMP/odd" --tile 20x24x1 --model mlp --batch 2)
+timeout 120 "$HNTRAIN" "${ODD[@]}" --log "$TMP/odd.json" >"$TMP/out" 2>"$TMP/err" ||
+	{ cat -A "$TMP/err" >&2; fail "hntrain over the odd tree exited $?"; }
+want="ignored $TMP/odd/README.md: not in a class folder
+ignored $TMP/odd/train/notes\xff.txt: not in a class folder
+ignored $TMP/odd/train/ant/gone.tif: a dangling symbolic link
+ignored $TMP/odd/train/ant/pipe.png: a FIFO, not a file or folder"
+got=$(sed -n 's/^hntrain: \(ignored .*\)/\1/p' "$TMP/err")
+[[ $got == "$want" ]] || fail "ignored entries: $(diff <(echo "$want") <(echo "$got"))"
+want="skipped $TMP/odd/train/ant/bad\nname.png: not a PNG/TIFF/JPEG/PNM file
+skipped $TMP/odd/train/bee/\x1b[31mred\x1b[0m.png: not a PNG/TIFF/JPEG/PNM file"
+got=$(sed -n 's/^hntrain: \(skipped .*\)/\1/p' "$TMP/err" | LC_ALL=C sort)
+[[ $got == "$want" ]] || fail "skipped files: $(diff <(echo "$want") <(echo "$got"))"
+LC_ALL=C grep -v "^hntrain: [ -~]*$" "$TMP/err" >"$TMP/raw" &&
+	fail "stderr lines with raw control bytes, or broken: $(cat -A "$TMP/raw")"
+grep -qx "ignored 4 entries of the image folder, not images in class folders (named above; --strict stops at one that is neither a file nor a folder)" "$TMP/out" ||
+	{ cat "$TMP/out" >&2; fail "the run does not report 4 ignored entries"; }
+python3 - "$TMP/odd.json" "$good" "$bad" <<'PY' || fail "--log does not count the ignored entries"
+import json, sys
+final = [json.loads(l) for l in open(sys.argv[1])][-1]
+good, bad = int(sys.argv[2]), int(sys.argv[3])
+assert final["ignored_entries"] == 4 and final["skipped_files"] == bad, final
+assert final["samples"] == good - 2, final  # the 2 test images are not trained on
+PY
+echo "ok: odd names escaped, 4 ignored entries named once and counted"
+expect_fail "^hntrain: --data: $TMP/odd/train/ant/gone.tif: a dangling symbolic link \(--strict" \
+	"${ODD[@]}" --strict
+rm "$TMP/odd/train/ant/gone.tif"
+expect_fail "^hntrain: --data: $TMP/odd/train/ant/pipe.png: a FIFO, not a file or folder \(--strict" \
+	"${ODD[@]}" --strict
 echo "PASS"

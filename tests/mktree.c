@@ -12,6 +12,14 @@
  *                                 bytes, a JPEG cut in half; hidden files that
  *                                 must be ignored
  *   mktree idx   DIR N H W        train-/t10k-images/labels IDX files (plain)
+ *   mktree odd   DIR              train/test tree of 20x24 gray TIFF/PNG with odd
+ *                                 names and entries: good files named
+ *                                 "ok\nname.tif" and "caf\xe9.tif"; files that do
+ *                                 not decode named "bad\nname.png" and
+ *                                 "\e[31mred\e[0m.png"; and 4 entries that are not
+ *                                 images of a class folder: DIR/README.md,
+ *                                 train/notes\xff.txt, a dangling symbolic link
+ *                                 train/ant/gone.tif and a FIFO train/ant/pipe.png
  *
  * Prints "good G bad B" (files that should pack / be skipped). Files are
  * written with libtiff, libpng and libturbojpeg directly, not with the code
@@ -21,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 #include <tiffio.h>
@@ -287,6 +296,46 @@ static void mixed_tree(const char *dir, int per)
 	printf("good %d bad %d\n", good, bad);
 }
 
+static void odd_tree(const char *dir)
+{
+	static const char *const good[] = {
+		"train/ant/f0000.tif", "train/ant/f0001.png",	"train/ant/ok\nname.tif",
+		"train/bee/f0000.tif", "train/bee/caf\xe9.tif", "test/ant/f0000.tif",
+		"test/bee/f0000.png",
+	};
+	static const char *const bad[] = {"train/ant/bad\nname.png",
+					  "train/bee/\033[31mred\033[0m.png"};
+	char p[1024], q[1024];
+	mkdirs(dir, "train", "ant");
+	mkdirs(dir, "train", "bee");
+	mkdirs(dir, "test", "ant");
+	mkdirs(dir, "test", "bee");
+	for (unsigned i = 0; i < sizeof good / sizeof *good; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, good[i]);
+		if (strstr(p, ".png"))
+			png(p, i, 20, 24, 1);
+		else
+			tiff(p, i, 20, 24, T_GRAY8, COMPRESSION_NONE);
+	}
+	for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, bad[i]);
+		raw(p, "not an image\n", 13);
+	}
+	snprintf(p, sizeof p, "%s/README.md", dir);
+	raw(p, "# odd\n", 6);
+	snprintf(p, sizeof p, "%s/train/notes\xff.txt", dir);
+	raw(p, "notes\n", 6);
+	snprintf(p, sizeof p, "%s/train/ant/gone.tif", dir);
+	snprintf(q, sizeof q, "%s/nowhere.tif", dir);
+	if (symlink(q, p) < 0)
+		die("cannot link", p);
+	snprintf(p, sizeof p, "%s/train/ant/pipe.png", dir);
+	if (mkfifo(p, 0644) < 0)
+		die("cannot make a FIFO", p);
+	printf("good %u bad %u\n", (unsigned)(sizeof good / sizeof *good),
+	       (unsigned)(sizeof bad / sizeof *bad));
+}
+
 static void be32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)(v >> 24);
@@ -331,7 +380,8 @@ static void idx_files(const char *dir, unsigned n, unsigned h, unsigned w)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: mktree gray|rgb|mixed DIR [PER_CLASS] | idx DIR N H W\n");
+		fprintf(stderr,
+			"usage: mktree gray|rgb|mixed DIR [PER_CLASS] | odd DIR | idx DIR N H W\n");
 		return 2;
 	}
 	TIFFSetWarningHandler(NULL);
@@ -342,6 +392,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "mixed")) {
 		mkdir(argv[2], 0755);
 		mixed_tree(argv[2], per);
+	} else if (!strcmp(argv[1], "odd")) {
+		mkdir(argv[2], 0755);
+		odd_tree(argv[2]);
 	} else if (!strcmp(argv[1], "idx") && argc == 6) {
 		idx_files(argv[2], (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]),
 			  (unsigned)atoi(argv[5]));

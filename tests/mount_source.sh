@@ -6,7 +6,8 @@
 # earlier naming) go when one is packed or reused, unless a mount serves them;
 # other folders' stores and files that are not stores stay. The folder
 # reached by a symbolic link, "..", or (as root) a bind mount has the same
-# store. With no SOURCE the mount serves Fashion-MNIST from
+# store. What a pack leaves out is named (escaped) and counted. With no
+# SOURCE the mount serves Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
@@ -160,6 +161,26 @@ lstore=$(ls "$T/cache-l")
 grep -q "\"name\": \"$(printf 'é%.0s' $(seq 31))\"" "$T/mnt/dataset.json" || fail "long folder name: $(head -c 300 "$T/mnt/dataset.json")"
 sfs_umount "$T/mnt"
 echo "folder name of 221 bytes: store named by its first 62 bytes"
+
+# a first-use pack names what it leaves out (escaped, the first 10) and counts it
+mkdir -p "$T/odd/cat" "$T/odd/dog"
+cp "$T/src/train/cat/000.png" "$T/odd/cat/" && cp "$T/src/train/dog/000.png" "$T/odd/dog/"
+echo "not an image" >"$T/odd/cat/bad"$'\n'"name.png"
+echo "notes" >"$T/odd/README"$'\e'"[1m"
+ln -s nowhere "$T/odd/dog/gone.png"
+mkfifo "$T/odd/dog/pipe.png"
+sfs_mount "$T/odd.log" "$T/odd" "$T/mnt" -o cachedir="$T/cache"
+sfs_umount "$T/mnt"
+want="spritefs: ignoring $T/odd/README\x1b[1m: not in a class folder
+spritefs: ignoring $T/odd/dog/gone.png: a dangling symbolic link
+spritefs: ignoring $T/odd/dog/pipe.png: a FIFO, not a file or folder
+spritefs: skipping $T/odd/cat/bad\nname.png: not a PNG/TIFF/JPEG/PNM file
+spritefs: packed 2 samples (1 skipped, 3 ignored) in"
+got=$(grep "^spritefs: \(ignoring\|skipping\|packed\) " "$T/odd.log" | sed 's/ in [0-9.]* s$/ in/')
+[[ $got == "$want" ]] || fail "first-use pack report: $(diff <(echo "$want") <(echo "$got"))"
+LC_ALL=C grep -v "^spritefs: [ -~]*$" "$T/odd.log" >"$T/raw" &&
+	fail "first-use pack: raw control bytes, or broken lines: $(cat -A "$T/raw")"
+echo "first-use pack: left-out entries named escaped and counted"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	mkdir -p "$T/mnt"

@@ -6,7 +6,10 @@
 # Builds small trees with mktree (gray and RGB lossless trees, a mixed tree
 # with corrupt/truncated/empty/non-image files, IDX files plain and gzip),
 # packs them and checks: summary counts and skipped-file lines, --strict,
-# symbolic links followed and link loops entered once and reported,
+# symbolic links followed and link loops entered once and reported, names
+# with control bytes shown escaped, entries that are not images of a class
+# folder (a file beside them, a dangling link, a FIFO) named as ignored and
+# counted, and --strict stopping at those that are neither file nor folder,
 # the roundtrip (pack -> --export png -> pixels and labels equal to an
 # independent decode of the sources with PIL + numpy, under /usr/bin/python3;
 # only that comparison is skipped when those are missing), identical store
@@ -169,13 +172,53 @@ ln -s "$T/links/train/cat" "$T/links/train/ant/cats" # a real folder elsewhere: 
 ncat=$(find "$T/links/train/cat" -type f | wc -l)
 want=$((good + 1 + ncat))
 if expect_rc 0 timeout 60 "$PACK" "$T/links" "$T/links.sprites"; then
-	grep -q "found $want, packed $want, skipped 0" "$T/out" ||
+	grep -q "found $want, packed $want, skipped 0, ignored 2$" "$T/out" ||
 		fail "links: summary: $(grep found "$T/out")"
 	for l in train/ant/self test/bee/sub/back; do
-		grep -q "skipped $T/links/$l: a symbolic link back to a folder above it" "$T/out" ||
+		grep -q "^spritefs-pack: ignored $T/links/$l: a symbolic link back to a folder above it" "$T/out" ||
 			fail "links: loop $l not reported: $(head -5 "$T/out")"
 	done
 fi
+
+# ---- odd names and entries: shown escaped; what is not an image is named -------
+# mktree odd: "bad\nname.png" and "\e[31mred\e[0m.png" do not decode; README.md,
+# train/notes\xff.txt, a dangling link and a FIFO are not images of a class folder.
+"$MKTREE" odd "$T/odd" >"$T/counts" || fail "mktree odd"
+read -r _ good _ bad <"$T/counts"
+if expect_rc 0 timeout 60 "$PACK" --jobs 2 "$T/odd" "$T/odd.sprites"; then
+	grep -q "^spritefs-pack: found $((good + bad)), packed $good, skipped $bad, ignored 4$" "$T/out" ||
+		fail "odd: summary: $(grep found "$T/out")"
+	want="ignored $T/odd/README.md: not in a class folder
+ignored $T/odd/train/notes\xff.txt: not in a class folder
+ignored $T/odd/train/ant/gone.tif: a dangling symbolic link
+ignored $T/odd/train/ant/pipe.png: a FIFO, not a file or folder
+skipped $T/odd/train/ant/bad\nname.png: not a PNG/TIFF/JPEG/PNM file
+skipped $T/odd/train/bee/\x1b[31mred\x1b[0m.png: not a PNG/TIFF/JPEG/PNM file"
+	got=$(sed -n 's/^spritefs-pack: \(skipped\|ignored\) /\1 /p' "$T/out")
+	[[ $got == "$want" ]] || fail "odd: reported lines differ: $(diff <(echo "$want") <(echo "$got"))"
+	LC_ALL=C grep -v "^spritefs-pack: [ -~]*$" "$T/out" >"$T/raw" &&
+		fail "odd: lines with raw control bytes, or broken: $(cat -A "$T/raw")"
+fi
+# --strict: stops at an entry that is neither file nor folder, as at a bad image,
+# after naming the files outside the class folders (no error: a README is fine)
+expect_rc 1 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" && {
+	grep -qx "spritefs-pack: stopped at $T/odd/train/ant/gone.tif: a dangling symbolic link (--strict)" "$T/out" ||
+		fail "odd --strict: $(cat "$T/out")"
+	grep -q "^spritefs-pack: ignored $T/odd/README.md: not in a class folder$" "$T/out" ||
+		fail "odd --strict: README not named first: $(cat "$T/out")"
+}
+rm -f "$T/odd/train/ant/gone.tif"
+expect_rc 1 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" &&
+	{ grep -qx "spritefs-pack: stopped at $T/odd/train/ant/pipe.png: a FIFO, not a file or folder (--strict)" "$T/out" ||
+		fail "odd --strict with a FIFO: $(cat "$T/out")"; }
+rm -f "$T/odd/train/ant/pipe.png"
+expect_rc 1 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" &&
+	{ grep -qxF "spritefs-pack: stopped at $T/odd/train/ant/bad\nname.png: not a PNG/TIFF/JPEG/PNM file (--strict)" "$T/out" ||
+		fail "odd --strict at a bad name: $(cat -A "$T/out")"; }
+rm -f "$T/odd/train/ant/bad"$'\n'"name.png" "$T/odd/train/bee/"$'\e'*
+expect_rc 0 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" &&
+	{ grep -q "found $good, packed $good, skipped 0, ignored 2$" "$T/out" ||
+		fail "odd --strict without bad entries: $(cat "$T/out")"; }
 
 # ---- mixed tree: bad files, counts, --strict, --tile, determinism --------------
 "$MKTREE" mixed "$T/mixed" 40 >"$T/counts" || fail "mktree mixed"

@@ -3,7 +3,9 @@
  * library API (spritefs uses them directly, without the command).
  *
  * Checks: the report (found/packed/skipped, per split counts, bytes in/out),
- * on_skip called in source order with the reasons, the progress counter
+ * on_skip called in source order with the reasons, on_ignore for what is
+ * not an image of a class folder (a file beside them, a FIFO) before that
+ * and counted apart, --strict stopping at the FIFO, the progress counter
  * reaching the total, jobs = 0 (all cores), labels and sample order read
  * back from the store, strict mode, a data set name too long for the header
  * refused, a fingerprint that is stable and changes when a file is added,
@@ -35,6 +37,8 @@ struct skips {
 	int n;
 	char paths[8][512];
 	char why[8][256];
+	int nign;
+	char ign[4][800];
 };
 
 static void on_skip(void *ctx, const char *path, const char *why)
@@ -45,6 +49,15 @@ static void on_skip(void *ctx, const char *path, const char *why)
 		snprintf(s->why[s->n], sizeof s->why[0], "%s", why);
 	}
 	s->n++;
+}
+
+static void on_ignore(void *ctx, const char *path, const char *why)
+{
+	struct skips *s = ctx;
+	CHECK(s->n == 0, "on_ignore after on_skip: %s", path);
+	if (s->nign < 4)
+		snprintf(s->ign[s->nign], sizeof s->ign[0], "%s: %s", path, why);
+	s->nign++;
 }
 
 static void put(const char *rel, uint8_t v, int png)
@@ -276,18 +289,29 @@ int main(void)
 	put("src/test/c/k.tif", 21, 0);
 	put_raw("src/test/a/bad.tif", "II*\0garbage");
 	put("src/test/a/m.png", 20, 1);
+	put_raw("src/test/notes.txt", "not in a class folder");
+	char fifo[300];
+	snprintf(fifo, sizeof fifo, "%s/src/train/b/pipe", dir);
+	CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
 
 	struct skips sk = {0};
 	struct sprite_progress prog;
 	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
 					.jobs = 0,
 					.on_skip = on_skip,
+					.on_ignore = on_ignore,
 					.ctx = &sk,
 					.progress = &prog,
 					.sheet_tiles = 2};
 	struct sprite_pack_report rep;
 	int r = sprite_pack(src, store, &o, &rep, err);
 	CHECK(r == 0, "pack: %s", err);
+	/* split folders' own entries are listed before the class folders are walked */
+	CHECK(rep.ignored == 2 && sk.nign == 2, "ignored %llu, on_ignore %d",
+	      (unsigned long long)rep.ignored, sk.nign);
+	CHECK(strstr(sk.ign[0], "/src/test/notes.txt: not in a class folder") &&
+		      strstr(sk.ign[1], "/src/train/b/pipe: a FIFO, not a file or folder"),
+	      "ignored: %s; %s", sk.ign[0], sk.ign[1]);
 	CHECK(rep.found == 8 && rep.packed == 6 && rep.skipped == 2,
 	      "report found %llu packed %llu skipped %llu", (unsigned long long)rep.found,
 	      (unsigned long long)rep.packed, (unsigned long long)rep.skipped);
@@ -342,6 +366,10 @@ int main(void)
 	o.strict = 1;
 	o.progress = NULL;
 	sk.n = 0;
+	r = sprite_pack(src, store2, &o, &rep, err);
+	CHECK(r == -SPRITE_ECORRUPT && strstr(err, "train/b/pipe: a FIFO"), "strict: r=%d err=%s",
+	      r, err);
+	unlink(fifo);
 	r = sprite_pack(src, store2, &o, &rep, err);
 	CHECK(r < 0 && strstr(err, "y.png"), "strict: r=%d err=%s", r, err);
 	CHECK(access(store2, F_OK) != 0, "strict left a store");

@@ -9,6 +9,8 @@
  * tested, not just the checksums). Each must fail with the right code and a
  * message naming the problem. The writer must never leave anything under the
  * final name unless finished, and an aborted writer leaves no temp file.
+ * Also the util.c helpers beside them: the checksum, UTF-8 lengths, the
+ * mountinfo reader, sprite_escape and sprite_list_dir.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -827,6 +829,117 @@ static void check_utf8(void)
 		      sprite_utf8_cut(cuts[i].s, cuts[i].max), cuts[i].len);
 }
 
+/*
+ * sprite_escape: what the packer and hntrain print of a path read from a
+ * folder. Control bytes and bytes that are not UTF-8 become escapes, printable
+ * UTF-8 stays, and a cut falls between characters, never inside an escape.
+ */
+static void check_escape(void)
+{
+	static const struct {
+		const char *in;
+		size_t cap;
+		const char *out;
+	} cases[] = {
+		{"/data/train/ant/x.png", 64, "/data/train/ant/x.png"},
+		{"", 64, ""},
+		{"a\nb", 64, "a\\nb"},
+		{"t\tr\r", 64, "t\\tr\\r"},
+		{"back\\slash \\n", 64, "back\\\\slash \\\\n"}, /* a literal \n stays apart */
+		{"\033[31mred\033[0m", 64, "\\x1b[31mred\\x1b[0m"},
+		{"\x01\x1f\x7f", 64, "\\x01\\x1f\\x7f"},
+		{"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64,
+		 "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+		{"nb\xc2\xa0sp", 64, "nb\xc2\xa0sp"},	    /* U+00A0 prints */
+		{"csi\xc2\x9b[2J", 64, "csi\\xc2\\x9b[2J"}, /* a C1 control does not */
+		{"caf\xe9.png", 64, "caf\\xe9.png"},	    /* Latin-1 */
+		{"\xff\xfe", 64, "\\xff\\xfe"},
+		{"\xc0\xaf", 64, "\\xc0\\xaf"},		 /* overlong '/' */
+		{"\xed\xa0\x80", 64, "\\xed\\xa0\\x80"}, /* a surrogate */
+		{"\xe2\x82", 64, "\\xe2\\x82"},		 /* cut short by the end */
+		{"\xe2\x82x", 64, "\\xe2\\x82x"},	 /* ... or by an ASCII byte */
+		{"abcdefg", 8, "abcdefg"},		 /* fits exactly */
+		{"abcdefgh", 8, "abcd..."},
+		{"abc\ndef", 8, "abc..."}, /* not "abc\\..." */
+		{"ab\nc", 8, "ab\\nc"},
+		{"\x01\x02", 8, "\\x01..."},
+		{"\xc3\xa9\xc3\xa9\xc3\xa9", 6, "\xc3\xa9..."}, /* not half an é */
+		{"abcd", 4, "..."},
+		{"abc", 4, "abc"},
+		{"abc", 3, ""},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char out[80]; /* past cap: a write there shows */
+		memset(out, '#', sizeof out);
+		const char *r = sprite_escape(cases[i].in, out, cases[i].cap);
+		CHECK(r == out && !strcmp(out, cases[i].out) && strlen(out) < cases[i].cap,
+		      "escape case %zu: \"%s\", expected \"%s\"", i, out, cases[i].out);
+		CHECK(out[cases[i].cap] == '#', "escape case %zu: wrote past cap %zu", i,
+		      cases[i].cap);
+	}
+}
+
+/*
+ * sprite_list_dir: visible entries in byte order, links followed, and what
+ * an entry is when it is neither a file nor a folder.
+ */
+static void check_list_dir(void)
+{
+	char d[300], p[400], q[400];
+	snprintf(d, sizeof d, "%s/list", dir);
+	mkdir(d, 0755);
+	static const char *const files[] = {"b.png", "a\nb", ".hidden", "Z"};
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(p, sizeof p, "%s/%s", d, files[i]);
+		fclose(fopen(p, "w"));
+	}
+	snprintf(p, sizeof p, "%s/sub", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof p, "%s/to-sub", d);
+	CHECK(symlink("sub", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/to-b", d);
+	CHECK(symlink("b.png", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/gone", d);
+	CHECK(symlink("nowhere", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/self", d);
+	CHECK(symlink("self", p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/fifo", d);
+	CHECK(mkfifo(p, 0644) == 0, "mkfifo");
+	static const struct {
+		const char *name;
+		char kind;
+		const char *why;
+	} want[] = {
+		{"Z", 'f', NULL},
+		{"a\nb", 'f', NULL},
+		{"b.png", 'f', NULL},
+		{"fifo", 0, "a FIFO, not a file or folder"},
+		{"gone", 0, "a dangling symbolic link"},
+		{"self", 0, NULL}, /* ELOOP: strerror's text */
+		{"sub", 'd', NULL},
+		{"to-b", 'f', NULL},
+		{"to-sub", 'd', NULL},
+	};
+	struct sprite_dirent **v = NULL;
+	size_t n = 0;
+	int r = sprite_list_dir(d, &v, &n);
+	CHECK(r == 0 && n == sizeof want / sizeof want[0], "list: %d, %zu entries", r, n);
+	for (size_t i = 0; r == 0 && i < n && i < sizeof want / sizeof want[0]; i++) {
+		CHECK(!strcmp(v[i]->name, want[i].name) && v[i]->kind == want[i].kind,
+		      "list entry %zu: \"%s\" kind %d, expected \"%s\" kind %d", i, v[i]->name,
+		      v[i]->kind, want[i].name, want[i].kind);
+		CHECK((v[i]->kind == 0) == (v[i]->why != NULL),
+		      "list entry %zu: why %s with kind %d", i, v[i]->why ? v[i]->why : "NULL",
+		      v[i]->kind);
+		if (want[i].why && v[i]->why)
+			CHECK(!strcmp(v[i]->why, want[i].why), "list entry %zu: why \"%s\"", i,
+			      v[i]->why);
+	}
+	sprite_dirents_free(v, n);
+	snprintf(q, sizeof q, "%s/nosuch", d);
+	CHECK(sprite_list_dir(q, &v, &n) == -ENOENT, "list of a missing folder");
+}
+
 /* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
 static void check_mountinfo_unescape(void)
 {
@@ -847,11 +960,14 @@ static void check_mountinfo_unescape(void)
 		CHECK(!strcmp(buf, cases[i].out), "mountinfo case %zu: \"%s\", expected \"%s\"", i,
 		      buf, cases[i].out);
 	}
-	/* whole lines: optional tags before " - ", escapes in point and source, junk passed over */
+	/* whole lines: optional tags before " - ", escapes in point and source,
+	 * junk passed over */
 	FILE *f = tmpfile();
-	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 /dev/sda1 rw\n"
+	fputs("36 35 98:0 / /mnt/a\\040b rw,noatime shared:1 master:2 - ext4 "
+	      "/dev/sda1 rw\n"
 	      "not a mountinfo line\n"
-	      "90 36 0:52 /d\\011ir /mnt/s rw - fuse.spritefs /var/x\\040y.sprites ro,user_id=0\n",
+	      "90 36 0:52 /d\\011ir /mnt/s rw - fuse.spritefs /var/x\\040y.sprites "
+	      "ro,user_id=0\n",
 	      f);
 	rewind(f);
 	struct sprite_mount m;
@@ -878,16 +994,22 @@ int main(void)
 	check_checksum();
 	check_utf8();
 	check_mountinfo_unescape();
+	check_escape();
+	check_list_dir();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
-		{32, 32, 3, 64, SPRITE_CODEC_LZ4, {128, 64}, 0, 10},  /* full sheets only */
+		{32, 32, 3, 64, SPRITE_CODEC_LZ4, {128, 64}, 0, 10},  /* full sheets
+									 only */
 		{128, 128, 3, 2, SPRITE_CODEC_LZ4, {5, 0}, 1, 10},    /* lz4 cannot shrink noise */
-		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},	      /* one tile per sheet */
+		{8, 8, 4, 1, SPRITE_CODEC_LZ4, {3, 2}, 0, 10},	      /* one tile per sheet
+								       */
 		{16, 16, 1, 0, SPRITE_CODEC_LZ4, {1500, 10}, 0, 300}, /* default 1024, 300 classes
 								       */
-		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split */
-		{224, 224, 3, 0, SPRITE_CODEC_LZ4, {60, 5}, 0, 10},   /* default: 27 a sheet */
+		{1, 1, 1, 7, SPRITE_CODEC_RAW, {0, 20}, 0, 2},	      /* only a test split
+								       */
+		{224, 224, 3, 0, SPRITE_CODEC_LZ4, {60, 5}, 0, 10},   /* default: 27 a
+									 sheet */
 	};
 	/* The default sheet: 4 MiB decoded at most, 1..1024 tiles. */
 	CHECK(sprite_default_sheet_tiles(28, 28, 1) == 1024, "28x28: %u",

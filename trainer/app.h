@@ -115,7 +115,8 @@ struct hn_final_stats {
 	double test_acc;
 	const char *source, *device, *model;
 	uint64_t nparams;
-	uint64_t skipped_files; /* image files that did not decode */
+	uint64_t skipped_files;	  /* image files that did not decode */
+	uint64_t ignored_entries; /* entries of an image folder that are not images (on_ignore) */
 };
 int hn_log_final(FILE *f, const struct hn_final_stats *s);
 /* Write s as a JSON string literal (quotes and escapes). */

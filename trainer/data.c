@@ -87,7 +87,9 @@ struct hn_source {
 	uint64_t nbad;	    /* files in bad[], atomic */
 	int strict;
 	void (*on_skip)(void *ctx, const char *why);
+	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *skip_ctx;
+	uint64_t nignored; /* entries of the tree passed to on_ignore */
 
 	/* idx and memory */
 	uint8_t *px[2];
@@ -119,6 +121,11 @@ const char *hn_source_describe(const hn_source *s)
 uint64_t hn_source_skipped(const hn_source *s)
 {
 	return __atomic_load_n(&s->nbad, __ATOMIC_RELAXED);
+}
+
+uint64_t hn_source_ignored(const hn_source *s)
+{
+	return s->nignored;
 }
 
 static int no_test(const char *t)
@@ -936,53 +943,60 @@ static int is_split_name(const char *n)
 	       !strcmp(n, "valid") || !strcmp(n, "validation");
 }
 
-/* A folder, or a symbolic link to one. */
-static int is_dir_entry(const char *dir, const struct dirent *e)
+/*
+ * An entry of the tree that is not an image of a class folder: named through
+ * on_ignore and counted, or with --strict, when it is neither a file nor a
+ * folder (a dangling link, a FIFO), the end of the open like a bad image.
+ */
+static int ignore_entry(hn_source *s, const char *path, int unreadable, const char *why, char *err)
 {
-	if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
-		return e->d_type == DT_DIR;
-	char p[8192];
-	struct stat st;
-	snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+	if (unreadable && s->strict) {
+		char shown[HN_ERR_MAX];
+		return fail(
+			err, -EINVAL,
+			"%s: %s (--strict stops at an entry that is neither a file nor a folder)",
+			sprite_escape(path, shown, sizeof shown), why);
+	}
+	s->nignored++;
+	if (s->on_ignore)
+		s->on_ignore(s->skip_ctx, path, why);
+	return 0;
 }
 
-/* Sorted names of the visible folders in dir (the files below are sprite_walk_files'). */
-static int list_dir(const char *dir, char ***out, size_t *count)
+/*
+ * Sorted names of the visible folders in dir (the files below are
+ * sprite_walk_files'). With rep, the other entries are told to ignore_entry
+ * (files too: they lie outside the class folders).
+ */
+static int list_dir(hn_source *rep, const char *dir, char ***out, size_t *count, char *err)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return -errno;
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || !is_dir_entry(dir, e))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			char **nv = realloc(v, cap * sizeof *nv);
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
+	struct sprite_dirent **e;
+	size_t ne, n = 0;
+	char shown[HN_ERR_MAX], p[8192];
+	int rc = sprite_list_dir(dir, &e, &ne);
+	if (rc < 0)
+		return fail(err, rc, "%s: %s", sprite_escape(dir, shown, sizeof shown),
+			    strerror(-rc));
+	char **v = calloc(ne ? ne : 1, sizeof *v);
+	if (!v)
+		rc = fail(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; rc == 0 && i < ne; i++) {
+		if (e[i]->kind == 'd') {
+			if (!(v[n++] = strdup(e[i]->name)))
+				rc = fail(err, -ENOMEM, "out of memory");
+		} else if (rep) {
+			snprintf(p, sizeof p, "%s/%s", dir, e[i]->name);
+			rc = e[i]->kind ? ignore_entry(rep, p, 0, "not in a class folder", err)
+					: ignore_entry(rep, p, 1, e[i]->why, err);
 		}
-		if (!(v[n] = strdup(e->d_name))) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
 	}
-	closedir(d);
+	sprite_dirents_free(e, ne);
 	if (rc < 0) {
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; v && i < n; i++)
 			free(v[i]);
 		free(v);
 		return rc;
 	}
-	sprite_sort(v, n, sizeof *v, cmp_str);
 	*out = v;
 	*count = n;
 	return 0;
@@ -999,7 +1013,7 @@ static int has_subdir(const char *dir)
 {
 	char **v;
 	size_t n;
-	if (list_dir(dir, &v, &n) < 0)
+	if (list_dir(NULL, dir, &v, &n, NULL) < 0)
 		return 0;
 	free_list(v, n);
 	return n > 0;
@@ -1010,11 +1024,19 @@ struct file_list {
 	size_t n, cap;
 };
 
-/* sprite_walk_files' callback: files of one class, the order spritefs-pack lists them in. */
+/* sprite_walk_files' callbacks: files of one class, the order spritefs-pack lists them in. */
 struct walk_ctx {
 	struct file_list *fl;
 	uint16_t label;
+	hn_source *s;
+	char *err;
 };
+
+static int walk_ignored(void *ctx, const char *path, int unreadable, const char *why)
+{
+	struct walk_ctx *c = ctx;
+	return ignore_entry(c->s, path, unreadable, why, c->err);
+}
 
 static int walk_file(void *ctx, char *path)
 {
@@ -1058,11 +1080,13 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		return 1;
 	struct sprite_image im;
 	char why[SPRITE_ERR_MAX] = "";
-	int rc = sprite_image_load(f->path, &im, why);
+	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
+	int rc = sprite_image_load(f->path, &im, why); /* why names the file (escaped) */
+	sprite_escape(f->path, shown, sizeof shown);
 	if (rc == -ENOMEM)
-		return fail(err, rc, "%s: out of memory", f->path);
+		return fail(err, rc, "%s: out of memory", shown);
 	if (rc < 0 && !why[0])
-		snprintf(why, sizeof why, "%s: %s", f->path, strerror(-rc));
+		snprintf(why, sizeof why, "%s: %s", shown, strerror(-rc));
 	if (rc == 0 && keep) {
 		*keep = im;
 		return 0;
@@ -1071,9 +1095,9 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c, tile);
 		sprite_image_free(&im);
 		if (rc == -ENOMEM)
-			return fail(err, rc, "%s: out of memory", f->path);
+			return fail(err, rc, "%s: out of memory", shown);
 		if (rc < 0)
-			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", f->path,
+			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", shown,
 				 s->info.h, s->info.w, s->info.c, strerror(-rc));
 	}
 	if (rc == 0)
@@ -1094,17 +1118,19 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	s->kind = SRC_IMAGES;
 	s->strict = o->strict;
 	s->on_skip = o->on_skip;
+	s->on_ignore = o->on_ignore;
 	s->skip_ctx = o->skip_ctx;
 	snprintf(s->info.kind, sizeof s->info.kind, "images");
 	snprintf(s->root, sizeof s->root, "%s", path);
 	const char *base = strrchr(path, '/');
 	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
 
+	/* Files at the top are outside the class folders in either layout: told here. */
 	char **top;
 	size_t ntop;
-	int rc = list_dir(path, &top, &ntop);
+	int rc = list_dir(s, path, &top, &ntop, err);
 	if (rc < 0)
-		return fail(err, rc, "%s: %s", path, strerror(-rc));
+		return rc;
 	/* The split folders (those with subfolders), or the root as "train". */
 	char **sdirs = calloc(ntop + 1, sizeof *sdirs);
 	const char **snames = calloc(ntop + 1, sizeof *snames);
@@ -1137,10 +1163,8 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	for (size_t k = 0; rc == 0 && k < nsplit; k++) {
 		char **cl;
 		size_t ncl;
-		if ((rc = list_dir(sdirs[k], &cl, &ncl)) < 0) {
-			fail(err, rc, "%s: %s", sdirs[k], strerror(-rc));
+		if ((rc = list_dir(NULL, sdirs[k], &cl, &ncl, err)) < 0)
 			break;
-		}
 		for (size_t i = 0; i < ncl; i++) {
 			if (nall == capall) {
 				capall = capall ? capall * 2 : 64;
@@ -1191,18 +1215,16 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 				  k ? " (--test-split none trains without evaluation)" : "");
 			break;
 		}
+		/* the other entries of a split folder, unless it is the top, told above */
 		char **cl;
 		size_t ncl;
-		if ((rc = list_dir(sdirs[j], &cl, &ncl)) < 0) {
-			fail(err, rc, "%s: %s", sdirs[j], strerror(-rc));
+		if ((rc = list_dir(split_layout ? s : NULL, sdirs[j], &cl, &ncl, err)) < 0)
 			break;
-		}
 		struct file_list fl = {0};
 		for (size_t i = 0; rc == 0 && i < ncl; i++) {
 			snprintf(p, sizeof p, "%s/%s", sdirs[j], cl[i]);
-			struct walk_ctx wc = {&fl, (uint16_t)class_index(s, cl[i])};
-			/* a symbolic link loop is not entered again (spritefs-pack reports it) */
-			rc = sprite_walk_files(p, walk_file, NULL, &wc, err, HN_ERR_MAX);
+			struct walk_ctx wc = {&fl, (uint16_t)class_index(s, cl[i]), s, err};
+			rc = sprite_walk_files(p, walk_file, walk_ignored, &wc, err, HN_ERR_MAX);
 		}
 		free_list(cl, ncl);
 		s->files[k] = fl.v;

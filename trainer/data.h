@@ -68,6 +68,15 @@ struct hn_source_options {
 	 */
 	int strict;
 	void (*on_skip)(void *ctx, const char *why);
+	/*
+	 * Image folders: each entry of the tree that is not an image of a
+	 * class folder (read) is passed to on_ignore with what it is, once,
+	 * from hn_source_open (ctx skip_ctx): files outside the class folders,
+	 * symbolic link loops (not entered again), and entries that are neither
+	 * a file nor a folder (a dangling link, a FIFO), which with strict fail
+	 * the open instead. Hidden names (".*") are neither. May be NULL.
+	 */
+	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *skip_ctx;
 	/*
 	 * Something the user should know about how the data is read, said once
@@ -106,6 +115,8 @@ int hn_source_preload(hn_source *s, int nthreads, char *err);
 
 /* Image files skipped so far because they did not decode (0 for other sources). */
 uint64_t hn_source_skipped(const hn_source *s);
+/* Entries of an image folder passed to on_ignore (0 for other sources). */
+uint64_t hn_source_ignored(const hn_source *s);
 
 /* A line describing how the source is read ("mount /mnt/x: epoch views (batch 64)"). */
 const char *hn_source_describe(const hn_source *s);

@@ -87,8 +87,9 @@ static void usage(FILE *f)
 		"  --test-limit N       evaluate on the first N test samples only\n"
 		"  --preload            read the whole data set into RAM first (zero-I/O "
 		"baseline)\n"
-		"  --strict             image folders: stop at a file that does not decode\n"
-		"                       (default: report it and train without it)\n"
+		"  --strict             image folders: stop at a file that does not decode, or\n"
+		"                       an entry that is neither a file nor a folder (default:\n"
+		"                       report it and train without it)\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
 		"  --window N           windowed order: shuffle N sheets at a time (larger than "
@@ -155,6 +156,19 @@ static void report_skip(void *ctx, const char *why)
 {
 	(void)ctx;
 	fprintf(stderr, "%s%s: skipped %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, why);
+}
+
+/*
+ * An entry of an image folder that is not an image of a class folder (a file
+ * beside the class folders, a dangling link, a FIFO, a link loop): named once
+ * when the folder is listed, the path escaped as spritefs-pack shows it.
+ */
+static void report_ignore(void *ctx, const char *path, const char *why)
+{
+	char shown[4 * PATH_MAX + 4];
+	(void)ctx;
+	fprintf(stderr, "%s: ignored %s: %s\n", prog, sprite_escape(path, shown, sizeof shown),
+		why);
 }
 
 /* How the data is read after all (epoch views a mount cannot serve): said once, unless --quiet. */
@@ -712,6 +726,7 @@ int main(int argc, char **argv)
 		.cache_bytes = o.cache,
 		.strict = o.strict,
 		.on_skip = report_skip,
+		.on_ignore = report_ignore,
 		.on_note = o.quiet ? NULL : report_note,
 	};
 	hn_source *src = NULL;
@@ -1040,6 +1055,12 @@ int main(int argc, char **argv)
 		       " image file%s that did not decode (named above; --strict "
 		       "stops at the first)\n",
 		       skipped, skipped == 1 ? "" : "s");
+	uint64_t ignored = hn_source_ignored(src);
+	if (ignored && !o.quiet)
+		printf("ignored %" PRIu64
+		       " entr%s of the image folder, not images in class folders (named above; "
+		       "--strict stops at one that is neither a file nor a folder)\n",
+		       ignored, ignored == 1 ? "y" : "ies");
 	uint64_t hash = weights_hash(be, st, params, m.nparams);
 	printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (logf) {
@@ -1057,6 +1078,7 @@ int main(int argc, char **argv)
 			.model = o.model,
 			.nparams = m.nparams,
 			.skipped_files = hn_source_skipped(src),
+			.ignored_entries = ignored,
 		};
 		if (hn_log_final(logf, &fs) < 0 || fclose(logf) != 0)
 			die(1, "--log %s: write error", o.log);

@@ -85,7 +85,9 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	hn_json_string(f, s->device);
 	fputs(", \"model\": ", f);
 	hn_json_string(f, s->model);
-	fprintf(f, ", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64 "}\n", s->nparams,
-		s->skipped_files);
+	fprintf(f,
+		", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64
+		", \"ignored_entries\": %" PRIu64 "}\n",
+		s->nparams, s->skipped_files, s->ignored_entries);
 	return fflush(f) == 0 ? 0 : -1;
 }
