@@ -318,6 +318,20 @@ int sprite_mkdir_p(const char *path)
 
 /* ---- names in messages ------------------------------------------------ */
 
+/*
+ * Whether the n-byte UTF-8 character at p reorders text on display (U+061C,
+ * U+200E/F, U+202A-E, U+2066-9): "gnp.exe" can read as "exe.png".
+ */
+static int is_bidi(const unsigned char *p, int n)
+{
+	if (n == 2)
+		return p[0] == 0xd8 && p[1] == 0x9c;
+	if (n != 3 || p[0] != 0xe2)
+		return 0;
+	return (p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
+	       (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9);
+}
+
 const char *sprite_escape(const char *s, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -329,14 +343,15 @@ const char *sprite_escape(const char *s, char *out, size_t cap)
 		return out;
 	}
 	while (*p) {
-		char one[8]; /* one character as it is shown: at most two \xNN */
+		char one[12]; /* one character as it is shown: at most three \xNN */
 		size_t len = 0, used = 1;
 		int n = sprite_utf8_len(p);
 		if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
 			one[len++] = '\\';
 			one[len++] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
-		} else if (n == 0 || *p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] < 0xa0)) {
-			used = n == 2 ? 2 : 1; /* a C1 control: both of its bytes */
+		} else if (n == 0 || *p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] < 0xa0) ||
+			   is_bidi(p, n)) {
+			used = n >= 2 ? (size_t)n : 1; /* a C1 or bidi control: all its bytes */
 			for (size_t i = 0; i < used; i++) {
 				one[len++] = '\\';
 				one[len++] = 'x';

@@ -63,10 +63,12 @@ void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, con
 
 /*
  * s made safe to print in a message or a log line: bytes below 0x20, DEL,
- * the C1 controls (U+0080..U+009F) and bytes that are not well-formed UTF-8
+ * the C1 controls (U+0080..U+009F), the bidirectional controls (U+061C,
+ * U+200E/F, U+202A..E, U+2066..9) and bytes that are not well-formed UTF-8
  * are written as \n, \t, \r or \xNN (the byte, two lower-case hex digits),
  * a backslash as \\; printable UTF-8 stays as it is. A name read from a
- * folder can thus neither break a line, forge one, nor steer a terminal, and
+ * folder can thus neither break a line, forge one, steer a terminal, nor
+ * show its characters out of order, and
  * different names show differently. Writes into out (cap bytes, NUL
  * included); what does not fit is cut between two characters, never inside
  * an escape, and marked "..." (cap < 4: an empty string). Returns out.

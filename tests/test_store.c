@@ -852,7 +852,15 @@ static void check_escape(void)
 		 "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
 		{"nb\xc2\xa0sp", 64, "nb\xc2\xa0sp"},	    /* U+00A0 prints */
 		{"csi\xc2\x9b[2J", 64, "csi\\xc2\\x9b[2J"}, /* a C1 control does not */
-		{"caf\xe9.png", 64, "caf\\xe9.png"},	    /* Latin-1 */
+		{"gnp\xe2\x80\xae"
+		 "exe",
+		 64, "gnp\\xe2\\x80\\xaeexe"}, /* U+202E reorders */
+		{"a\xe2\x81\xa6"
+		 "b\xe2\x80\x8f",
+		 64, "a\\xe2\\x81\\xa6b\\xe2\\x80\\x8f"},
+		{"\xd8\x9c\xd8\xa7", 64, "\\xd8\\x9c\xd8\xa7"}, /* ALM; Arabic alef prints */
+		{"\xe2\x80\x94", 64, "\xe2\x80\x94"},		/* an em dash prints */
+		{"caf\xe9.png", 64, "caf\\xe9.png"},		/* Latin-1 */
 		{"\xff\xfe", 64, "\\xff\\xfe"},
 		{"\xc0\xaf", 64, "\\xc0\\xaf"},		 /* overlong '/' */
 		{"\xed\xa0\x80", 64, "\\xed\\xa0\\x80"}, /* a surrogate */
