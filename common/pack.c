@@ -338,6 +338,9 @@ static int list_folder(const char *src, struct source *s, char *err)
 						   0) {
 						r = strv_push(&s->split_dirs, p);
 					}
+				} else {
+					r = passed_push(&s->ignored, p, 0,
+							"no class folders in it");
 				}
 				free(p);
 			}

@@ -219,6 +219,14 @@ rm -f "$T/odd/train/ant/bad"$'\n'"name.png" "$T/odd/train/bee/"$'\e'*
 expect_rc 0 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" &&
 	{ grep -q "found $good, packed $good, skipped 0, ignored 2$" "$T/out" ||
 		fail "odd --strict without bad entries: $(cat "$T/out")"; }
+# a folder beside the splits that holds no class folders is named too, not an error
+mkdir -p "$T/odd/empty" "$T/odd/extra" && echo notes >"$T/odd/extra/notes.txt"
+expect_rc 0 "$PACK" --strict "$T/odd" "$T/odd-strict.sprites" && {
+	grep -q "found $good, packed $good, skipped 0, ignored 4$" "$T/out" ||
+		fail "odd with empty/ and extra/: $(cat "$T/out")"
+	grep -qx "spritefs-pack: ignored $T/odd/extra: no class folders in it" "$T/out" ||
+		fail "odd: extra/ not named: $(cat "$T/out")"
+}
 
 # ---- mixed tree: bad files, counts, --strict, --tile, determinism --------------
 "$MKTREE" mixed "$T/mixed" 40 >"$T/counts" || fail "mktree mixed"
