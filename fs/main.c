@@ -516,6 +516,15 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	mnt = mnt_abs;
 
+	/*
+	 * libfuse and the pack's temp file handlers only take over signals left
+	 * at their default; a background job of a non-interactive shell starts
+	 * with SIGINT ignored, and we want both of these to stop a first-use pack
+	 * and to unmount cleanly wherever we were started from.
+	 */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+
 	/* resolve SOURCE to a store file */
 	struct stat st;
 	if (!source || ((!strcmp(source, "default") || !strcmp(source, "fashion-mnist")) &&
@@ -586,13 +595,6 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "spritefs: bad FUSE options (see spritefs -h)\n");
 		goto out_cache;
 	}
-	/*
-	 * libfuse only takes over signals left at their default; a background job
-	 * of a non-interactive shell starts with SIGINT ignored, and we want both
-	 * of these to unmount cleanly wherever we were started from.
-	 */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)

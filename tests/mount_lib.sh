@@ -3,7 +3,8 @@
 # Every test gets a private temp directory; an EXIT trap unmounts whatever
 # the test mounted (fusermount3 -u, then a lazy umount) and stops the daemons
 # it started, by pid, so that no path of a test leaves a mount behind.
-# Environment (set by tests/meson.build): SPRITEFS, MKSTORE, MOUNT_CHECK, SRCDIR.
+# Environment (set by tests/meson.build): SPRITEFS, MKSTORE, MOUNT_CHECK, SRCDIR,
+# MKTREE, SPRITEFS_PACK.
 
 set -u
 T=$(mktemp -d "${TMPDIR:-/tmp}/sfs-test.XXXXXX")

@@ -3,7 +3,11 @@
 # from /proc/mounts, daemon exits 0), the mount point given as an absolute or
 # a relative path; without -f the daemon detaches after the
 # store is validated and serves until unmounted; with -o auto_unmount a
-# daemon killed by SIGKILL leaves no mount behind.
+# daemon killed by SIGKILL leaves no mount behind. SIGTERM and SIGINT while
+# an image folder is packed on first use (the daemon started as a background
+# job, so with SIGINT ignored): killed by that signal, saying so, with no
+# temp file, no store and no mount left; the next spritefs packs the folder
+# to spritefs-pack's bytes and serves them exactly.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -56,4 +60,52 @@ wait "$SFS_PID" 2>/dev/null
 for _ in $(seq 100); do is_mounted "$T/mnt" || break; sleep 0.05; done
 is_mounted "$T/mnt" && fail "auto_unmount: still mounted 5 s after SIGKILL"
 echo "auto_unmount: SIGKILL, mount removed"
+
+# ---- a signal while an image folder is packed on first use ---------------------
+# A 256x256 image sorted first makes every tile 256x256, so the pack of these
+# 901 images takes a good part of a second. The daemon is frozen (SIGSTOP) as
+# soon as its temp file is there, so the signal is known to land mid-pack.
+"$MKTREE" gray "$T/imgs" 200 >/dev/null || fail "mktree"
+{
+	printf 'P5\n256 256\n255\n'
+	seq 100000 | head -c 65536
+} >"$T/imgs/train/ant/a-first.pgm"
+mkdir -p "$T/cache" "$T/pmnt"
+MOUNTS+=("$T/pmnt")
+for sig in TERM INT; do
+	"$SPRITEFS" -f -o cachedir="$T/cache" "$T/imgs" "$T/pmnt" >"$T/pack-$sig.log" 2>&1 &
+	SFS_PID=$!
+	PIDS+=("$SFS_PID")
+	tmp="$T/cache/*.sprites.tmp.$SFS_PID"
+	for _ in $(seq 2000); do
+		compgen -G "$tmp" >/dev/null && break
+		kill -0 "$SFS_PID" 2>/dev/null || break
+		sleep 0.005
+	done
+	kill -STOP "$SFS_PID" 2>/dev/null
+	if ! compgen -G "$tmp" >/dev/null; then
+		kill -CONT "$SFS_PID" 2>/dev/null
+		fail "SIG$sig: no pack under way to interrupt (temp file $tmp): $(cat "$T/pack-$sig.log")"
+	fi
+	kill -s "$sig" "$SFS_PID"
+	kill -CONT "$SFS_PID"
+	timeout 10 tail --pid="$SFS_PID" -f /dev/null ||
+		fail "SIG$sig during the pack: daemon still running 10 s later: $(cat "$T/pack-$sig.log")"
+	rc=0
+	wait "$SFS_PID" || rc=$?
+	[[ $rc -eq $((128 + $(kill -l "$sig"))) ]] ||
+		fail "SIG$sig during the pack: exit status $rc, want killed by SIG$sig"
+	[[ -z $(ls -A "$T/cache") ]] || fail "SIG$sig during the pack left $(ls -A "$T/cache")"
+	is_mounted "$T/pmnt" && fail "SIG$sig during the pack: $T/pmnt is mounted"
+	echo "SIG$sig during the first-use pack: killed by it, nothing left"
+done
+sfs_mount "$T/pack-again.log" "$T/imgs" "$T/pmnt" -o cachedir="$T/cache"
+grep -q "packing $T/imgs into" "$T/pack-again.log" || fail "not packed again: $(cat "$T/pack-again.log")"
+grep -q "temp file" "$T/pack-again.log" && fail "killed packs left temp files: $(cat "$T/pack-again.log")"
+"$SPRITEFS_PACK" "$T/imgs" "$T/ref.sprites" >"$T/ref.log" 2>&1 || fail "spritefs-pack: $(cat "$T/ref.log")"
+cmp -s "$T/ref.sprites" "$T/cache/"*.sprites || fail "the cache store differs from spritefs-pack's"
+"$MOUNT_CHECK" "$T/ref.sprites" "$T/pmnt" --only json,batches,images,labels,byclass --step 7 \
+	>"$T/check.log" 2>&1 || fail "packed again after the signals: $(tail -3 "$T/check.log")"
+sfs_umount "$T/pmnt"
+echo "after the signals: packed again to spritefs-pack's store, served exactly"
 echo "PASS"
