@@ -590,6 +590,7 @@ static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
 static struct sigaction fatal_saved[NFATAL];
 static int fatal_caught[NFATAL];
+static const char *volatile fatal_note; /* sprite_writer_signal_note() */
 
 static int tmp_register(const char *path)
 {
@@ -618,6 +619,16 @@ static void on_fatal_signal(int sig)
 	for (int i = 0; i < TMP_SLOTS; i++)
 		if (__atomic_load_n(&tmp_state[i], __ATOMIC_ACQUIRE) == TMP_ARMED)
 			unlink(tmp_name[i]);
+	const char *note = fatal_note;
+	if (note && sig != SIGPIPE) {
+		/* strlen() and write() are async-signal-safe */
+		const char *name = sig == SIGINT    ? "SIGINT\n"
+				   : sig == SIGTERM ? "SIGTERM\n"
+						    : "SIGHUP\n";
+		ssize_t w = write(STDERR_FILENO, note, strlen(note));
+		w = write(STDERR_FILENO, name, strlen(name));
+		(void)w; /* nothing to do about a failed message while dying */
+	}
 	/* SA_RESETHAND put the default back and SA_NODEFER lets it in: die of sig. */
 	raise(sig);
 }
@@ -644,8 +655,14 @@ int sprite_writer_catch_signals(void)
 	return 0;
 }
 
+void sprite_writer_signal_note(const char *note)
+{
+	fatal_note = note;
+}
+
 void sprite_writer_restore_signals(void)
 {
+	fatal_note = NULL;
 	for (size_t i = 0; i < NFATAL; i++) {
 		if (!fatal_caught[i])
 			continue;

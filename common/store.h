@@ -156,4 +156,13 @@ void sprite_writer_abort(sprite_writer *w); /* removes the temp file; NULL is fi
 int sprite_writer_catch_signals(void);
 void sprite_writer_restore_signals(void);
 
+/*
+ * For main, with sprite_writer_catch_signals(): the handlers write note, the
+ * signal's name and a newline to stderr after removing the temp files
+ * ("spritefs: cannot pack DIR: stopped by " gives "... stopped by SIGTERM"),
+ * except for SIGPIPE (stderr may be the broken pipe). note is main's text,
+ * kept (not copied) until sprite_writer_restore_signals(); NULL: no line.
+ */
+void sprite_writer_signal_note(const char *note);
+
 #endif

@@ -272,10 +272,13 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	memset(&rep, 0, sizeof(rep));
 	memset(&prog, 0, sizeof(prog));
 	/*
-	 * Killed while packing, we take the temp file with us. The handlers go
-	 * before fuse_set_signal_handlers(), which only takes signals left at
-	 * their default.
+	 * Killed while packing, we take the temp file with us and say why we
+	 * stop. The handlers go before fuse_set_signal_handlers(), which only
+	 * takes signals left at their default.
 	 */
+	static char note[PATH_MAX + 64];
+	snprintf(note, sizeof(note), "spritefs: cannot pack %s: stopped by ", source);
+	sprite_writer_signal_note(note);
 	sprite_writer_catch_signals();
 	r = sprite_pack(source, out, &o, &rep, err);
 	sprite_writer_restore_signals();

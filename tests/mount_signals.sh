@@ -95,6 +95,8 @@ for sig in TERM INT; do
 	wait "$SFS_PID" || rc=$?
 	[[ $rc -eq $((128 + $(kill -l "$sig"))) ]] ||
 		fail "SIG$sig during the pack: exit status $rc, want killed by SIG$sig"
+	grep -q "^spritefs: cannot pack $T/imgs: stopped by SIG$sig$" "$T/pack-$sig.log" ||
+		fail "SIG$sig during the pack: not said: $(cat "$T/pack-$sig.log")"
 	[[ -z $(ls -A "$T/cache") ]] || fail "SIG$sig during the pack left $(ls -A "$T/cache")"
 	is_mounted "$T/pmnt" && fail "SIG$sig during the pack: $T/pmnt is mounted"
 	echo "SIG$sig during the first-use pack: killed by it, nothing left"
