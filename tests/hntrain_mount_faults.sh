@@ -6,6 +6,11 @@
 # Epoch views the mount cannot serve (a seed it has no room for: ENOSPC after
 # 1,024 seeds, here a small one and one of 20 digits): hntrain gathers from images.npy with the
 # same weights, and says so once; its banner never claims views it cannot read.
+# Views that stop opening during a run: the mount replaced by one whose seed
+# table is full (ENOSPC), epochs past the views the mount lists (-o epochs=):
+# the run switches to gathering, says so once, and ends with the weights of a run
+# that gathered from the start. A seed table filled by others during a run
+# takes nothing from it: its seed got a slot at start.
 source "$(dirname "$0")/hntrain_common.sh"
 if [[ -z ${SPRITEFS:-} || -z ${MOUNT_CHECK:-} ]]; then
 	echo "SKIP: spritefs not built"
@@ -73,4 +78,88 @@ views_check() {
 views_check 100 # opened above: served
 views_check 7
 views_check 10000000000000000000
+
+# --- epoch views that stop opening during a run -------------------------------
+# mid_check NAME SEED NOTES ARGS...: the run ($TMP/out, $TMP/err) said epoch
+# views in its banner, NOTES notes that it gathers (naming an epoch past 0: said
+# during the run), and ended with the weights of the store and of a run on mnt2
+# (full seed table: gathered from the start) with the same seed.
+mid_check() {
+	local name=$1 seed=$2 want=$3 h ref gathered notes
+	shift 3
+	ref=$(hash_of --data "$TMP/good.sprites" "$@" --seed "$seed")
+	gathered=$(hash_of --data "$TMP/mnt2" "$@" --seed "$seed")
+	[[ $gathered == "$ref" ]] || fail "$name: gathered from the start $gathered, the store gives $ref"
+	h=$(sed -n 's/^weights xxh3 \([0-9a-f]*\)$/\1/p' "$TMP/out")
+	[[ $h == "$ref" ]] || { cat "$TMP/err" >&2; fail "$name: weights '$h', gathering from the start gives $ref"; }
+	grep -q "^data: .*epoch views train/epochs/$seed/" "$TMP/out" ||
+		fail "$name: banner: $(head -1 "$TMP/out")"
+	notes=$(grep -c "note: .*gathering from train/images.npy" "$TMP/err")
+	[[ $notes -eq $want ]] || { cat "$TMP/err" >&2; fail "$name: $notes notes that it gathers, want $want"; }
+	if ((want)); then
+		grep -q "note: [^ ]*/train/epochs/$seed/[1-9]" "$TMP/err" ||
+			fail "$name: the note does not name a later epoch: $(grep note: "$TMP/err")"
+	fi
+	echo "ok: $name: weights $h, $notes note(s) $(grep -o 'note: [^;]*' "$TMP/err" | head -c 150)"
+}
+# run_paused SEED MOUNT ACTION ARGS...: hntrain on MOUNT, frozen (SIGSTOP) once
+# its first epoch is logged, while ACTION runs; then let go and waited for.
+run_paused() {
+	local seed=$1 mnt=$2 action=$3 pid rc=0
+	shift 3
+	rm -f "$TMP/log.jsonl"
+	"$HNTRAIN" --data "$mnt" "$@" --seed "$seed" --log "$TMP/log.jsonl" >"$TMP/out" 2>"$TMP/err" &
+	pid=$!
+	HN_PIDS+=("$pid")
+	for _ in $(seq 2000); do
+		[[ -s $TMP/log.jsonl ]] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.005
+	done
+	kill -STOP "$pid" 2>/dev/null
+	[[ -s $TMP/log.jsonl ]] || { kill -CONT "$pid"; cat "$TMP/err" >&2; fail "seed $seed: no epoch logged"; }
+	[[ $(wc -l <"$TMP/log.jsonl") -lt 3 ]] || { kill -CONT "$pid"; fail "seed $seed: caught too late"; }
+	"$action"
+	kill -CONT "$pid"
+	wait "$pid" || rc=$?
+	[[ $rc -eq 0 ]] || { cat "$TMP/err" >&2; fail "seed $seed: hntrain exited $rc"; }
+}
+long=(--model mlp --epochs 12 --batch 64)
+
+# another process fills the seed table while the run is paused: its own seed
+# got a slot at start, so its views keep opening
+mount_store "$TMP/good.sprites" "$TMP/mnt3"
+fill_mnt3() {
+	for s in $(seq 100 1121); do # with seeds 0 and 31: 1,024
+		[[ -d $TMP/mnt3/train/epochs/$s ]] || fail "mnt3: seed $s did not open"
+	done
+	ls -d "$TMP/mnt3/train/epochs/5000" >/dev/null 2>&1 && fail "mnt3: the seed table is not full"
+}
+run_paused 31 "$TMP/mnt3" fill_mnt3 "${long[@]}"
+mid_check "seed table filled during the run" 31 0 "${long[@]}"
+
+# the mount is replaced during the run (lazy unmount; the old daemon serves the
+# files already open) by one whose seed table is full: ENOSPC from then on
+mount_store "$TMP/good.sprites" "$TMP/mnt4"
+replace_mnt4() {
+	fusermount3 -u -z "$TMP/mnt4" || fail "fusermount3 -u -z mnt4"
+	mount_store "$TMP/good.sprites" "$TMP/mnt4"
+	for s in $(seq 100 1122); do
+		[[ -d $TMP/mnt4/train/epochs/$s ]] || fail "mnt4: seed $s did not open"
+	done
+}
+run_paused 32 "$TMP/mnt4" replace_mnt4 "${long[@]}"
+mid_check "mount replaced by a full one during the run" 32 1 "${long[@]}"
+grep -q "note: [^ ]*/train/epochs/32/[0-9]*/[0-9]*\.sprite: No space left on device" "$TMP/err" ||
+	fail "replaced mount: the note does not say ENOSPC: $(grep note: "$TMP/err")"
+
+# epochs past the views the mount lists (-o epochs=2)
+mount_store "$TMP/good.sprites" "$TMP/mnt5" -o epochs=2
+short=(--model mlp --epochs 4 --batch 64)
+"$HNTRAIN" --data "$TMP/mnt5" "${short[@]}" --seed 33 >"$TMP/out" 2>"$TMP/err" ||
+	{ cat "$TMP/err" >&2; fail "hntrain on -o epochs=2 failed"; }
+mid_check "epochs past the mount's 2" 33 1 "${short[@]}"
+grep -q "note: [^ ]*/train/epochs/33/2: " "$TMP/err" ||
+	fail "-o epochs=2: the note does not name epoch 2: $(grep note: "$TMP/err")"
+
 echo "PASS"

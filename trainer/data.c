@@ -757,7 +757,8 @@ static uint64_t js_u64(const char *obj, const char *end, const char *key, uint64
  * Use the mount's epoch views only when they hold exactly our batches:
  * dataset.json's "epochs" batch equals --batch, and the training split's
  * order (full, or windowed with the same window) is the one this run uses.
- * Views exist for epochs < "count"; later epochs are gathered.
+ * Views are read for the epochs the mount lists, < "count"; later epochs
+ * are gathered, with a note as for a view that does not open.
  */
 static void mount_views_check(hn_source *s, const char *json, size_t len,
 			      const struct hn_source_options *o)
@@ -1609,10 +1610,17 @@ int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index
 		rc = store_read(s, split, idx, n, tiles, labels, err);
 		break;
 	case SRC_MOUNT:
-		if (split == HN_SPLIT_TRAIN && s->use_views && epoch < s->view_epochs &&
+		if (split == HN_SPLIT_TRAIN && s->use_views &&
 		    !__atomic_load_n(&s->views_off, __ATOMIC_RELAXED)) {
 			char why[HN_ERR_MAX];
-			rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, why);
+			if (epoch >= s->view_epochs) /* dataset.json's "count": said, not silent */
+				rc = fail(why, -ENOENT,
+					  "%s/%s/epochs/%" PRIu64 "/%" PRIu64 ": past the %" PRIu64
+					  " epochs the mount lists (-o epochs=%" PRIu64 ")",
+					  s->root, s->train_split, s->seed, epoch, s->view_epochs,
+					  s->view_epochs);
+			else
+				rc = view_read(s, epoch, batch_index, idx, n, tiles, labels, why);
 			if (rc != -ENOENT) {
 				if (rc < 0)
 					memcpy(err, why, HN_ERR_MAX);
