@@ -7,8 +7,9 @@
 # 1,024 seeds, here a small one and one of 20 digits): hntrain gathers from images.npy with the
 # same weights, and says so once; its banner never claims views it cannot read.
 # Views that stop opening during a run: the mount replaced by one whose seed
-# table is full (ENOSPC), epochs past the views the mount lists (-o epochs=):
-# the run switches to gathering, says so once, and ends with the weights of a run
+# table is full (ENOSPC), epochs past the views the mount lists (-o epochs=),
+# a copy of a mount on local disk holding epoch 0's views only (ENOENT): the
+# run switches to gathering, says so once, and ends with the weights of a run
 # that gathered from the start. A seed table filled by others during a run
 # takes nothing from it: its seed got a slot at start.
 source "$(dirname "$0")/hntrain_common.sh"
@@ -162,4 +163,22 @@ mid_check "epochs past the mount's 2" 33 1 "${short[@]}"
 grep -q "note: [^ ]*/train/epochs/33/2: " "$TMP/err" ||
 	fail "-o epochs=2: the note does not name epoch 2: $(grep note: "$TMP/err")"
 
+# a copy of a mount in a plain folder, with epoch 0's views only: ENOENT at epoch 1
+# (the mount lists zero-padded names, hntrain opens the plain numbers)
+mkdir -p "$TMP/copy/train/epochs/34/0" "$TMP/copy/test"
+cp "$TMP/mnt5/dataset.json" "$TMP/copy/" &&
+	cp "$TMP/mnt5/train/images.npy" "$TMP/mnt5/train/labels.npy" "$TMP/copy/train/" &&
+	cp "$TMP/mnt5/test/images.npy" "$TMP/mnt5/test/labels.npy" "$TMP/copy/test/" ||
+	fail "copying the mount"
+for f in "$TMP/mnt5/train/epochs/34/0/"*.sprite; do
+	[[ -f $f ]] || fail "no epoch views of seed 34 on mnt5"
+	n=${f##*/}
+	cp "$f" "$TMP/copy/train/epochs/34/0/$((10#${n%.sprite})).sprite" || fail "copying $f"
+done
+[[ $(ls "$TMP/copy/train/epochs/34/0" | wc -l) -eq 32 ]] || fail "copy: not 32 views of epoch 0"
+"$HNTRAIN" --data "$TMP/copy" "${short[@]}" --seed 34 >"$TMP/out" 2>"$TMP/err" ||
+	{ cat "$TMP/err" >&2; fail "hntrain on a copy of the mount failed"; }
+mid_check "copy with epoch 0's views only" 34 1 "${short[@]}"
+grep -q "note: [^ ]*/train/epochs/34/1/[0-9]*\.sprite: No such file or directory" "$TMP/err" ||
+	fail "copy: the note does not say ENOENT at epoch 1: $(grep note: "$TMP/err")"
 echo "PASS"

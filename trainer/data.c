@@ -179,10 +179,18 @@ static const char *eio_hint(int rc)
  * through the page cache the kernel reads whole pages and reads ahead, so a
  * few bytes next to a bad sheet would fail with it. FUSE takes O_DIRECT
  * reads of any length into any buffer; where it is refused, read plainly.
+ * A disk filesystem (a copy of a mount) opens O_DIRECT and then refuses
+ * unaligned reads, so one byte is read to find out.
  */
 static int open_exact(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	char byte;
+	if (fd >= 0 && pread(fd, &byte, 1, 0) < 0 && errno == EINVAL) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
 	if (fd < 0 && errno == EINVAL)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	return fd;
