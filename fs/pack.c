@@ -175,7 +175,11 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	o->on_ignore = on_ignore;
 	o->progress = quiet ? NULL : &prog;
 	o->ctx = o->progress;
-	/* A pack killed by SIGINT/SIGTERM/SIGHUP/SIGPIPE takes its temp file with it. */
+	/*
+	 * A pack killed by SIGINT/SIGTERM/SIGHUP/SIGPIPE takes its temp file with
+	 * it, and says so (but for SIGPIPE: stderr may be the broken pipe).
+	 */
+	sprite_writer_signal_note(PROG ": no store written: stopped by ");
 	int r = sprite_writer_catch_signals();
 	if (r < 0)
 		fprintf(stderr, PROG ": warning: cannot catch signals: %s\n", strerror(-r));

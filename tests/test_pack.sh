@@ -407,6 +407,12 @@ for sig in TERM INT HUP PIPE; do
 	rc=$?
 	[[ $rc -eq $((128 + $(kill -l $sig))) ]] || fail "SIG$sig: exit $rc, want killed by SIG$sig"
 	compgen -G "$T/killed.sprites*" >/dev/null && fail "SIG$sig left $(ls "$T"/killed.sprites*)"
+	if [[ $sig == PIPE ]]; then
+		grep -q "stopped by" "$T/out" && fail "SIGPIPE: a line written to a broken stderr: $(cat "$T/out")"
+	else
+		grep -qx "spritefs-pack: no store written: stopped by SIG$sig" "$T/out" ||
+			fail "SIG$sig: not said: $(cat "$T/out")"
+	fi
 done
 
 # ---- errors and usage ---------------------------------------------------------------
