@@ -48,6 +48,47 @@ expect_fail "--checkpoint $TMP/nodir/c.ckpt: folder $TMP/nodir: No such file" "$
 	--checkpoint "$TMP/nodir/c.ckpt"
 grep -q "^epoch 1" "$TMP/out" && fail "--checkpoint into a missing folder: trained first"
 expect_fail "--checkpoint $TMP: .* is a folder" "${D[@]}" --checkpoint "$TMP"
+# Outputs that would destroy an input are refused before anything is read (exit 2): the
+# store as --checkpoint (replaced) or --log (appended to), also by another name; a file that
+# is not a checkpoint as --checkpoint; --log on the --resume checkpoint; one file for both
+# outputs; an output inside a --data folder. An empty file or a checkpoint may be replaced.
+cp "$TMP/d.sprites" "$TMP/d.orig"
+expect_rc2() {
+	local pat=$1
+	shift
+	expect_fail "$pat" "$@"
+	grep -q "^exit 2$" <("$HNTRAIN" "$@" >/dev/null 2>&1; echo "exit $?") ||
+		fail "hntrain $*: exit status is not 2"
+	grep -q "^epoch 1" "$TMP/out" && fail "hntrain $*: trained first"
+	return 0
+}
+expect_rc2 "^hntrain: --checkpoint $TMP/d.sprites is the --data store" "${D[@]}" --model mlp \
+	--checkpoint "$TMP/d.sprites"
+expect_rc2 "^hntrain: --log $TMP/./d.sprites is the --data store" "${D[@]}" --model mlp \
+	--log "$TMP/./d.sprites"
+ln -s d.sprites "$TMP/link.sprites"
+expect_rc2 "^hntrain: --log $TMP/d.sprites is the --data store" --data "$TMP/link.sprites" \
+	--model mlp --log "$TMP/d.sprites"
+cmp -s "$TMP/d.sprites" "$TMP/d.orig" || fail "a refused run changed the store"
+echo "my notes" >"$TMP/notes.jsonl"
+expect_rc2 "^hntrain: --checkpoint: $TMP/notes.jsonl exists and is not an hntrain checkpoint" \
+	"${D[@]}" --model mlp --checkpoint "$TMP/notes.jsonl"
+[[ $(cat "$TMP/notes.jsonl") == "my notes" ]] || fail "--checkpoint replaced a file of notes"
+expect_rc2 "^hntrain: --checkpoint and --log both name $TMP/new" "${D[@]}" --model mlp \
+	--checkpoint "$TMP/new" --log "$TMP/../${TMP##*/}/new"
+mkdir -p "$TMP/tree/train/a"
+expect_rc2 "^hntrain: --log $TMP/tree/train/a/l is inside the --data folder $TMP/tree" \
+	--data "$TMP/tree" --log "$TMP/tree/train/a/l"
+: >"$TMP/empty.ckpt"
+"$HNTRAIN" --quiet "${D[@]}" --model mlp --checkpoint "$TMP/empty.ckpt" >/dev/null ||
+	fail "--checkpoint on an empty file"
+cp "$TMP/empty.ckpt" "$TMP/e2.ckpt"
+"$HNTRAIN" --quiet "${D[@]}" --model mlp --checkpoint "$TMP/e2.ckpt" --epochs 2 >/dev/null ||
+	fail "--checkpoint on a checkpoint"
+cp "$TMP/e2.ckpt" "$TMP/e2.orig"
+expect_rc2 "^hntrain: --log $TMP/e2.ckpt is the --resume checkpoint" "${D[@]}" \
+	--resume "$TMP/e2.ckpt" --log "$TMP/e2.ckpt"
+cmp -s "$TMP/e2.ckpt" "$TMP/e2.orig" || fail "--log appended to the --resume checkpoint"
 expect_fail "no split.*valid" "${D[@]}" --test-split valid
 expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
 expect_fail "q17.*bad layer" "${D[@]}" --model q17

@@ -92,6 +92,14 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
  * cost an epoch. 0 or -errno with a message in err.
  */
 int hn_checkpoint_check_dest(const char *path, char *err);
+/*
+ * May a checkpoint replace what is at path? Yes when nothing is there, when
+ * an empty regular file is (nothing to lose), or when a file beginning with
+ * the checkpoint magic is (a damaged checkpoint is replaced too). Anything
+ * else (a store, a log, notes, a device) would be lost to the rename that
+ * saves the checkpoint: -EEXIST with a message in err. 0 otherwise.
+ */
+int hn_checkpoint_check_replace(const char *path, char *err);
 int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err);
 void hn_checkpoint_free(struct hn_checkpoint *c);
 

@@ -84,6 +84,28 @@ int hn_checkpoint_check_dest(const char *path, char *err)
 	return 0;
 }
 
+int hn_checkpoint_check_replace(const char *path, char *err)
+{
+	struct stat st;
+	char magic[8];
+	if (stat(path, &st) < 0)
+		return 0; /* nothing there (check_dest has looked at the folder) */
+	if (S_ISREG(st.st_mode) && st.st_size == 0)
+		return 0; /* nothing to lose */
+	int fd = S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	int ours = fd >= 0 && pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+		   !memcmp(magic, HN_CKPT_MAGIC, sizeof magic);
+	if (fd >= 0)
+		close(fd);
+	if (ours)
+		return 0;
+	snprintf(err, HN_ERR_MAX,
+		 "%s exists and is not an hntrain checkpoint (%s); a checkpoint would replace "
+		 "it: give another file name, or remove it first",
+		 path, S_ISREG(st.st_mode) ? "no HNCKPT magic" : "not a regular file");
+	return -EEXIST;
+}
+
 int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *err)
 {
 	struct ckpt_header h;

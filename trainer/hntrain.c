@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -78,7 +79,8 @@ static void usage(FILE *f)
 		"data:\n"
 		"  --data PATH          a spritefs mount, a store file (*.sprites), an image "
 		"folder\n"
-		"                       (TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or ROOT/<class>/), "
+		"                       (TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or "
+		"ROOT/<class>/), "
 		"or a\n"
 		"                       folder of IDX files\n"
 		"  --split NAME         training split (train)\n"
@@ -125,10 +127,13 @@ static void usage(FILE *f)
 		"  --plan               print the memory the run needs and exit\n"
 		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
 		"folder\n"
-		"                       is checked first)\n"
+		"                       is checked first); FILE must be new, empty or a\n"
+		"                       checkpoint, and not in the data\n"
 		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
 		"                       epochs too, unless given here)\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
+		"                       (not in the data, nor the --checkpoint or --resume "
+		"file)\n"
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
 		"  -V, --version        the version, store format and backends, and exit\n"
 		"  --help               this text\n"
@@ -294,6 +299,98 @@ static int pin_all_threads(const cpu_set_t *set)
 	}
 	closedir(d);
 	return rc;
+}
+
+/*
+ * The name of a file that may not exist yet, made canonical: realpath of
+ * the file, or of its folder with the last name appended; the path as given
+ * when not even the folder resolves.
+ */
+static void canonical_name(const char *path, char *out, size_t cap)
+{
+	char real[PATH_MAX], dir[PATH_MAX];
+	if (realpath(path, real)) {
+		snprintf(out, cap, "%s", real);
+		return;
+	}
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (slash == dir)
+		snprintf(dir, sizeof dir, "/");
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof dir, ".");
+	int n = realpath(dir, real)
+			? snprintf(out, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base)
+			: -1;
+	if (n < 0 || (size_t)n >= cap)
+		snprintf(out, cap, "%s", path);
+}
+
+/* Do a and b name one file: the same inode when both exist, else the same canonical name. */
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+	if (ea || eb)
+		return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+	canonical_name(a, ca, sizeof ca);
+	canonical_name(b, cb, sizeof cb);
+	return !strcmp(ca, cb);
+}
+
+/* Is path (existing or not) below the folder dir? */
+static int inside_folder(const char *path, const char *dir)
+{
+	char cp[PATH_MAX + 256], cd[PATH_MAX];
+	if (!realpath(dir, cd))
+		return 0;
+	canonical_name(path, cp, sizeof cp);
+	size_t n = strlen(cd);
+	return !strcmp(cd, "/") || (!strncmp(cp, cd, n) && cp[n] == '/');
+}
+
+/*
+ * --checkpoint and --log write files: refuse up front (a usage error, exit
+ * 2) when one names the data, the checkpoint being resumed or the other
+ * output, which it would replace (a checkpoint is renamed over its name) or
+ * append JSON to. --checkpoint naming the --resume file is the normal way
+ * to continue a run in place. A folder of data (image tree, IDX files, a
+ * mount) takes no outputs either: a checkpoint in a class folder would be
+ * read as an image next time.
+ */
+static void check_outputs(const struct opts *o)
+{
+	struct stat st;
+	int data_dir = stat(o->data, &st) == 0 && S_ISDIR(st.st_mode);
+	const struct {
+		const char *opt, *path, *harm;
+	} out[] = {
+		{"--checkpoint", o->checkpoint, "replace it with a checkpoint"},
+		{"--log", o->log, "append JSON lines to it"},
+	};
+	if (o->checkpoint && o->log && same_file(o->checkpoint, o->log))
+		die(2, "--checkpoint and --log both name %s: give them different files",
+		    o->checkpoint);
+	for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+		const char *opt = out[i].opt, *path = out[i].path;
+		if (!path)
+			continue;
+		if (!data_dir && same_file(path, o->data))
+			die(2, "%s %s is the --data store: this would %s; give another file name",
+			    opt, path, out[i].harm);
+		if (data_dir && inside_folder(path, o->data))
+			die(2,
+			    "%s %s is inside the --data folder %s: write it outside the data (a "
+			    "file there could be read as data)",
+			    opt, path, o->data);
+		if (i > 0 && o->resume && same_file(path, o->resume))
+			die(2, "%s %s is the --resume checkpoint: this would %s", opt, path,
+			    out[i].harm);
+	}
 }
 
 static void parse_opts(int argc, char **argv, struct opts *o)
@@ -673,6 +770,8 @@ int main(int argc, char **argv)
 	if (o.loader_affinity)
 		parse_cpus_opt("--loader-affinity", o.loader_affinity, &orig_mask, &loader_mask);
 
+	check_outputs(&o);
+
 	/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
 	struct hn_checkpoint ck = {0};
 	if (o.resume) {
@@ -701,6 +800,8 @@ int main(int argc, char **argv)
 	}
 	if (o.checkpoint && hn_checkpoint_check_dest(o.checkpoint, err) < 0)
 		die(1, "--checkpoint %s: %s", o.checkpoint, err);
+	if (o.checkpoint && hn_checkpoint_check_replace(o.checkpoint, err) < 0)
+		die(2, "--checkpoint: %s", err);
 	if (o.stop_after && o.stop_after > o.epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
 		    o.epochs);
