@@ -96,6 +96,46 @@ expect_fail "q17.*bad layer" "${D[@]}" --model q17
 # the message names the epoch and step and suggests a lower --lr.
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
 	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
+# An option that only one kind of source reads is refused for the others (exit 2), before
+# the data is opened: --tile and --strict (image folders), --cache (store files).
+mkdir -p "$TMP/idx" "$TMP/imgs/a"
+: >"$TMP/idx/train-images-idx3-ubyte"
+expect_rc2 "^hntrain: --tile does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" \
+	--tile 8x8
+expect_rc2 "^hntrain: --strict does not apply to a store file" "${D[@]}" --strict
+expect_rc2 "^hntrain: --tile does not apply to an IDX folder" --data "$TMP/idx" --tile 8x8
+expect_rc2 "^hntrain: --cache does not apply to an image folder \($TMP/imgs\)" \
+	--data "$TMP/imgs" --cache 1M
+expect_rc2 "^hntrain: --cache does not apply to an IDX folder" --data "$TMP/idx" --cache 1M
+
+# A folder inside a spritefs mount (a split folder, its batches/ ...) is not an image folder
+# whose classes are batches, by-class, epochs, sheets: refused, naming the mount's root (exit
+# 2); <split>/by-class is one and trains. Without FUSE, a tree laid out as a mount's.
+if [[ -n ${SPRITEFS:-} && -e /dev/fuse ]]; then
+	mount_store "$TMP/d.sprites" "$TMP/mnt"
+else
+	echo "note: no spritefs or /dev/fuse: a folder laid out as a mount stands in for one"
+	mkdir -p "$TMP/mnt/.spritefs" "$TMP/mnt/train/"{batches,epochs,sheets} \
+		"$TMP/mnt/train/by-class/"{a,b}
+	echo '{}' >"$TMP/mnt/dataset.json"
+fi
+for sub in train train/batches train/sheets .spritefs; do
+	expect_rc2 "^hntrain: --data: $TMP/mnt/$sub is the folder $sub of the spritefs mount $TMP/mnt, not a data set: give --data $TMP/mnt " \
+		--data "$TMP/mnt/$sub" --model mlp
+done
+expect_rc2 "^hntrain: --cache does not apply to a spritefs mount \($TMP/mnt\): .*-o cache=SIZE" \
+	--data "$TMP/mnt" --cache 1M
+expect_rc2 "^hntrain: --tile does not apply to a spritefs mount" --data "$TMP/mnt" --tile 8x8
+expect_rc2 "^hntrain: --strict does not apply to a spritefs mount" --data "$TMP/mnt" --strict
+if [[ -n ${SPRITEFS:-} && -e /dev/fuse ]]; then
+	"$HNTRAIN" --data "$TMP/mnt/train/by-class" --model mlp >"$TMP/out" 2>&1 ||
+		fail "--data MOUNT/train/by-class: $(cat "$TMP/out")"
+	grep -q "^data: image folder $TMP/mnt/train/by-class" "$TMP/out" ||
+		fail "--data MOUNT/train/by-class is not read as an image folder: $(cat "$TMP/out")"
+	grep -q "200 train + 0 test samples, tiles 28x28x1, 4 classes" "$TMP/out" ||
+		fail "--data MOUNT/train/by-class: $(cat "$TMP/out")"
+fi
+
 # --version: the project's version and store format (as spritefs says them) and the backends,
 # without touching a GPU; -V the same.
 v=$("$HNTRAIN" --version) || fail "--version exited $?"

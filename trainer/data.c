@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1501,11 +1502,69 @@ static int view_read(hn_source *s, uint64_t epoch, uint64_t bi, const uint32_t *
 
 /* ---- the interface ---------------------------------------------------- */
 
+/*
+ * A folder below the root of a spritefs mount (a split folder, its
+ * batches/, epochs/, sheets/, .spritefs/) read as an image folder takes
+ * those folders for classes and trains on nonsense. The root is the nearest
+ * folder above holding dataset.json and .spritefs/, both of which a mount
+ * always serves. <split>/by-class is an image folder (the
+ * mount serves it for ImageFolder readers), so it is not refused. 1 with the
+ * message in err when path is such a folder, else 0.
+ */
+static int mount_part(const char *path, char *err)
+{
+	char real[PATH_MAX], up[PATH_MAX], p[PATH_MAX + 32];
+	struct stat st;
+	if (!realpath(path, real))
+		return 0;
+	snprintf(up, sizeof up, "%s", real);
+	for (char *cut; (cut = strrchr(up, '/')) && cut != up;) {
+		*cut = 0;
+		snprintf(p, sizeof p, "%s/dataset.json", up);
+		if (access(p, R_OK) < 0)
+			continue;
+		snprintf(p, sizeof p, "%s/.spritefs", up);
+		if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		const char *rel = real + strlen(up) + 1, *sl = strchr(rel, '/');
+		if (sl && !strcmp(sl + 1, "by-class"))
+			return 0;
+		fail(err, -EINVAL,
+		     "%s is the folder %s of the spritefs mount %s, not a data set: give --data "
+		     "%s (--split and --test-split pick its splits; %s/<split>/by-class is an "
+		     "image folder)",
+		     path, rel, up, up, up);
+		return 1;
+	}
+	return 0;
+}
+
+int hn_source_kind(const char *path, char *err)
+{
+	struct stat st;
+	char p[4200];
+	if (stat(path, &st) < 0)
+		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	if (S_ISREG(st.st_mode))
+		return HN_SOURCE_STORE;
+	if (!S_ISDIR(st.st_mode))
+		return fail(err, -EINVAL, "%s: neither a store file nor a folder", path);
+	snprintf(p, sizeof p, "%s/dataset.json", path);
+	if (access(p, R_OK) == 0)
+		return HN_SOURCE_MOUNT;
+	if (mount_part(path, err))
+		return HN_SOURCE_IN_MOUNT;
+	return idx_has(path) ? HN_SOURCE_IDX : HN_SOURCE_IMAGES;
+}
+
 int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err)
 {
 	struct stat st;
-	if (stat(path, &st) < 0)
-		return fail(err, -errno, "%s: %s", path, strerror(errno));
+	int kind = hn_source_kind(path, err);
+	if (kind < 0)
+		return kind;
+	if (kind == HN_SOURCE_IN_MOUNT)
+		return -EINVAL;
 	hn_source *s = calloc(1, sizeof *s);
 	if (!s)
 		return fail(err, -ENOMEM, "out of memory");
@@ -1515,21 +1574,10 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 		s->img_fd[k] = s->img_xfd[k] = s->lab_fd[k] = -1;
 	s->store_split[1] = -1;
 	snprintf(s->root, sizeof s->root, "%s", path);
-	int rc;
-	if (S_ISREG(st.st_mode)) {
-		rc = store_open(s, path, o, err);
-	} else if (S_ISDIR(st.st_mode)) {
-		char p[4200];
-		snprintf(p, sizeof p, "%s/dataset.json", path);
-		if (access(p, R_OK) == 0)
-			rc = mount_open(s, path, o, err);
-		else if (idx_has(path))
-			rc = idx_open(s, path, o, err);
-		else
-			rc = images_open(s, path, o, err);
-	} else {
-		rc = fail(err, -EINVAL, "%s: neither a store file nor a folder", path);
-	}
+	int rc = kind == HN_SOURCE_STORE   ? store_open(s, path, o, err)
+		 : kind == HN_SOURCE_MOUNT ? mount_open(s, path, o, err)
+		 : kind == HN_SOURCE_IDX   ? idx_open(s, path, o, err)
+					   : images_open(s, path, o, err);
 	if (rc >= 0 && (!s->info.h || !s->info.w || !s->info.c || !s->info.nclasses))
 		rc = fail(err, -EINVAL, "%s: empty tile shape or no classes", path);
 	if (rc >= 0 && s->info.full_count[0] == 0)

@@ -89,6 +89,27 @@ struct hn_source_options {
 
 typedef struct hn_source hn_source;
 
+enum hn_source_kind {
+	HN_SOURCE_STORE,
+	HN_SOURCE_MOUNT,
+	HN_SOURCE_IDX,
+	HN_SOURCE_IMAGES,
+	HN_SOURCE_IN_MOUNT, /* a folder inside a spritefs mount: no kind reads it */
+};
+
+/*
+ * The kind of source path is, decided as hn_source_open() decides it, from
+ * the file type and the names in the folder only (no data is read), so
+ * that options can be checked against it first: a regular file is a store,
+ * a folder with dataset.json a mount, one with train-images-idx3-ubyte[.gz]
+ * an IDX folder, any other an image folder; except a folder below a
+ * spritefs mount's root other than <split>/by-class (a split folder, its
+ * batches/ ...), HN_SOURCE_IN_MOUNT with err naming the mount's root, which
+ * hn_source_open refuses. -errno with err when path cannot be looked at or
+ * is neither a file nor a folder.
+ */
+int hn_source_kind(const char *path, char *err);
+
 /* Detect the kind of path and open it. */
 int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err);
 void hn_source_close(hn_source *s); /* NULL is fine */

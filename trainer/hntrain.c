@@ -64,6 +64,8 @@ struct opts {
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
 	/* given explicitly: these override what a --resume checkpoint says */
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
+	/* given explicitly: each applies to one kind of source only */
+	int given_tile, given_cache;
 };
 
 static const char *prog = "hntrain";
@@ -354,6 +356,52 @@ static int inside_folder(const char *path, const char *dir)
 }
 
 /*
+ * An option that only one kind of source reads is refused for the others
+ * (exit 2), as spritefs-pack refuses the options of another mode: --tile
+ * given with a store would look as if it had shaped the tiles.
+ */
+static void check_source_options(const struct opts *o, int kind)
+{
+	static const char *const kinds[] = {
+		[HN_SOURCE_STORE] = "a store file",
+		[HN_SOURCE_MOUNT] = "a spritefs mount",
+		[HN_SOURCE_IDX] = "an IDX folder",
+		[HN_SOURCE_IMAGES] = "an image folder",
+	};
+	static const char *const fixed_tiles =
+		"its samples have the tile shape they were stored with";
+	const struct {
+		int given;
+		const char *opt, *only;
+		int kind;
+		const char *why[HN_SOURCE_IMAGES + 1];
+	} rules[] = {
+		{o->given_tile,
+		 "--tile",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
+		{o->strict,
+		 "--strict",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {"a sheet that does not verify stops the run anyway",
+		  "a sheet the mount cannot verify stops the run anyway",
+		  "it is loaded whole, and a bad file stops the run anyway"}},
+		{o->given_cache,
+		 "--cache",
+		 "store files",
+		 HN_SOURCE_STORE,
+		 {NULL, "the mount caches sheets itself (mount it with -o cache=SIZE)",
+		  "it is loaded whole", "image files are decoded as they are read, not cached"}},
+	};
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+		if (rules[i].given && kind != rules[i].kind)
+			die(2, "%s does not apply to %s (%s): %s; %s is for %s only", rules[i].opt,
+			    kinds[kind], o->data, rules[i].why[kind], rules[i].opt, rules[i].only);
+}
+
+/*
  * --checkpoint and --log write files: refuse up front (a usage error, exit
  * 2) when one names the data, the checkpoint being resumed or the other
  * output, which it would replace (a checkpoint is renamed over its name) or
@@ -511,6 +559,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->tile_h = h;
 			o->tile_w = w;
 			o->tile_c = n == 3 ? ch : 0;
+			o->given_tile = 1;
 			break;
 		}
 		case O_WINDOW:
@@ -520,6 +569,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_CACHE:
 			if (sprite_parse_size(optarg, &o->cache) < 0)
 				die(2, "--cache: expected a size such as 512M, got \"%s\"", optarg);
+			o->given_cache = 1;
 			break;
 		case O_LOADERS:
 			o->loaders = (int)parse_u64("--loaders", optarg, 1, 64);
@@ -770,6 +820,13 @@ int main(int argc, char **argv)
 	if (o.loader_affinity)
 		parse_cpus_opt("--loader-affinity", o.loader_affinity, &orig_mask, &loader_mask);
 
+	/* What --data is decides which options apply: found from names, nothing read yet. */
+	int kind = hn_source_kind(o.data, err);
+	if (kind < 0)
+		die(1, "--data: %s", err);
+	if (kind == HN_SOURCE_IN_MOUNT)
+		die(2, "--data: %s", err);
+	check_source_options(&o, kind);
 	check_outputs(&o);
 
 	/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
