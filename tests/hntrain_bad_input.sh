@@ -91,7 +91,14 @@ expect_rc2 "^hntrain: --log $TMP/e2.ckpt is the --resume checkpoint" "${D[@]}" \
 cmp -s "$TMP/e2.ckpt" "$TMP/e2.orig" || fail "--log appended to the --resume checkpoint"
 expect_fail "no split.*valid" "${D[@]}" --test-split valid
 expect_fail "cnn with 4x4x1 tiles.*does not fit" --data "$TMP/tiny.sprites" --model cnn
-expect_fail "q17.*bad layer" "${D[@]}" --model q17
+# A model spec that does not parse is a usage error found before the data is opened (exit 2);
+# one that does not fit the tiles (above) needs the data (exit 1).
+expect_rc2 "^hntrain: --model q17: model: bad layer 'q17'" --data "$TMP/missing" --model q17
+expect_rc2 "^hntrain: --model foo: model: bad layer 'foo'" "${D[@]}" --model foo
+# --threads: the CPU backend's limit, 64, is the parser's.
+expect_rc2 '^hntrain: --threads: expected an integer in \[1, 64\] \(the CPU backend runs at most 64\), got "1000"' \
+	"${D[@]}" --threads 1000
+expect_rc2 '^hntrain: --threads: expected an integer in \[1, 64\]' "${D[@]}" --threads 65
 # A learning rate far too high: the loss explodes (NaN, or a mean above 1e4);
 # the message names the epoch and step and suggests a lower --lr.
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \

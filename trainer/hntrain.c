@@ -32,6 +32,7 @@
 #include "trainer/backend.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
+#include "trainer/team.h"
 
 #define HN_LOSS_DIVERGED 1e4 /* mean loss per sample; ln(classes) is where training starts */
 
@@ -119,7 +120,7 @@ static void usage(FILE *f)
 		"  --seed N             seed of the sample order, weights and dropout (1)\n"
 		"compute:\n"
 		"  --device D           cpu or gpu (cpu)\n"
-		"  --threads N          maths threads (default: the backend's)\n"
+		"  --threads N          maths threads, 1-64 (default: the backend's)\n"
 		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. "
 		"0-1\n"
 		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
@@ -197,15 +198,22 @@ static void die(int code, const char *fmt, ...)
 	exit(code);
 }
 
-static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
+/* An integer in [min, max], or exit 2 naming opt (and why, if given, after the range). */
+static uint64_t parse_u64_why(const char *opt, const char *s, uint64_t min, uint64_t max,
+			      const char *why)
 {
 	char *end;
 	errno = 0;
 	unsigned long long v = s && *s && *s != '-' ? strtoull(s, &end, 10) : 0;
 	if (!s || !*s || *s == '-' || errno || *end || v < min || v > max)
-		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got \"%s\"", opt,
-		    min, max, s ? s : "");
+		die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "]%s%s%s, got \"%s\"",
+		    opt, min, max, why ? " (" : "", why ? why : "", why ? ")" : "", s ? s : "");
 	return v;
+}
+
+static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
+{
+	return parse_u64_why(opt, s, min, max, NULL);
 }
 
 static double parse_f(const char *opt, const char *s, double min, double max)
@@ -524,6 +532,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"version", no_argument, 0, O_VERSION},
 		{0, 0, 0, 0},
 	};
+	char err[HN_ERR_MAX];
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
@@ -578,6 +587,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->queue = (int)parse_u64("--queue", optarg, 1, 1024);
 			break;
 		case O_MODEL:
+			/* The spelling now; whether it fits the tiles once the data is open. */
+			if (hn_model_check_spec(optarg, err) < 0)
+				die(2, "--model %s: %s", optarg, err);
 			o->model = optarg;
 			o->given_model = 1;
 			break;
@@ -653,7 +665,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->device = optarg;
 			break;
 		case O_THREADS:
-			o->threads = (int)parse_u64("--threads", optarg, 1, 1024);
+			o->threads = (int)parse_u64_why("--threads", optarg, 1, HN_TEAM_MAX,
+							"the CPU backend runs at most 64");
 			break;
 		case O_AFFINITY:
 			o->affinity = optarg;

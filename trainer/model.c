@@ -171,37 +171,30 @@ static int parse_token(const char *tok, struct hn_layer *l)
 	return *p == '\0' ? 0 : -EINVAL;
 }
 
-int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int nclasses,
-		   struct hn_model *m, char *err)
+/* The spec of a built-in name, or name_or_spec itself. */
+static const char *spec_of(const char *name_or_spec)
 {
-	const char *spec = name_or_spec;
-	char buf[1024];
+	for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+		if (!strcmp(name_or_spec, builtins[i].name))
+			return builtins[i].spec;
+	return name_or_spec;
+}
 
+int hn_model_check_spec(const char *name_or_spec, char *err)
+{
+	char buf[1024];
 	if (!name_or_spec || !*name_or_spec) {
 		set_err(err, "model: %s%s", "empty model name", "");
 		return -EINVAL;
 	}
-	if (in_c < 1 || in_h < 1 || in_w < 1 || in_c > MAX_DIM || in_h > MAX_DIM ||
-	    in_w > MAX_DIM || nclasses < 1 || nclasses > MAX_DIM) {
-		set_err(err, "model: bad input shape or class count%s%s", "", "");
-		return -EINVAL;
-	}
-	memset(m, 0, sizeof *m);
-	snprintf(m->name, sizeof m->name, "%s", name_or_spec);
-	for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
-		if (!strcmp(name_or_spec, builtins[i].name))
-			spec = builtins[i].spec;
+	const char *spec = spec_of(name_or_spec);
 	if (strlen(spec) >= sizeof buf) {
 		set_err(err, "model: spec too long (%s%s)", "max 1023 characters", "");
 		return -EINVAL;
 	}
 	strcpy(buf, spec);
-	m->in_c = in_c;
-	m->in_h = in_h;
-	m->in_w = in_w;
-	m->nclasses = nclasses;
-
 	char *save = NULL;
+	int n = 0;
 	for (char *tok = strtok_r(buf, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
 		struct hn_layer l;
 		if (parse_token(tok, &l)) {
@@ -211,8 +204,40 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 				tok, name_or_spec);
 			return -EINVAL;
 		}
-		int rc = add_layer(m, &l, tok, err);
-		if (rc)
+		if (++n > HN_MAX_LAYERS) {
+			set_err(err, "model: too many layers at '%s' (%s)", tok, "at most 64");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int nclasses,
+		   struct hn_model *m, char *err)
+{
+	char buf[1024];
+
+	int rc = hn_model_check_spec(name_or_spec, err);
+	if (rc < 0)
+		return rc;
+	if (in_c < 1 || in_h < 1 || in_w < 1 || in_c > MAX_DIM || in_h > MAX_DIM ||
+	    in_w > MAX_DIM || nclasses < 1 || nclasses > MAX_DIM) {
+		set_err(err, "model: bad input shape or class count%s%s", "", "");
+		return -EINVAL;
+	}
+	memset(m, 0, sizeof *m);
+	snprintf(m->name, sizeof m->name, "%s", name_or_spec);
+	snprintf(buf, sizeof buf, "%s", spec_of(name_or_spec)); /* fits: checked above */
+	m->in_c = in_c;
+	m->in_h = in_h;
+	m->in_w = in_w;
+	m->nclasses = nclasses;
+
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
+		struct hn_layer l;
+		parse_token(tok, &l); /* parses: checked above */
+		if ((rc = add_layer(m, &l, tok, err)))
 			return rc;
 	}
 	const struct hn_layer *last = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
@@ -221,8 +246,7 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 		memset(&l, 0, sizeof l);
 		l.kind = HN_LAYER_DENSE;
 		l.out_c = nclasses;
-		int rc = add_layer(m, &l, "(final dense)", err);
-		if (rc)
+		if ((rc = add_layer(m, &l, "(final dense)", err)))
 			return rc;
 	}
 	return 0;

@@ -22,6 +22,13 @@
 
 #include "trainer/backend.h"
 
+/*
+ * Is name_or_spec a built-in name or a spec that parses (every token, the
+ * length, the layer count)? The shapes are checked by hn_model_build, once
+ * the input is known. 0, or -EINVAL with err naming the bad token.
+ */
+int hn_model_check_spec(const char *name_or_spec, char *err);
+
 /* Build from a built-in name or a spec; -EINVAL with err naming the bad token or shape. */
 int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int nclasses,
 		   struct hn_model *m, char *err);
