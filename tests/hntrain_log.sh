@@ -30,8 +30,38 @@ f = lines[3]
 assert f.get("final") is True, f
 assert f["weights_xxh3"] == sys.argv[2], (f["weights_xxh3"], sys.argv[2])
 assert f["epochs"] == 3 and f["samples"] == 1200 and f["source"] == "store", f
+assert f["steps"] == 24 and f["run_epochs"] == 3 and f["run_steps"] == 24, f
 assert f["test_acc"] == lines[2]["test_acc"], f
 print("log ok:", lines[2])
+PY
+
+# A resumed run: the final line counts this process's epochs, steps and samples, and the
+# whole run's under run_epochs and run_steps. Resuming the finished checkpoint trains
+# nothing: its final line has epochs 0, the checkpoint's test accuracy, and null ratios.
+r=(--data "$TMP/d.sprites" --model mlp --epochs 3 --batch 50 --lr 0.05)
+"$HNTRAIN" --quiet "${r[@]}" --stop-after 1 --checkpoint "$TMP/c.ckpt" >/dev/null || fail "--stop-after 1"
+hr=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/c.ckpt" --checkpoint "$TMP/c.ckpt" \
+	--log "$TMP/r.jsonl")
+[[ $hr == "$h" ]] || fail "1 epoch + resume 2 gives $hr, 3 epochs $h"
+he=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/c.ckpt" --log "$TMP/e.jsonl")
+[[ $he == "$h" ]] || fail "evaluating the finished checkpoint changed the weights"
+/usr/bin/python3 - "$TMP/r.jsonl" "$TMP/e.jsonl" "$TMP/log.jsonl" <<'PY' || fail "resumed log check"
+import json, sys
+r, e, full = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [x.get("epoch") for x in r] == [2, 3, None], r
+assert [x["steps"] for x in r[:2]] == [16, 24], r
+f = r[2]
+assert f["final"] and f["epochs"] == 2 and f["steps"] == 16 and f["samples"] == 800, f
+assert f["run_epochs"] == 3 and f["run_steps"] == 24, f
+assert f["test_acc"] == full[2]["test_acc"], (f, full[2])
+assert len(e) == 1, f"evaluating a finished checkpoint wrote {len(e)} lines"
+f = e[0]
+assert f["final"] and f["epochs"] == 0 and f["steps"] == 0 and f["samples"] == 0, f
+assert f["run_epochs"] == 3 and f["run_steps"] == 24, f
+assert f["test_acc"] == full[2]["test_acc"], (f, full[2])
+assert f["data_wait_share"] is None and f["samples_per_s"] is None, f
+assert f["wall_s"] == 0, f
+print("resumed log ok:", r[2], e[0])
 PY
 
 # Without a test split the accuracy is null, not a made-up number.

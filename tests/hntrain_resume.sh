@@ -29,9 +29,19 @@ for optim in momentum adam; do
 	grep -q "note" "$TMP/stderr" && fail "$optim: a plain resume printed: $(cat "$TMP/stderr")"
 	echo "$optim: 4 epochs $full, 2 epochs $half, 2 + resume 2: $resumed"
 	[[ $resumed == "$full" ]] || fail "$optim: resumed run ends with $resumed, the full run with $full"
-	# The checkpoint now holds epoch 4: resuming again trains nothing, same weights.
+	# The checkpoint now holds epoch 4: resuming again trains nothing, same weights, and
+	# evaluates it on the test split (the accuracy of the full run's last epoch).
 	again=$(hash_of --data "$TMP/d.sprites" --epochs 4 --resume "$TMP/$optim.ckpt")
 	[[ $again == "$full" ]] || fail "$optim: the epoch-4 checkpoint holds other weights"
+	"$HNTRAIN" "${args[@]}" >"$TMP/full.out" 2>&1 || fail "$optim: full run"
+	"$HNTRAIN" --data "$TMP/d.sprites" --resume "$TMP/$optim.ckpt" >"$TMP/eval.out" 2>&1 ||
+		fail "$optim: resuming the finished checkpoint: $(cat "$TMP/eval.out")"
+	grep -qx "nothing to train: $TMP/$optim.ckpt has 4 of 4 epochs; evaluating it on the test split" \
+		"$TMP/eval.out" || fail "$optim: finished checkpoint: $(cat "$TMP/eval.out")"
+	acc=$(sed -n 's/^epoch 4\/4 .*  test \([0-9.]*%\) .*/\1/p' "$TMP/full.out")
+	grep -Eq "^epoch 4/4  test $acc  test loss [0-9.]+  \(100 samples evaluated in [0-9.]+ s\)$" \
+		"$TMP/eval.out" || fail "$optim: the finished checkpoint is not evaluated to $acc: $(cat "$TMP/eval.out")"
+	echo "$optim: finished checkpoint evaluated: test $acc"
 	# Another --lr at resume is used, and said.
 	other=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/$optim-2.ckpt" --lr 0.0005)
 	grep -q -- "--lr 0.0005 differs from the checkpoint's" "$TMP/stderr" ||
@@ -41,6 +51,27 @@ for optim in momentum adam; do
 done
 expect_fail "stop-after 5 is beyond --epochs 4" --data "$TMP/d.sprites" \
 	--resume "$TMP/adam-2.ckpt" --stop-after 5
+# A run cannot end before the epochs the checkpoint (2 of 4) has trained: exit 2, said so.
+expect_fail "^hntrain: --stop-after 1: $TMP/adam-2.ckpt has already trained 2 of 4 epochs \(give 2 or more" \
+	--data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" --stop-after 1
+grep -q "^exit 2$" <("$HNTRAIN" --data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" \
+	--stop-after 1 >/dev/null 2>&1; echo "exit $?") || fail "--stop-after 1 at epoch 2: not exit 2"
+expect_fail "^hntrain: --epochs 1 is fewer than the 2 epochs $TMP/adam-2.ckpt has trained" \
+	--data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" --epochs 1
+grep -q "note" "$TMP/err" && fail "--epochs 1 at epoch 2: a note before the error: $(cat "$TMP/err")"
+# Fewer --epochs than the checkpoint's 4 shorten the cosine schedule, more stretch it.
+hash_of --data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" --epochs 3 >/dev/null
+grep -qx "hntrain: note: --epochs 3 differs from the checkpoint's 4 (the cosine schedule is shortened)" \
+	"$TMP/stderr" || fail "--epochs 3 at resume: $(cat "$TMP/stderr")"
+hash_of --data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" --epochs 5 >/dev/null
+grep -qx "hntrain: note: --epochs 5 differs from the checkpoint's 4 (the cosine schedule is stretched)" \
+	"$TMP/stderr" || fail "--epochs 5 at resume: $(cat "$TMP/stderr")"
+# --stop-after at the checkpoint's epoch: nothing to train, the checkpoint is evaluated.
+"$HNTRAIN" --data "$TMP/d.sprites" --resume "$TMP/adam-2.ckpt" --stop-after 2 >"$TMP/out" 2>&1 ||
+	fail "--stop-after 2 at epoch 2: $(cat "$TMP/out")"
+grep -qx "nothing to train: $TMP/adam-2.ckpt has 2 of 4 epochs, where --stop-after 2 stops; evaluating it on the test split" \
+	"$TMP/out" || fail "--stop-after 2 at epoch 2: $(cat "$TMP/out")"
+grep -q "^epoch 2/4  test [0-9.]*%" "$TMP/out" || fail "--stop-after 2 at epoch 2: not evaluated"
 
 # Mismatches and damage are refused with a message.
 expect_fail "trains model" --data "$TMP/d.sprites" --model mlp --epochs 4 --resume "$TMP/adam.ckpt"

@@ -35,6 +35,8 @@ struct hn_loader_config {
 	uint32_t window;
 	uint64_t first_epoch, end_epoch;
 	int eval;	       /* also deliver the test split after each epoch */
+	int eval_only;	       /* only the test split, once (needs eval): evaluating a
+				  checkpoint that has all its epochs */
 	const cpu_set_t *mask; /* affinity for the loader threads, or NULL */
 };
 
@@ -117,7 +119,10 @@ struct hn_epoch_stats {
 /* One line per epoch; fflush after each so a tail -f sees it. */
 int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s);
 struct hn_final_stats {
+	/* this process's: epochs trained, optimizer steps taken, samples trained on */
 	uint64_t epochs, steps, samples;
+	/* the whole run's, counting the epochs before a --resume: the epochs done, steps */
+	uint64_t run_epochs, run_steps;
 	uint64_t weights_xxh3;
 	double wall_s, compute_s, data_wait_s;
 	double test_acc;

@@ -133,7 +133,8 @@ static void usage(FILE *f)
 		"                       is checked first); FILE must be new, empty or a\n"
 		"                       checkpoint, and not in the data\n"
 		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
-		"                       epochs too, unless given here)\n"
+		"                       epochs too, unless given here); one with all the run's\n"
+		"                       epochs is evaluated on the test split\n"
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
 		"                       (not in the data, nor the --checkpoint or --resume "
 		"file)\n"
@@ -785,10 +786,45 @@ static void resume_schedule(struct opts *o, const struct hn_checkpoint *ck)
 			why, ck->warmup);
 	if (!o->given_epochs)
 		o->epochs = ck->epochs;
-	else if (o->epochs != ck->epochs)
+	else if (o->epochs != ck->epochs && o->epochs >= ck->epoch) /* fewer: refused after */
 		fprintf(stderr, "%s: note: --epochs %" PRIu64 " %s %" PRIu64 "%s\n", prog,
 			o->epochs, why, ck->epochs,
-			o->sched == SCHED_COSINE ? " (the cosine schedule is stretched)" : "");
+			o->sched != SCHED_COSINE ? ""
+			: o->epochs > ck->epochs ? " (the cosine schedule is stretched)"
+						 : " (the cosine schedule is shortened)");
+}
+
+struct eval_result {
+	double loss;
+	uint64_t correct, seen;
+	double secs;
+};
+
+/* One pass over the test split: the loader's next nb batches. */
+static void evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
+		     struct eval_result *r)
+{
+	char err[HN_ERR_MAX];
+	double t0 = sprite_now();
+	memset(r, 0, sizeof *r);
+	for (uint64_t b = 0; b < nb; b++) {
+		struct hn_batch *bt;
+		if (hn_loader_next(ld, &bt, err) < 0) {
+			hn_loader_stop(ld);
+			die(1, "reading the test data: %s", err);
+		}
+		struct hn_step_result res = {0};
+		int rc = bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res) : 0;
+		if (rc < 0) {
+			hn_loader_stop(ld);
+			die(1, "evaluation failed: %s", strerror(-rc));
+		}
+		r->loss += res.loss_sum;
+		r->correct += (uint64_t)res.correct;
+		r->seen += (uint64_t)bt->n;
+		hn_loader_release(ld, bt);
+	}
+	r->secs = sprite_now() - t0;
 }
 
 static uint64_t weights_hash(const struct hn_backend_ops *be, void *st, float *params,
@@ -875,6 +911,17 @@ int main(int argc, char **argv)
 	if (o.stop_after && o.stop_after > o.epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
 		    o.epochs);
+	/* A run cannot end before the epochs the checkpoint has trained; at them, it evaluates. */
+	if (o.resume && o.epochs < ck.epoch)
+		die(2,
+		    "--epochs %" PRIu64 " is fewer than the %" PRIu64 " epochs %s has trained "
+		    "(give %" PRIu64 " or more, or leave --epochs out)",
+		    o.epochs, ck.epoch, o.resume, ck.epoch);
+	if (o.resume && o.stop_after && o.stop_after < ck.epoch)
+		die(2,
+		    "--stop-after %" PRIu64 ": %s has already trained %" PRIu64 " of %" PRIu64
+		    " epochs (give %" PRIu64 " or more, or leave --stop-after out)",
+		    o.stop_after, o.resume, ck.epoch, o.epochs, ck.epoch);
 
 	/* Defaults that train the cnn past 91% on Fashion-MNIST in 15 epochs (docs/HNTRAIN.md). */
 	if (o.lr < 0)
@@ -1016,20 +1063,20 @@ int main(int argc, char **argv)
 	}
 
 	double run_wall = 0, run_compute = 0, run_wait = 0, last_test_acc = -1;
-	uint64_t run_samples = 0;
+	uint64_t run_samples = 0, first_step = step;
+	struct hn_loader_config lc = {
+		.src = src,
+		.nloaders = o.loaders,
+		.queue = o.queue,
+		.batch = o.batch,
+		.seed = o.seed,
+		.window = o.window,
+		.first_epoch = first_epoch,
+		.end_epoch = end_epoch,
+		.eval = ntest > 0,
+		.mask = &loader_mask,
+	};
 	if (first_epoch < end_epoch) {
-		struct hn_loader_config lc = {
-			.src = src,
-			.nloaders = o.loaders,
-			.queue = o.queue,
-			.batch = o.batch,
-			.seed = o.seed,
-			.window = o.window,
-			.first_epoch = first_epoch,
-			.end_epoch = end_epoch,
-			.eval = ntest > 0,
-			.mask = &loader_mask,
-		};
 		hn_loader *ld = NULL;
 		if (hn_loader_start(&lc, &ld, err) < 0)
 			die(1, "%s", err);
@@ -1123,26 +1170,9 @@ int main(int argc, char **argv)
 			if (!o.quiet)
 				sprite_progress_end(&prog_bar);
 
-			double t_eval = sprite_now(), tloss = 0;
-			uint64_t tcorrect = 0, tseen = 0;
-			for (uint64_t b = 0; b < nb_test; b++) {
-				struct hn_batch *bt;
-				if (hn_loader_next(ld, &bt, err) < 0) {
-					hn_loader_stop(ld);
-					die(1, "reading the test data: %s", err);
-				}
-				struct hn_step_result res = {0};
-				int rc =
-					bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res)
-					      : 0;
-				if (rc < 0)
-					die(1, "evaluation failed: %s", strerror(-rc));
-				tloss += res.loss_sum;
-				tcorrect += (uint64_t)res.correct;
-				tseen += (uint64_t)bt->n;
-				hn_loader_release(ld, bt);
-			}
-			double eval_s = sprite_now() - t_eval;
+			struct eval_result ev;
+			evaluate(ld, be, st, nb_test, &ev);
+			uint64_t tseen = ev.seen;
 
 			struct hn_epoch_stats es = {
 				.epoch = e + 1,
@@ -1151,11 +1181,11 @@ int main(int argc, char **argv)
 				.wall_s = wall,
 				.compute_s = compute,
 				.data_wait_s = wait,
-				.eval_s = eval_s,
+				.eval_s = ev.secs,
 				.train_loss = seen ? loss / (double)seen : 0,
 				.train_acc = seen ? (double)correct / (double)seen : 0,
-				.test_loss = tseen ? tloss / (double)tseen : -1,
-				.test_acc = tseen ? (double)tcorrect / (double)tseen : -1,
+				.test_loss = tseen ? ev.loss / (double)tseen : -1,
+				.test_acc = tseen ? (double)ev.correct / (double)tseen : -1,
 				.lr = lr,
 			};
 			last_test_acc = es.test_acc;
@@ -1215,9 +1245,38 @@ int main(int argc, char **argv)
 			}
 		}
 		hn_loader_stop(ld);
-	} else if (!o.quiet) {
-		printf("nothing to train: the checkpoint has %" PRIu64 " of %" PRIu64 " epochs\n",
-		       first_epoch, end_epoch);
+	} else {
+		/*
+		 * The checkpoint has every epoch the run asks for (resume refuses
+		 * fewer): evaluate it, the way to ask a checkpoint for its accuracy.
+		 */
+		if (!o.quiet) {
+			char why[64] = "";
+			if (end_epoch < o.epochs)
+				snprintf(why, sizeof why, ", where --stop-after %" PRIu64 " stops",
+					 end_epoch);
+			printf("nothing to train: %s has %" PRIu64 " of %" PRIu64 " epochs%s; %s\n",
+			       o.resume, first_epoch, o.epochs, why,
+			       ntest ? "evaluating it on the test split"
+				     : "no test split to evaluate it on");
+		}
+		if (ntest) {
+			hn_loader *ld = NULL;
+			lc.eval_only = 1;
+			if (hn_loader_start(&lc, &ld, err) < 0)
+				die(1, "%s", err);
+			struct eval_result ev;
+			evaluate(ld, be, st, nb_test, &ev);
+			hn_loader_stop(ld);
+			if (ev.seen)
+				last_test_acc = (double)ev.correct / (double)ev.seen;
+			if (!o.quiet && ev.seen)
+				printf("epoch %" PRIu64 "/%" PRIu64
+				       "  test %.2f%%  test loss %.4f  (%" PRIu64
+				       " samples evaluated in %.2f s)\n",
+				       first_epoch, o.epochs, 100 * last_test_acc,
+				       ev.loss / (double)ev.seen, ev.seen, ev.secs);
+		}
 	}
 
 	uint64_t skipped = hn_source_skipped(src);
@@ -1236,8 +1295,10 @@ int main(int argc, char **argv)
 	printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (logf) {
 		struct hn_final_stats fs = {
-			.epochs = end_epoch > first_epoch ? end_epoch : first_epoch,
-			.steps = step,
+			.epochs = end_epoch > first_epoch ? end_epoch - first_epoch : 0,
+			.steps = step - first_step,
+			.run_epochs = end_epoch > first_epoch ? end_epoch : first_epoch,
+			.run_steps = step,
 			.samples = run_samples,
 			.weights_xxh3 = hash,
 			.wall_s = run_wall,

@@ -139,13 +139,14 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 		return -ENOMEM;
 	l->c = *c;
 	l->tile_bytes = (size_t)si->h * si->w * si->c;
-	l->ntrain = si->count[HN_SPLIT_TRAIN];
+	l->ntrain = c->eval_only ? 0 : si->count[HN_SPLIT_TRAIN];
 	l->ntest = c->eval ? si->count[HN_SPLIT_TEST] : 0;
 	l->ntrain_b = hn_batches(l->ntrain, c->batch);
 	l->ntest_b = hn_batches(l->ntest, c->batch);
 	l->per_epoch = l->ntrain_b + l->ntest_b;
-	l->total =
-		c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch : 0;
+	l->total = c->eval_only			   ? l->per_epoch
+		   : c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch
+						   : 0;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->loader_cv, NULL);
 	pthread_cond_init(&l->consumer_cv, NULL);

@@ -39,10 +39,16 @@ static void num(FILE *f, const char *key, double v, int last)
 		fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
 }
 
+/* a / b, or NaN (written as null) when b is 0: nothing was timed, the ratio is undefined */
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : NAN;
+}
+
 int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 {
-	double sps = s->wall_s > 0 ? (double)s->samples / s->wall_s : 0;
-	double share = s->wall_s > 0 ? s->data_wait_s / s->wall_s : 0;
+	double sps = ratio((double)s->samples, s->wall_s);
+	double share = ratio(s->data_wait_s, s->wall_s);
 	fprintf(f, "{\"epoch\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"steps\": %" PRIu64 ", ",
 		s->epoch, s->samples, s->steps);
 	num(f, "wall_s", s->wall_s, 0);
@@ -68,13 +74,14 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 {
 	fprintf(f,
 		"{\"final\": true, \"weights_xxh3\": \"%016" PRIx64 "\", \"epochs\": %" PRIu64
-		", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", ",
-		s->weights_xxh3, s->epochs, s->steps, s->samples);
+		", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"run_epochs\": %" PRIu64
+		", \"run_steps\": %" PRIu64 ", ",
+		s->weights_xxh3, s->epochs, s->steps, s->samples, s->run_epochs, s->run_steps);
 	num(f, "wall_s", s->wall_s, 0);
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
-	num(f, "data_wait_share", s->wall_s > 0 ? s->data_wait_s / s->wall_s : 0, 0);
-	num(f, "samples_per_s", s->wall_s > 0 ? (double)s->samples / s->wall_s : 0, 0);
+	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
+	num(f, "samples_per_s", ratio((double)s->samples, s->wall_s), 0);
 	if (s->test_acc >= 0)
 		num(f, "test_acc", s->test_acc, 0);
 	else
