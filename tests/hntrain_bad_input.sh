@@ -74,6 +74,13 @@ echo "my notes" >"$TMP/notes.jsonl"
 expect_rc2 "^hntrain: --checkpoint: $TMP/notes.jsonl exists and is not an hntrain checkpoint" \
 	"${D[@]}" --model mlp --checkpoint "$TMP/notes.jsonl"
 [[ $(cat "$TMP/notes.jsonl") == "my notes" ]] || fail "--checkpoint replaced a file of notes"
+expect_rc2 "^hntrain: --log $TMP/notes.jsonl: a file that is not a JSON-lines log" \
+	"${D[@]}" --model mlp --log "$TMP/notes.jsonl"
+[[ $(cat "$TMP/notes.jsonl") == "my notes" ]] || fail "--log appended to a file of notes"
+"$HNTRAIN" --quiet "${D[@]}" --model mlp --log "$TMP/two.jsonl" >/dev/null &&
+	"$HNTRAIN" --quiet "${D[@]}" --model mlp --log "$TMP/two.jsonl" >/dev/null ||
+	fail "--log on an existing log"
+[[ $(grep -c '"final"' "$TMP/two.jsonl") -eq 2 ]] || fail "--log did not append: $(cat "$TMP/two.jsonl")"
 expect_rc2 "^hntrain: --checkpoint and --log both name $TMP/new" "${D[@]}" --model mlp \
 	--checkpoint "$TMP/new" --log "$TMP/../${TMP##*/}/new"
 mkdir -p "$TMP/tree/train/a"

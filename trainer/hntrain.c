@@ -13,6 +13,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -351,6 +352,23 @@ static int same_file(const char *a, const char *b)
 	canonical_name(a, ca, sizeof ca);
 	canonical_name(b, cb, sizeof cb);
 	return !strcmp(ca, cb);
+}
+
+/*
+ * Whether --log may append to path: a new or empty file, one that starts as
+ * a JSON-lines log does, or no regular file at all (/dev/stderr, a FIFO).
+ */
+static int log_appendable(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char c = 0;
+	int ok = fd >= 0 && pread(fd, &c, 1, 0) == 1 && c == '{';
+	if (fd >= 0)
+		close(fd);
+	return ok;
 }
 
 /* Is path (existing or not) below the folder dir? */
@@ -908,6 +926,11 @@ int main(int argc, char **argv)
 		die(1, "--checkpoint %s: %s", o.checkpoint, err);
 	if (o.checkpoint && hn_checkpoint_check_replace(o.checkpoint, err) < 0)
 		die(2, "--checkpoint: %s", err);
+	if (o.log && !log_appendable(o.log))
+		die(2,
+		    "--log %s: a file that is not a JSON-lines log (its first byte is not '{'); "
+		    "appending would mix the two: give another file name, or remove it first",
+		    o.log);
 	if (o.stop_after && o.stop_after > o.epochs)
 		die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o.stop_after,
 		    o.epochs);
