@@ -172,6 +172,7 @@ wait $BPID || rc=$?
 BPID=""
 [[ $rc -eq 0 ]] || fail "bench --quick --limit 300 exited $rc: $(tail -20 "$T/run1.err")"
 grep -q FAILED "$T/run1/notes.txt" && fail "run 1 noted a failure: $(cat "$T/run1/notes.txt")"
+grep -E 'spritefs-bench: line [0-9]+:' "$T/run1.err" && fail "run 1: errors from bash itself"
 for d in "/dev/shm/spritefs-bench.$p1" "$T/disk/spritefs-bench.$p1"; do
 	[[ -e $d ]] && fail "a killed bench's folder $d was left"
 	grep -q "removed $d" "$T/run1/notes.txt" || fail "no note of removing $d"
