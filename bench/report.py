@@ -7,11 +7,17 @@ OUT/machine.json and OUT/data.json. This script takes medians over repeated
 runs, computes the ratios against tmpfs and the issue targets, checks that
 every medium delivered the same samples and trained to the same weights, and
 writes OUT/results.json (all raw numbers, machine info, summary), a Markdown
-report on stdout (also OUT/report.md), and PNG plots drawn by gnuplot.
-Standard library only, so it runs wherever Debian's python3 is.
+report on stdout (also OUT/report.md), and PNG plots drawn by gnuplot (where
+gnuplot is installed; else the data and plot.gp are left for later, and a
+note says so). Standard library only, so it runs wherever Debian's python3 is.
+
+Exit status: 0; 3 when the media disagreed (different weights for the same
+seed on one device, or different decoded samples), after everything is
+written; 1 on an error, 2 on usage.
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,8 +123,9 @@ def summarize_train(out_dir, rec):
         return sum(v) if all(x is not None for x in v) else None
 
     wall, comp, wait, n = tot("wall_s"), tot("compute_s"), tot("data_wait_s"), tot("samples")
+    # wall_s is the training pass; evaluation is timed apart (eval_s)
     s.update({"n_epochs": len(epochs), "wall_s": wall, "compute_s": comp,
-              "data_wait_s": wait, "samples": n,
+              "data_wait_s": wait, "samples": n, "eval_s": tot("eval_s"),
               "epoch_s": wall / len(epochs) if wall is not None else None,
               "samples_s": (n / wall) if n and wall else med(
                   [e.get("samples_per_s") for e in epochs]),
@@ -143,6 +150,10 @@ def main():
         notes = []
     cfg = machine.get("config", {})
     store_bytes = data.get("store_bytes")
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot and not any("gnuplot" in n for n in notes):
+        notes.append("gnuplot not installed: no plots (apt-get install gnuplot-nox; then "
+                     "`gnuplot plot.gp` in this folder draws them)")
 
     # ---- ceilings
     ceil = {}
@@ -157,6 +168,7 @@ def main():
                 bw = None
             ceil.setdefault(r["medium"], []).append(bw / 1e6 if bw else None)
             ceil.setdefault(r["medium"] + "-engine", []).append(r["state"])
+            ceil.setdefault(r["medium"] + "-bs", []).append(r.get("bs", MIB))
         else:
             res = r.get("result") or {}
             if res.get("wall_s"):
@@ -168,7 +180,10 @@ def main():
                 "fio_disk_mb_s": med(ceil.get("fio-disk", [])),
                 "dd_tmpfs_mb_s": med(ceil.get("dd-tmpfs", [])),
                 "fio_engine": (ceil.get("fio-disk-engine") or ceil.get("fio-store-engine")
-                               or [None])[0]}
+                               or [None])[0],
+                # fio's block size where it was not 1 MiB (a store smaller than that)
+                "fio_bs": {k[:-3]: v[0] for k, v in ceil.items()
+                           if k.endswith("-bs") and v and v[0] != MIB}}
 
     # ---- reads and decodes, medians per (medium, state)
     groups = {}
@@ -221,7 +236,9 @@ def main():
     sums = {r["medium"] + "/" + r["state"]: r.get("sample_sum") for r in rows
             if r.get("sample_sum") and not r["medium"].startswith("torch")}
     distinct = set(sums.values())
-    samples_same = len(distinct) == 1 and not any(str(v).startswith("differs") for v in distinct)
+    # None: nothing hashed to compare (no decode measured)
+    samples_same = (len(distinct) == 1 and not any(str(v).startswith("differs") for v in distinct)
+                    ) if sums else None
 
     # ---- training
     trains = [summarize_train(out, r) for r in recs if r.get("kind") == "train"]
@@ -353,7 +370,11 @@ def main():
     L.append("| what | MB/s |")
     L.append("|---|---:|")
     L.append(f"| disk: fio sequential 1 MiB, O_DIRECT, {ceilings['fio_engine'] or 'io_uring'}, QD16 | {fmt(ceilings['fio_disk_mb_s'])} |")
-    L.append(f"| disk: same, on the store file | {fmt(ceilings['fio_store_mb_s'])} |")
+    def bs_note(medium):
+        bs = ceilings["fio_bs"].get(medium)
+        return f" ({bs // 1024} KiB blocks: the file is smaller than 1 MiB)" if bs else ""
+
+    L.append(f"| disk: same, on the store file{bs_note('fio-store')} | {fmt(ceilings['fio_store_mb_s'])} |")
     L.append(f"| disk: same, one pass over the store file (median) | {fmt(ceilings['fio_store_pass_mb_s'])} |")
     if ceilings["fio_t2store_mb_s"]:
         L.append(f"| disk: same, on the store packed at 56x56 | {fmt(ceilings['fio_t2store_mb_s'])} |")
@@ -369,7 +390,8 @@ def main():
                  f"{fmt(r.get('samples_s'))} | {r.get('decode', '-')} | {fmt_ratio(r.get('samples_s_x_tmpfs'))} |")
     L.append("")
     L.append("Same samples on every medium (XXH3 sum of decoded tiles): "
-             + ("yes" if samples_same else "**NO - MISMATCH** " + json.dumps(sums)))
+             + ("not measured" if samples_same is None else
+                "yes" if samples_same else "**NO - MISMATCH** " + json.dumps(sums)))
     L.append("")
     if main_runs or torch_train:
         L.append(f"### Training: {cfg.get('model', 'cnn')}, {cfg.get('epochs')} epoch(s), batch 64, seed 1")
@@ -427,20 +449,22 @@ def main():
     print(text)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text + "\n")
+    plots(out, rows, main_runs, gnuplot)
+    # Last, so that it is the last thing on the terminal, and everything is written.
     if mismatch:
         print("spritefs-bench: WEIGHTS MISMATCH between media: " + json.dumps(mismatch),
               file=sys.stderr)
-    if not samples_same and sums:
+    if samples_same is False:
         print("spritefs-bench: media delivered different samples: " + json.dumps(sums),
               file=sys.stderr)
-
-    plots(out, rows, main_runs)
-    return 0
+    return 3 if mismatch or samples_same is False else 0
 
 
-def plots(out, rows, runs):
+def plots(out, rows, runs, gnuplot):
     """throughput.png (raw MB/s and decoded samples/s per medium) and
-    epoch_split.png (compute vs data wait per training run, stacked)."""
+    epoch_split.png (per training run: the training pass split into compute,
+    data wait and the rest, and the evaluation on top). The data files and
+    plot.gp are written even without gnuplot, to be drawn later."""
     def q(s):
         return '"' + s.replace('"', "'") + '"'
 
@@ -448,49 +472,73 @@ def plots(out, rows, runs):
         f.write("# medium raw_MB_s samples_s\n")
         for r in rows:
             f.write(f"{q(r['medium'] + ' ' + r['state'])} {r.get('mb_s') or 0:.3f} {r.get('samples_s') or 0:.3f}\n")
+    nsplit = 0
     with open(os.path.join(out, "epoch_split.dat"), "w") as f:
-        f.write("# run compute_s data_wait_s other_s\n")
+        f.write("# run compute_s data_wait_s rest_of_pass_s eval_s (per epoch)\n")
         for t in runs:
             if t.get("compute_s") is None or t.get("epoch_s") is None:
                 continue
             n = t.get("n_epochs") or 1
             c, w = t["compute_s"] / n, (t.get("data_wait_s") or 0) / n
-            other = max(0.0, t["epoch_s"] - c - w)
-            f.write(f"{q(t['name'])} {c:.6f} {w:.6f} {other:.6f}\n")
-    term = "pngcairo size 1100,800 font 'Sans,10'"
-    if subprocess.run(["gnuplot", "-e", "set terminal pngcairo"], capture_output=True).returncode != 0:
-        term = "png size 1100,800"
+            rest = max(0.0, t["epoch_s"] - c - w)
+            ev = (t.get("eval_s") or 0) / n
+            f.write(f"{q(t['name'])} {c:.6f} {w:.6f} {rest:.6f} {ev:.6f}\n")
+            nsplit += 1
+    term = "pngcairo font 'Sans,10'"
+    if gnuplot and subprocess.run([gnuplot, "-e", "set terminal pngcairo"],
+                                  capture_output=True).returncode != 0:
+        term = "png"
+    # gnuplot stops at a plot with no valid point: only panels with data are drawn
+    panels = [(col, title, color) for col, key, title, color in (
+        (2, "mb_s", "raw read MB/s", "#4472c4"),
+        (3, "samples_s", "decoded samples/s delivered to a reader", "#ed7d31"))
+        if any((r.get(key) or 0) > 0 for r in rows)]
+    # x labels stand upright, ending at their bar: long names (spritefs-small-cache
+    # second) take room below the plot, never past its right edge.
     gp = f"""# generated by spritefs-bench (report.py)
-set terminal {term} noenhanced
 set style data histograms
 set style fill solid 0.8 border -1
 set boxwidth 0.8
 set grid ytics
-set xtics rotate by -35 left
+set xtics rotate by 90 right nomirror
+"""
+    if panels:
+        gp += f"""set terminal {term} size 1100,{500 * len(panels)} noenhanced
 set key off
 set output 'throughput.png'
-set multiplot layout 2,1 title 'spritefs-bench: throughput per medium (same data)'
-set title 'raw read MB/s'
+set multiplot layout {len(panels)},1 title 'spritefs-bench: throughput per medium (same data)'
 set logscale y
 set yrange [1:*]
-plot 'throughput.dat' using ($2 > 0 ? $2 : 1/0):xtic(1) linecolor rgb '#4472c4'
-set title 'decoded samples/s delivered to a reader'
-plot 'throughput.dat' using ($3 > 0 ? $3 : 1/0):xtic(1) linecolor rgb '#ed7d31'
-unset multiplot
+"""
+        for col, title, color in panels:
+            gp += f"""set title '{title}'
+plot 'throughput.dat' using (${col} > 0 ? ${col} : 1/0):xtic(1) linecolor rgb '{color}'
+"""
+        gp += "unset multiplot\nunset logscale y\n"
+    if nsplit:
+        gp += f"""set terminal {term} size 1100,800 noenhanced
 set output 'epoch_split.png'
-unset logscale y
 set yrange [0:*]
 set style histogram rowstacked
 set key outside right top
-set title 'hntrain epoch time: compute vs data wait'
+set title 'hntrain epoch: training pass (compute, data wait, rest) and evaluation'
 set ylabel 'seconds per epoch'
 plot 'epoch_split.dat' using 2:xtic(1) title 'compute' linecolor rgb '#4472c4', \\
      '' using 3 title 'data wait' linecolor rgb '#c00000', \\
-     '' using 4 title 'other (eval, setup)' linecolor rgb '#a5a5a5'
+     '' using 4 title 'rest of the training pass' linecolor rgb '#a5a5a5', \\
+     '' using 5 title 'evaluation (test split)' linecolor rgb '#70ad47'
 """
     with open(os.path.join(out, "plot.gp"), "w") as f:
         f.write(gp)
-    r = subprocess.run(["gnuplot", "plot.gp"], cwd=out, capture_output=True, text=True)
+    if not gnuplot:
+        print("report.py: gnuplot not installed: throughput.png and epoch_split.png not drawn "
+              "(plot.gp and the .dat files are in " + out + ")", file=sys.stderr)
+        return
+    try:
+        r = subprocess.run([gnuplot, "plot.gp"], cwd=out, capture_output=True, text=True)
+    except OSError as e:
+        print(f"report.py: cannot run gnuplot: {e}", file=sys.stderr)
+        return
     if r.returncode != 0:
         print("report.py: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
 

@@ -123,8 +123,12 @@ int sprite_parse_size(const char *s, uint64_t *out);
 const char *sprite_fmt_size(uint64_t bytes, char *buf, size_t cap);
 
 /*
- * A one-line progress bar on stderr, drawn only when stderr is a terminal,
- * at most ~10 times a second. Thread-safe updates with atomic counters.
+ * A one-line progress bar on stderr, drawn only when stderr is a terminal
+ * and TERM is set and not "dumb", at most ~10 times a second, fitted to the
+ * terminal's width at each drawing (the bar shrinks, then the line is cut;
+ * the label should be ASCII). Thread-safe updates with atomic counters.
+ * tty says whether it draws (a caller printing a line of its own clears the
+ * bar's line first only then).
  */
 struct sprite_progress {
 	const char *label;

@@ -136,7 +136,11 @@ static void usage(FILE *f)
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
 		"  other -o options go to FUSE (allow_other, default_permissions, ...);\n"
-		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n",
+		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n"
+		"\n"
+		"exit status: 0 unmounted (SIGTERM, SIGINT, fusermount3 -u), 1 error (a bad\n"
+		"store or mount point, a failed mount), 2 usage (a missing or bad argument\n"
+		"or option)\n",
 		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH);
 }
 
@@ -479,6 +483,32 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	return 0;
 }
 
+/*
+ * FUSE's options are only checked when the session is made, after SOURCE
+ * is resolved (a first-use pack can take minutes): a throwaway session on
+ * a copy of the arguments finds a mistyped one before any work is done.
+ * Nothing is opened or mounted by fuse_session_new().
+ */
+static int check_fuse_args(const struct fuse_args *args)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	int r = 0;
+	for (int i = 0; i < args->argc && r == 0; i++)
+		r = fuse_opt_add_arg(&copy, args->argv[i]);
+	if (r == 0) {
+		struct fuse_session *se =
+			fuse_session_new(&copy, &sfs_ll_ops, sizeof(sfs_ll_ops), NULL);
+		if (se)
+			fuse_session_destroy(se);
+		else
+			r = -1;
+	}
+	fuse_opt_free_args(&copy);
+	if (r < 0)
+		fprintf(stderr, "spritefs: bad FUSE options (see spritefs -h)\n");
+	return r;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -492,8 +522,10 @@ int main(int argc, char *argv[])
 	int ret = 1, r;
 
 	memset(&c, 0, sizeof(c));
-	if (fuse_opt_parse(&args, &c, cli_spec, cli_proc) == -1)
-		return 1;
+	if (fuse_opt_parse(&args, &c, cli_spec, cli_proc) == -1) {
+		ret = 2;
+		goto out_args;
+	}
 	if (c.help) {
 		usage(stdout);
 		ret = 0;
@@ -506,7 +538,12 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (c.npos < 1) {
-		usage(stderr);
+		fprintf(stderr, "spritefs: no mount point given (see spritefs -h)\n");
+		ret = 2;
+		goto out_args;
+	}
+	if (check_fuse_args(&args) < 0) {
+		ret = 2;
 		goto out_args;
 	}
 	mnt = c.pos[c.npos - 1];
@@ -515,7 +552,11 @@ int main(int argc, char *argv[])
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		goto out_args;
-	if (apply_options(&c, &fs->o) < 0 || check_mountpoint(mnt, mnt_abs) < 0)
+	if (apply_options(&c, &fs->o) < 0) {
+		ret = 2;
+		goto out_fs;
+	}
+	if (check_mountpoint(mnt, mnt_abs) < 0)
 		goto out_fs;
 	mnt = mnt_abs;
 

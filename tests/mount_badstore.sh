@@ -4,7 +4,8 @@
 # missing file. Each gives a non-zero exit, a message naming the file and
 # the problem, and no mount. Bad options and bad mount points (missing, a
 # file, a live spritefs mount, one whose daemon was killed) are refused the
-# same way.
+# same way; usage errors (bad options, no mount point, a third argument, an
+# unknown FUSE option) with exit status 2 and one line, before any packing.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -43,14 +44,32 @@ rc=0
 timeout 60 "$SPRITEFS" -f -o cachedir="$T/cache" "$T/noimages" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "empty image folder: exit $rc"
 echo "noimages: exit $rc: $(tail -1 "$T/out.log")"
-# bad options
+# bad options: usage errors, exit status 2
 for o in cache=lots prefetch=-1 batch=0 epochs=99999999 epochs=2048 direct=2 cache prefetch; do
 	rc=0
 	timeout 60 "$SPRITEFS" -f -o "$o" "$T/good.sprites" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
-	[[ $rc -ne 0 && $rc -ne 124 ]] || fail "-o $o: exit $rc"
+	[[ $rc -eq 2 ]] || fail "-o $o: exit $rc, not 2 (usage)"
 	grep -q "${o%%=*}" "$T/out.log" || fail "-o $o: message does not name the option"
 	is_mounted "$T/mnt" && fail "-o $o: left a mount"
 done
+# usage errors: one line naming the problem (no usage text), exit status 2; an
+# unknown FUSE option is refused before SOURCE is looked at (no first-use pack)
+usage_case() { # WORDS ARGS...
+	local words=$1 rc=0
+	shift
+	timeout 60 "$SPRITEFS" "$@" >"$T/out.log" 2>&1 || rc=$?
+	[[ $rc -eq 2 ]] || fail "spritefs $*: exit $rc, not 2 (usage): $(cat "$T/out.log")"
+	grep -q -- "$words" "$T/out.log" || fail "spritefs $*: no '$words' in: $(cat "$T/out.log")"
+	grep -q '^usage:' "$T/out.log" && fail "spritefs $*: printed the whole usage text"
+	grep -q 'packing' "$T/out.log" && fail "spritefs $*: packed before refusing"
+	is_mounted "$T/mnt" && fail "spritefs $*: left a mount"
+	echo "spritefs $*: exit $rc: $(tail -1 "$T/out.log")"
+}
+usage_case "spritefs: no mount point given"
+usage_case "spritefs: no mount point given" -f -o cache=64M
+usage_case "unexpected argument 'three'" one two three
+usage_case "bad FUSE options" -f -o no_such_fuse_option -o cachedir="$T/cache" "$T/noimages" "$T/mnt"
+usage_case "bad FUSE options" --no-such-flag "$T/good.sprites" "$T/mnt"
 # a cache larger than the machine's memory is taken, with a warning
 "$SPRITEFS" -f -o cache=1P "$T/good.sprites" "$T/nomnt" >"$T/out.log" 2>&1
 grep -q "warning: -o cache=1.0 PiB is more than this machine's memory" "$T/out.log" ||

@@ -8,7 +8,8 @@
 # reached by a symbolic link, "..", or (as root) a bind mount has the same
 # store. What a pack leaves out is named (escaped) and counted. With no
 # SOURCE the mount serves Fashion-MNIST from
-# /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed).
+# /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed),
+# as docs/FORMAT.md's dataset.json example shows it.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 PY=/usr/bin/python3
@@ -193,6 +194,34 @@ if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	grep -q '"train": {"count": 60000' "$T/mnt/dataset.json" || fail "default: $(cat "$T/mnt/dataset.json")"
 	grep -q '"test": {"count": 10000' "$T/mnt/dataset.json" || fail "default: no test split"
 	[[ $(ls "$T/mnt/train/by-class" | wc -l) -eq 10 ]] || fail "default: not 10 classes"
+	# docs/FORMAT.md's dataset.json example is this mount's: every value it shows
+	$PY - "$SRCDIR/docs/FORMAT.md" "$T/mnt/dataset.json" <<'PY' || fail "docs/FORMAT.md's dataset.json example differs from the mount"
+import json, re, sys
+doc = open(sys.argv[1]).read()
+block = re.search(r"### dataset.json\n\n```json\n(.*?)```", doc, re.S).group(1)
+# "..." stands for the rest of a list; a store path for any store
+example = json.loads(re.sub(r",\s*\.\.\.\]", "]", block))
+live = json.load(open(sys.argv[2]))
+bad = []
+def same(want, got, path):
+    if isinstance(want, dict):
+        for k, v in want.items():
+            if not isinstance(got, dict) or k not in got:
+                bad.append(f"{path}.{k} missing")
+            else:
+                same(v, got[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        if not isinstance(got, list) or got[:len(want)] != want:
+            bad.append(f"{path}: {want} vs {got}")
+    elif path != ".store" and want != got:
+        bad.append(f"{path}: {want!r} in the example, {got!r} mounted")
+same(example, live, "")
+if set(live) != set(example):
+    bad.append(f"keys: {sorted(set(live) ^ set(example))}")
+if bad:
+    print("FAIL:", "; ".join(bad))
+    sys.exit(1)
+PY
 	$PY -c "
 import numpy as np, sys
 x = np.load('$T/mnt/train/images.npy', mmap_mode='r'); y = np.load('$T/mnt/train/labels.npy')
