@@ -27,6 +27,7 @@ HNTRAIN=$(pick hntrain)
 BENCH=$(command -v spritefs-bench 2>/dev/null || echo "$HERE/spritefs-bench")
 EPOCHS=${DEMO_EPOCHS:-2}
 NCPU=$(nproc)
+((NCPU > 64)) && NCPU=64 # hntrain's CPU backend runs at most 64 threads
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
