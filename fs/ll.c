@@ -11,7 +11,8 @@
  * open+read+close of a 50 KB batch file costs about half as much.
  *
  * Only stats.json changes. It is one page (SFS_STATS_SIZE, padded), its
- * attributes never cache, and its mtime moves every 10 ms; with
+ * attributes never cache, and its mtime moves every 10 ms and with every
+ * failure counted (EIO, checksum, read errors); with
  * auto_inval_data, a read() after a change finds the page invalidated and
  * gets a fresh snapshot, taken whole in one reply. Without no_open
  * (-o kernel_open=0, or an old kernel), it is opened direct_io and every
@@ -47,9 +48,17 @@ static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 {
 	struct timespec t = fs->mtime;
 	if (sfs_ino_kind(a->ino) == SFS_K_STATS_JSON) {
-		/* the counters move: a new mtime (10 ms steps) makes the kernel re-read */
+		/*
+		 * The counters move: a new mtime (10 ms steps) makes the kernel
+		 * re-read. Within a step the nanoseconds count the failures, so a
+		 * reader that has just had EIO finds it counted, not a page cached
+		 * before it.
+		 */
+		uint64_t failed = SFS_GET(fs, eio) + SFS_GET(fs, checksum_failures) +
+				  SFS_GET(fs, read_errors);
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_nsec -= t.tv_nsec % 10000000;
+		t.tv_nsec += (long)(failed % 10000000);
 	}
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;

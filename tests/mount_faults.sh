@@ -34,6 +34,26 @@ err=$(cat "$T/mnt/train/batches/05.sprite" 2>&1 >/dev/null)
 cat "$T/mnt/train/batches/04.sprite" "$T/mnt/train/batches/06.sprite" >/dev/null ||
 	fail "neighbours of the bad sheet do not read"
 kill -0 "$SFS_PID" || fail "the daemon died"
+# a reader that has just had EIO finds it counted in stats.json at once, not
+# in the page the kernel cached for the last 10 ms tick (kernel_open=1)
+/usr/bin/python3 - "$T/mnt" <<'PY' || fail "stats.json lags behind an EIO"
+import json, sys
+m = sys.argv[1]
+def eio():
+    with open(m + "/.spritefs/stats.json") as f:
+        return json.load(f)["eio"]
+for i in range(50):
+    before = eio()
+    try:
+        open(m + "/train/batches/05.sprite", "rb").read()
+        sys.exit("batches/05.sprite read without error")
+    except OSError:
+        pass
+    after = eio()
+    if after <= before:
+        sys.exit(f"try {i}: eio {before} before the failed read, {after} after it")
+print("stats.json counts each EIO before the reader reads it")
+PY
 
 # read-only: every kind of change is refused with EROFS
 /usr/bin/python3 - "$T/mnt" <<'PY' || fail "EROFS checks"
