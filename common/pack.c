@@ -109,18 +109,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char *join(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	char *p = malloc(la + lb + 2);
-	if (!p)
-		return NULL;
-	memcpy(p, a, la);
-	p[la] = '/';
-	memcpy(p + la + 1, b, lb + 1);
-	return p;
-}
-
 /*
  * Entries of the source that are not packed, told through on_ignore before
  * decoding starts: files outside the class folders, entries that are neither
@@ -191,7 +179,7 @@ static int list_dir(const char *dir, int kind, struct strv *out, struct passed_l
 		if (!kind || v[i]->kind == kind) {
 			r = strv_push(out, v[i]->name);
 		} else if (ign && kind == 'd') {
-			char *p = join(dir, v[i]->name);
+			char *p = sprite_path_join(dir, v[i]->name);
 			r = !p		 ? -ENOMEM
 			    : v[i]->kind ? passed_push(ign, p, 0, "not in a class folder")
 					 : passed_push(ign, p, 1, v[i]->why);
@@ -293,7 +281,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 	int r = list_dir(src, 'd', &top, &top_ign, err);
 	int split_layout = 0;
 	for (size_t i = 0; i < top.n && r == 0; i++) {
-		char *p = join(src, top.v[i]);
+		char *p = sprite_path_join(src, top.v[i]);
 		if (p && is_split_name(top.v[i]) && has_subdir(p))
 			split_layout = 1;
 		free(p);
@@ -318,7 +306,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 			for (size_t i = 0; i < top.n && r == 0; i++) {
 				if ((pass == 0) != !strcmp(top.v[i], "train"))
 					continue;
-				char *p = join(src, top.v[i]);
+				char *p = sprite_path_join(src, top.v[i]);
 				if (!p) {
 					r = -ENOMEM;
 					break;
@@ -383,7 +371,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 			char **hit = bsearch(&per[i].v[k], s->classes.v, s->classes.n,
 					     sizeof *s->classes.v, cmp_str);
 			uint16_t label = (uint16_t)(hit - s->classes.v);
-			char *p = join(s->split_dirs.v[i], per[i].v[k]);
+			char *p = sprite_path_join(s->split_dirs.v[i], per[i].v[k]);
 			if (!p) {
 				r = -ENOMEM;
 				seterr(err, "out of memory");
@@ -409,7 +397,7 @@ static char *idx_path(const char *dir, const char *base)
 	struct stat st;
 	for (int gz = 0; gz < 2; gz++) {
 		snprintf(name, sizeof name, "%s%s", base, gz ? ".gz" : "");
-		char *p = join(dir, name);
+		char *p = sprite_path_join(dir, name);
 		if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode))
 			return p;
 		free(p);
@@ -1079,7 +1067,7 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, str
 	struct strv names = {0};
 	int r = list_dir(dir, 0, &names, NULL, err);
 	for (size_t i = 0; i < names.n && r == 0; i++) {
-		char *p = join(dir, names.v[i]);
+		char *p = sprite_path_join(dir, names.v[i]);
 		struct stat st;
 		if (!p) {
 			r = -ENOMEM;

@@ -538,7 +538,7 @@ struct walk {
 	ino_t ino[WALK_MAX_DEPTH + 1];
 };
 
-static char *walk_join(const char *dir, const char *name)
+char *sprite_path_join(const char *dir, const char *name)
 {
 	size_t a = strlen(dir), b = strlen(name);
 	char *p = malloc(a + b + 2);
@@ -580,7 +580,7 @@ static int walk_dir(struct walk *w, const char *dir)
 	w->ino[w->depth] = st.st_ino;
 	w->depth++;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		char *p = walk_join(dir, v[i]->name);
+		char *p = sprite_path_join(dir, v[i]->name);
 		if (!p)
 			r = walk_fail(w, dir, ENOMEM, "out of memory listing the folder", "");
 		else if (v[i]->kind == 'd')
