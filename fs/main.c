@@ -27,6 +27,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "common/cachestore.h"
 #include "common/pack.h"
 #include "common/util.h"
 #include "fs/sfs.h"

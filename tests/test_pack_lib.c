@@ -26,6 +26,7 @@
 #include <tiffio.h>
 
 #include "common/batch.h"
+#include "common/cachestore.h"
 #include "common/image.h"
 #include "common/pack.h"
 #include "common/store.h"
