@@ -1,5 +1,5 @@
 /*
- * fuzz_idx.c - fuzz target: IDX files, plain or gzip (common/image.c), the
+ * fuzz_idx.c - fuzz target: IDX files, plain or gzip (common/idx.c), the
  * form Fashion-MNIST comes in. Each input is read both as an image file and
  * as a label file; what loads must hold the count and shape it claims (all
  * of it is read here, for ASan), and a refusal must say why.

@@ -1,9 +1,9 @@
 /*
- * fuzz_image.c - fuzz target: image files (common/image.c: TIFF through
- * libtiff, PNG through libpng, JPEG through libturbojpeg, Netpbm P5/P6/P7
- * parsed by image.c itself; the kind found from magic bytes), then the tile fit, gray and RGB,
- * shrinking and enlarging. An image that decodes must have sides and pixel count within image.h's
- * caps and 1 or 3 channels; otherwise the decoder must say why.
+ * fuzz_image.c - fuzz target: image files (common/codec.c and tiff.c: TIFF through libtiff, PNG
+ * through libpng, JPEG through libturbojpeg, Netpbm P5/P6/P7 parsed by codec.c itself; the kind
+ * found from magic bytes), then the tile fit (fit.c), gray and RGB, shrinking and enlarging. An
+ * image that decodes must have sides and pixel count within image.h's caps and 1 or 3 channels;
+ * otherwise the decoder must say why.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +108,7 @@ static int jpeg(struct fuzz_buf *b, const char *name, int c)
 	return rc;
 }
 
-/* A Netpbm file made here (image.c reads these itself): header, then samples. */
+/* A Netpbm file made here (codec.c reads these itself): header, then samples. */
 static int pnm(struct fuzz_buf *b, const char *name, const char *header, int bytes)
 {
 	size_t hl = strlen(header);

@@ -1,0 +1,594 @@
+/*
+ * tiff.c - decode TIFF images and write them (for sprite_image_decode and
+ * sprite_tiff_write, image.h).
+ *
+ * Packing a data set of many small files is dominated by per-file overhead,
+ * so the TIFF path is shaped for it: libtiff reads from the caller's memory
+ * through a client that "maps" the buffer (no copies, no file handle), and
+ * the common layouts (8/16-bit gray, RGB, gray+alpha, RGBA, 8-bit palette,
+ * contiguous strips) are decoded strip by strip, straight into the output
+ * when no conversion is needed. Anything else (tiles, planar, bilevel, YCbCr,
+ * odd orientations) goes through TIFFReadRGBAImageOriented, which is slower
+ * but handles every photometric libtiff knows.
+ *
+ * libtiff reports problems through handlers that print to stderr by default;
+ * library code must not print, so each open gets handlers (libtiff >= 4.5
+ * TIFFOpenOptions) that capture the first message into a per-call buffer, and
+ * the process-wide handlers (used by libtiff before a TIFF* exists) are
+ * replaced once by ones that write to a thread-local buffer.
+ *
+ * Every dimension read from a file is checked against SPRITE_IMAGE_MAX_SIDE
+ * and SPRITE_IMAGE_MAX_PIXELS before anything is allocated.
+ */
+#include "common/image.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tiffio.h>
+
+#include "common/codec.h"
+#include "common/store.h"
+
+/* ---- TIFF ------------------------------------------------------------ */
+
+struct tiff_mem {
+	const uint8_t *p;
+	toff_t len, pos;
+};
+
+struct tiff_msg {
+	char text[160];
+	int set;
+	char warn[160]; /* first warning that means lost data */
+	int warned;
+};
+
+static _Thread_local struct tiff_msg tiff_global_msg;
+
+static tmsize_t tm_read(thandle_t h, void *buf, tmsize_t n)
+{
+	struct tiff_mem *m = h;
+	if (n < 0)
+		return -1;
+	toff_t left = m->pos < m->len ? m->len - m->pos : 0;
+	if ((toff_t)n > left)
+		n = (tmsize_t)left;
+	memcpy(buf, m->p + m->pos, (size_t)n);
+	m->pos += (toff_t)n;
+	return n;
+}
+
+static tmsize_t tm_write(thandle_t h, void *buf, tmsize_t n)
+{
+	return -1; /* read-only */
+}
+
+static toff_t tm_seek(thandle_t h, toff_t off, int whence)
+{
+	struct tiff_mem *m = h;
+	toff_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? m->pos : m->len;
+	if (off > UINT64_MAX - base)
+		return (toff_t)-1;
+	m->pos = base + off;
+	return m->pos;
+}
+
+static int tm_close(thandle_t h)
+{
+	return 0;
+}
+
+static toff_t tm_size(thandle_t h)
+{
+	return ((struct tiff_mem *)h)->len;
+}
+
+static int tm_map(thandle_t h, void **base, toff_t *size)
+{
+	struct tiff_mem *m = h;
+	*base = (void *)m->p;
+	*size = m->len;
+	return 1;
+}
+
+static void tm_unmap(thandle_t h, void *base, toff_t size)
+{
+}
+
+static int tiff_capture(TIFF *t, void *user, const char *module, const char *fmt, va_list ap)
+{
+	struct tiff_msg *m = user;
+	if (m && !m->set) {
+		vsnprintf(m->text, sizeof m->text, fmt, ap);
+		m->set = 1;
+	}
+	return 1; /* handled: do not call the global handler */
+}
+
+static int tiff_warning(TIFF *t, void *user, const char *module, const char *fmt, va_list ap)
+{
+	struct tiff_msg *m = user;
+	if (!m || m->warned)
+		return 1;
+	/* Most warnings are harmless (unknown tags); these mean data is gone,
+	 * e.g. a file cut in its colour map, which libtiff would decode as gray. */
+	vsnprintf(m->warn, sizeof m->warn, fmt, ap);
+	if (strstr(m->warn, "IO error") || strstr(m->warn, "lack of data") ||
+	    strstr(m->warn, "Premature"))
+		m->warned = 1;
+	return 1;
+}
+
+static void tiff_global_error(const char *module, const char *fmt, va_list ap)
+{
+	if (!tiff_global_msg.set) {
+		vsnprintf(tiff_global_msg.text, sizeof tiff_global_msg.text, fmt, ap);
+		tiff_global_msg.set = 1;
+	}
+}
+
+static pthread_once_t tiff_once = PTHREAD_ONCE_INIT;
+
+static void tiff_init_handlers(void)
+{
+	TIFFSetErrorHandler(tiff_global_error);
+	TIFFSetWarningHandler(NULL);
+}
+
+static TIFFOpenOptions *tiff_options(struct tiff_msg *msg)
+{
+	pthread_once(&tiff_once, tiff_init_handlers);
+	msg->set = 0;
+	msg->text[0] = 0;
+	msg->warned = 0;
+	msg->warn[0] = 0;
+	tiff_global_msg.set = 0;
+	tiff_global_msg.text[0] = 0;
+	TIFFOpenOptions *o = TIFFOpenOptionsAlloc();
+	if (!o)
+		return NULL;
+	TIFFOpenOptionsSetErrorHandlerExtR(o, tiff_capture, msg);
+	TIFFOpenOptionsSetWarningHandlerExtR(o, tiff_warning, msg);
+	TIFFOpenOptionsSetMaxSingleMemAlloc(o, (tmsize_t)1 << 30);
+	return o;
+}
+
+static const char *tiff_reason(const struct tiff_msg *msg, const char *fallback)
+{
+	if (msg->set)
+		return msg->text;
+	if (tiff_global_msg.set)
+		return tiff_global_msg.text;
+	return fallback;
+}
+
+/* How the fast path turns one raw sample row into output pixels. */
+struct tiff_layout {
+	uint32_t w, h;
+	uint16_t bps, spp, photo;
+	int alpha;     /* index of the alpha sample, or -1 */
+	int unassoc;   /* alpha is unassociated (colours not premultiplied) */
+	uint32_t cout; /* 1 or 3 */
+	uint8_t cmap[3][256];
+};
+
+static inline unsigned sample(const uint8_t *row, uint32_t i, uint16_t bps)
+{
+	if (bps == 8)
+		return row[i];
+	uint16_t v;
+	memcpy(&v, row + 2 * (size_t)i, 2);
+	return v >> 8;
+}
+
+static void tiff_convert_row(const struct tiff_layout *L, const uint8_t *row, uint8_t *out)
+{
+	uint32_t spp = L->spp;
+	for (uint32_t x = 0; x < L->w; x++) {
+		uint32_t base = x * spp;
+		if (L->photo == PHOTOMETRIC_PALETTE) {
+			unsigned i = row[x];
+			out[3 * x] = L->cmap[0][i];
+			out[3 * x + 1] = L->cmap[1][i];
+			out[3 * x + 2] = L->cmap[2][i];
+			continue;
+		}
+		unsigned a = L->alpha >= 0 ? sample(row, base + (uint32_t)L->alpha, L->bps) : 255;
+		if (L->cout == 1) {
+			unsigned g = sample(row, base, L->bps);
+			if (L->photo == PHOTOMETRIC_MINISWHITE)
+				g = 255 - g;
+			out[x] = L->unassoc ? sprite_over_black(g, a) : (uint8_t)g;
+		} else {
+			for (uint32_t k = 0; k < 3; k++) {
+				unsigned v = sample(row, base + k, L->bps);
+				out[3 * x + k] = L->unassoc ? sprite_over_black(v, a) : (uint8_t)v;
+			}
+		}
+	}
+}
+
+/*
+ * Tiles and separate planes: gather all samples into one contiguous image
+ * first (rare layouts, so simplicity over speed), then convert row by row.
+ */
+static int tiff_gather(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, int separate,
+		       const char *name, struct sprite_image *out, char *err)
+{
+	size_t bpsb = L->bps / 8, pix = (size_t)L->spp * bpsb;
+	size_t rowbytes = (size_t)L->w * pix;
+	uint32_t planes = separate ? L->spp : 1;
+	size_t ppix = separate ? bpsb : pix; /* bytes per pixel within one plane */
+	uint8_t *full = malloc((size_t)L->h * rowbytes), *buf = NULL;
+	int r = 0;
+	if (!full) {
+		sprite_image_err(err, name, "out of memory for %ux%u pixels", L->h, L->w);
+		return -ENOMEM;
+	}
+	if (TIFFIsTiled(t)) {
+		uint32_t tw = 0, th = 0;
+		TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+		TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
+		tmsize_t ts = TIFFTileSize(t);
+		if (tw == 0 || th == 0 || ts <= 0 || (uint64_t)ts < (uint64_t)tw * th * ppix) {
+			sprite_image_err(err, name, "bad tile size %ux%u", tw, th);
+			r = -SPRITE_ECORRUPT;
+			goto done;
+		}
+		buf = malloc((size_t)ts);
+		if (!buf) {
+			sprite_image_err(err, name, "out of memory for a %ux%u tile", tw, th);
+			r = -ENOMEM;
+			goto done;
+		}
+		for (uint32_t s = 0; s < planes && r == 0; s++)
+			for (uint32_t ty = 0; ty < L->h && r == 0; ty += th)
+				for (uint32_t tx = 0; tx < L->w; tx += tw) {
+					uint32_t ti = TIFFComputeTile(t, tx, ty, 0, (uint16_t)s);
+					tmsize_t got = TIFFReadEncodedTile(t, ti, buf, ts);
+					if (got < 0 || got < (tmsize_t)((uint64_t)tw * th * ppix)) {
+						sprite_image_err(
+							err, name, "tile %u: %s", ti,
+							got < 0 ? tiff_reason(msg, "read error")
+								: "truncated");
+						r = -SPRITE_ECORRUPT;
+						break;
+					}
+					for (uint32_t y = 0; y < th && ty + y < L->h; y++)
+						for (uint32_t x = 0; x < tw && tx + x < L->w; x++)
+							memcpy(full + (size_t)(ty + y) * rowbytes +
+								       (size_t)(tx + x) * pix +
+								       (separate ? s * bpsb : 0),
+							       buf + ((size_t)y * tw + x) * ppix,
+							       ppix);
+				}
+	} else {
+		tmsize_t sl = TIFFScanlineSize(t);
+		if (sl <= 0 || (uint64_t)sl < (uint64_t)L->w * ppix) {
+			sprite_image_err(err, name, "inconsistent scanline size");
+			r = -SPRITE_ECORRUPT;
+			goto done;
+		}
+		buf = malloc((size_t)sl);
+		if (!buf) {
+			sprite_image_err(err, name, "out of memory");
+			r = -ENOMEM;
+			goto done;
+		}
+		for (uint32_t s = 0; s < planes && r == 0; s++)
+			for (uint32_t y = 0; y < L->h; y++) {
+				if (TIFFReadScanline(t, buf, y, (uint16_t)s) < 0) {
+					sprite_image_err(err, name, "plane %u row %u: %s", s, y,
+							 tiff_reason(msg, "read error"));
+					r = -SPRITE_ECORRUPT;
+					break;
+				}
+				for (uint32_t x = 0; x < L->w; x++)
+					memcpy(full + (size_t)y * rowbytes + (size_t)x * pix +
+						       s * bpsb,
+					       buf + (size_t)x * bpsb, bpsb);
+			}
+	}
+	if (r == 0)
+		r = sprite_image_alloc(out, L->h, L->w, L->cout, name, err);
+	if (r == 0)
+		for (uint32_t y = 0; y < L->h; y++)
+			tiff_convert_row(L, full + (size_t)y * rowbytes,
+					 out->px + (size_t)y * L->w * L->cout);
+done:
+	free(buf);
+	free(full);
+	return r;
+}
+
+/*
+ * Fast path: contiguous strips, 8 or 16 bits. Returns 1 when the layout is
+ * not one it handles (the caller falls back), 0 on success, < 0 on error.
+ */
+static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const char *name,
+		     struct sprite_image *out, char *err)
+{
+	uint16_t planar = PLANARCONFIG_CONTIG, orient = ORIENTATION_TOPLEFT;
+	uint16_t nextra = 0, *extra = NULL;
+
+	TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+	TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &orient);
+	TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
+	if (orient != ORIENTATION_TOPLEFT)
+		return 1;
+	if (L->bps != 8 && L->bps != 16)
+		return 1;
+
+	L->alpha = -1;
+	L->unassoc = 0;
+	switch (L->photo) {
+	case PHOTOMETRIC_MINISBLACK:
+	case PHOTOMETRIC_MINISWHITE:
+		L->cout = 1;
+		if (L->spp != 1 && !(L->spp == 2 && nextra == 1))
+			return 1;
+		break;
+	case PHOTOMETRIC_RGB:
+		L->cout = 3;
+		if (L->spp != 3 && !(L->spp == 4 && nextra == 1))
+			return 1;
+		break;
+	case PHOTOMETRIC_PALETTE: {
+		uint16_t *r, *g, *b;
+		if (L->spp != 1 || L->bps != 8 || !TIFFGetField(t, TIFFTAG_COLORMAP, &r, &g, &b))
+			return 1;
+		L->cout = 3;
+		/* Old writers store 8-bit colour maps; libtiff guesses the same way. */
+		int eight = 1;
+		for (int i = 0; i < 256; i++)
+			if (r[i] > 255 || g[i] > 255 || b[i] > 255)
+				eight = 0;
+		for (int i = 0; i < 256; i++) {
+			L->cmap[0][i] = (uint8_t)(eight ? r[i] : r[i] >> 8);
+			L->cmap[1][i] = (uint8_t)(eight ? g[i] : g[i] >> 8);
+			L->cmap[2][i] = (uint8_t)(eight ? b[i] : b[i] >> 8);
+		}
+		break;
+	}
+	default:
+		return 1;
+	}
+	if (nextra == 1 && L->spp > 1) {
+		L->alpha = (int)L->spp - 1;
+		/* Unspecified extra samples are taken as associated, as libtiff does. */
+		L->unassoc = extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
+	}
+
+	if (TIFFIsTiled(t) || (planar == PLANARCONFIG_SEPARATE && L->spp > 1))
+		return tiff_gather(t, L, msg, planar == PLANARCONFIG_SEPARATE && L->spp > 1, name,
+				   out, err);
+
+	tmsize_t rowsize = TIFFScanlineSize(t);
+	uint64_t want_row = (uint64_t)L->w * L->spp * (L->bps / 8);
+	if (rowsize <= 0 || (uint64_t)rowsize != want_row) {
+		sprite_image_err(err, name, "inconsistent scanline size");
+		return -SPRITE_ECORRUPT;
+	}
+	uint32_t rps = L->h;
+	TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
+	if (rps == 0 || rps > L->h)
+		rps = L->h;
+	uint32_t nstrips = TIFFNumberOfStrips(t);
+	if ((uint64_t)nstrips * rps < L->h) {
+		sprite_image_err(err, name, "%u strips of %u rows cannot hold %u rows", nstrips,
+				 rps, L->h);
+		return -SPRITE_ECORRUPT;
+	}
+
+	int r = sprite_image_alloc(out, L->h, L->w, L->cout, name, err);
+	if (r < 0)
+		return r;
+	/* Samples that are already output bytes are decoded in place. */
+	int direct = L->bps == 8 && L->photo == PHOTOMETRIC_MINISBLACK && L->spp == L->cout &&
+		     L->photo != PHOTOMETRIC_PALETTE;
+	if (L->photo == PHOTOMETRIC_RGB && L->bps == 8 && L->spp == 3)
+		direct = 1;
+	uint8_t *buf = NULL;
+	if (!direct) {
+		buf = malloc((size_t)rowsize * rps);
+		if (!buf) {
+			sprite_image_free(out);
+			sprite_image_err(err, name, "out of memory for a strip of %u rows", rps);
+			return -ENOMEM;
+		}
+	}
+	for (uint32_t s = 0, y = 0; y < L->h; s++, y += rps) {
+		uint32_t rows = L->h - y < rps ? L->h - y : rps;
+		tmsize_t want = (tmsize_t)rows * rowsize;
+		uint8_t *dst = direct ? out->px + (size_t)y * rowsize : buf;
+		tmsize_t got = TIFFReadEncodedStrip(t, s, dst, want);
+		if (got < 0) {
+			sprite_image_err(err, name, "strip %u: %s", s,
+					 tiff_reason(msg, "read error"));
+			r = -SPRITE_ECORRUPT;
+			break;
+		}
+		if (got < want) {
+			sprite_image_err(err, name, "truncated strip %u (%lld of %lld bytes)", s,
+					 (long long)got, (long long)want);
+			r = -SPRITE_ECORRUPT;
+			break;
+		}
+		if (direct)
+			continue;
+		for (uint32_t k = 0; k < rows; k++)
+			tiff_convert_row(L, buf + (size_t)k * rowsize,
+					 out->px + (size_t)(y + k) * L->w * L->cout);
+	}
+	free(buf);
+	if (r < 0)
+		sprite_image_free(out);
+	return r;
+}
+
+static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg, const char *name,
+		     struct sprite_image *out, char *err)
+{
+	char emsg[1024] = "";
+	if (!TIFFRGBAImageOK(t, emsg)) {
+		sprite_image_err(err, name, "unsupported TIFF: %s", emsg);
+		return -ENOTSUP;
+	}
+	uint32_t *raster = malloc((size_t)L->w * L->h * sizeof *raster);
+	if (!raster) {
+		sprite_image_err(err, name, "out of memory for %ux%u pixels", L->h, L->w);
+		return -ENOMEM;
+	}
+	if (!TIFFReadRGBAImageOriented(t, L->w, L->h, raster, ORIENTATION_TOPLEFT, 1)) {
+		sprite_image_err(err, name, "%s", tiff_reason(msg, "decode error"));
+		free(raster);
+		return -SPRITE_ECORRUPT;
+	}
+	/* libtiff premultiplies unassociated alpha: the colours are already on black. */
+	uint32_t c =
+		(L->photo == PHOTOMETRIC_MINISBLACK || L->photo == PHOTOMETRIC_MINISWHITE) ? 1 : 3;
+	int r = sprite_image_alloc(out, L->h, L->w, c, name, err);
+	if (r < 0) {
+		free(raster);
+		return r;
+	}
+	size_t n = (size_t)L->w * L->h;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t p = raster[i];
+		if (c == 1) {
+			out->px[i] = (uint8_t)TIFFGetR(p);
+		} else {
+			out->px[3 * i] = (uint8_t)TIFFGetR(p);
+			out->px[3 * i + 1] = (uint8_t)TIFFGetG(p);
+			out->px[3 * i + 2] = (uint8_t)TIFFGetB(p);
+		}
+	}
+	free(raster);
+	return 0;
+}
+
+int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
+		       char *err)
+{
+	struct tiff_mem mem = {data, len, 0};
+	struct tiff_msg msg;
+	TIFFOpenOptions *opts = tiff_options(&msg);
+	if (!opts) {
+		sprite_image_err(err, name, "out of memory");
+		return -ENOMEM;
+	}
+	TIFF *t = TIFFClientOpenExt(name, "r", &mem, tm_read, tm_write, tm_seek, tm_close, tm_size,
+				    tm_map, tm_unmap, opts);
+	TIFFOpenOptionsFree(opts);
+	if (!t) {
+		sprite_image_err(err, name, "bad TIFF: %s",
+				 tiff_reason(&msg, "cannot parse header"));
+		return -SPRITE_ECORRUPT;
+	}
+	struct tiff_layout *L = calloc(1, sizeof *L);
+	int r = -ENOMEM;
+	if (!L) {
+		sprite_image_err(err, name, "out of memory");
+		goto done;
+	}
+	uint32_t w = 0, h = 0;
+	TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
+	TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
+	r = sprite_image_check_dims(h, w, name, err);
+	if (r < 0)
+		goto done;
+	L->w = w;
+	L->h = h;
+	L->bps = 1;
+	L->spp = 1;
+	TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &L->bps);
+	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &L->spp);
+	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &L->photo))
+		L->photo = L->spp >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK;
+	if (L->spp == 0 || L->spp > 16) {
+		sprite_image_err(err, name, "bad samples per pixel %u", L->spp);
+		r = -SPRITE_ECORRUPT;
+		goto done;
+	}
+	r = tiff_fast(t, L, &msg, name, out, err);
+	if (r == 1)
+		r = tiff_rgba(t, L, &msg, name, out, err);
+	if (r == 0 && msg.warned) {
+		sprite_image_free(out);
+		sprite_image_err(err, name, "damaged TIFF: %s", msg.warn);
+		r = -SPRITE_ECORRUPT;
+	}
+done:
+	free(L);
+	TIFFClose(t);
+	return r;
+}
+
+/* ---- writer ------------------------------------------------------------ */
+
+int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
+		      int compression, char *err)
+{
+	if (!px || h == 0 || w == 0 || (c != 1 && c != 3 && c != 4) ||
+	    (uint64_t)h * w > SPRITE_IMAGE_MAX_PIXELS) {
+		sprite_image_err(err, path, "bad image shape %ux%ux%u", h, w, c);
+		return -EINVAL;
+	}
+	if (!TIFFIsCODECConfigured((uint16_t)compression)) {
+		sprite_image_err(err, path, "TIFF compression %d not available", compression);
+		return -ENOTSUP;
+	}
+	struct tiff_msg msg;
+	TIFFOpenOptions *opts = tiff_options(&msg);
+	if (!opts) {
+		sprite_image_err(err, path, "out of memory");
+		return -ENOMEM;
+	}
+	TIFF *t = TIFFOpenExt(path, "w", opts);
+	TIFFOpenOptionsFree(opts);
+	if (!t) {
+		sprite_image_err(err, path, "cannot create: %s",
+				 tiff_reason(&msg, strerror(errno)));
+		return -EIO;
+	}
+	size_t rowsize = (size_t)w * c;
+	uint32_t rps = rowsize >= 65536 ? 1 : (uint32_t)(65536 / rowsize);
+	if (rps > h)
+		rps = h;
+	TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+	TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+	TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+	TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, c);
+	TIFFSetField(t, TIFFTAG_PHOTOMETRIC, c == 1 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+	if (c == 4) {
+		uint16_t ex = EXTRASAMPLE_UNASSALPHA;
+		TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, &ex);
+	}
+	TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+	TIFFSetField(t, TIFFTAG_COMPRESSION, compression);
+	TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, rps);
+	int r = 0;
+	for (uint32_t y = 0, s = 0; y < h; y += rps, s++) {
+		uint32_t rows = h - y < rps ? h - y : rps;
+		if (TIFFWriteEncodedStrip(t, s, (void *)(px + (size_t)y * rowsize),
+					  (tmsize_t)(rows * rowsize)) < 0) {
+			sprite_image_err(err, path, "write error: %s", tiff_reason(&msg, "strip"));
+			r = -EIO;
+			break;
+		}
+	}
+	if (r == 0 && !TIFFWriteDirectory(t)) {
+		sprite_image_err(err, path, "write error: %s", tiff_reason(&msg, "directory"));
+		r = -EIO;
+	}
+	TIFFClose(t);
+	if (r < 0)
+		unlink(path);
+	return r;
+}
