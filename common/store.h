@@ -8,11 +8,12 @@
  * order, no overlap) and the class names before returning, so that callers
  * may then trust the metadata. Sheet contents are verified when decoded.
  *
- * All functions return >= 0 on success or a negative errno. Errors that a
- * user must see are given a precise message through sprite_store_strerror()
- * style out-parameters: a char buffer of SPRITE_ERR_MAX bytes that names
- * what is wrong ("bad magic", "version 7 is newer than 1", "index entry 12:
- * offset past end of file", "sheet 3: checksum mismatch").
+ * All functions return >= 0 on success or a negative errno (or -SPRITE_E*,
+ * below). Errors that a user must see are given a precise message through an
+ * out-parameter: a char buffer of SPRITE_ERR_MAX bytes that names what is
+ * wrong ("bad magic", "version 7 is newer than 1", "index entry 12: offset
+ * past end of file", "sheet 3: checksum mismatch"). A bare code is named by
+ * sprite_strerror().
  *
  * Library code never prints and never exits.
  */
@@ -32,6 +33,13 @@
 #define SPRITE_ECORRUPT	 1002 /* a field is out of range / inconsistent */
 #define SPRITE_ECHECKSUM 1003 /* a checksum does not match */
 #define SPRITE_ETRUNC	 1004 /* file shorter than it claims */
+
+/*
+ * A short text for err (positive): the SPRITE_E* codes above by name, any
+ * other code as strerror(err) gives it. For when a failure has no message of
+ * its own (an empty err buffer).
+ */
+const char *sprite_strerror(int err);
 
 typedef struct sprite_store sprite_store;
 

@@ -213,7 +213,7 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	uint64_t fp;
 	int r = sprite_pack_fingerprint(source, &fp, err);
 	if (r < 0) {
-		fprintf(stderr, "spritefs: %s: %s\n", source, err[0] ? err : strerror(-r));
+		fprintf(stderr, "spritefs: %s: %s\n", source, err[0] ? err : sprite_strerror(-r));
 		return -1;
 	}
 	if (cachedir) {
@@ -289,7 +289,7 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	sprite_writer_restore_signals();
 	if (r < 0) {
 		fprintf(stderr, "spritefs: cannot pack %s: %s\n", source,
-			err[0] ? err : strerror(-r));
+			err[0] ? err : sprite_strerror(-r));
 		return -1;
 	}
 	fprintf(stderr,
@@ -594,7 +594,7 @@ int main(int argc, char *argv[])
 	r = sprite_store_open(fs->store_path, &fs->store, err);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
-			err[0] ? err : strerror(r > -1000 ? -r : EINVAL));
+			err[0] ? err : sprite_strerror(-r));
 		goto out_fs;
 	}
 	fs->info = sprite_store_info(fs->store);
@@ -602,7 +602,8 @@ int main(int argc, char *argv[])
 		fs->mtime = st.st_mtim;
 	r = sfs_tree_init(fs, err);
 	if (r < 0) {
-		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path, err[0] ? err : strerror(-r));
+		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
+			err[0] ? err : sprite_strerror(-r));
 		goto out_tree;
 	}
 	if (fs->max_raw > fs->o.cache_bytes / 2) {
@@ -652,7 +653,8 @@ int main(int argc, char *argv[])
 
 	r = sfs_prefetch_start(fs, err);
 	if (r < 0) {
-		sfs_log("spritefs: cannot start the reader: %s", err[0] ? err : strerror(-r));
+		sfs_log("spritefs: cannot start the reader: %s",
+			err[0] ? err : sprite_strerror(-r));
 		goto out_prefetch;
 	}
 	cfg = fuse_loop_cfg_create();

@@ -993,6 +993,26 @@ static void check_mountinfo_unescape(void)
 	fclose(f);
 }
 
+/* Each SPRITE_E* code has a name of its own; other codes read as strerror's. */
+static void check_strerror(void)
+{
+	const int codes[] = {SPRITE_EBADMAGIC, SPRITE_EVERSION, SPRITE_ECORRUPT, SPRITE_ECHECKSUM,
+			     SPRITE_ETRUNC};
+	char unknown[64];
+	snprintf(unknown, sizeof unknown, "%s", strerror(SPRITE_ECORRUPT));
+	for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+		const char *m = sprite_strerror(codes[i]);
+		CHECK(m && m[0] && strcmp(m, unknown) != 0, "code %d: '%s'", codes[i], m ? m : "");
+		for (size_t j = 0; j < i; j++)
+			CHECK(strcmp(m, sprite_strerror(codes[j])) != 0,
+			      "codes %d and %d: same text", codes[i], codes[j]);
+	}
+	CHECK(!strcmp(sprite_strerror(ENOENT), strerror(ENOENT)), "ENOENT: '%s'",
+	      sprite_strerror(ENOENT));
+	CHECK(!strcmp(sprite_strerror(SPRITE_ECHECKSUM), "checksum mismatch"), "'%s'",
+	      sprite_strerror(SPRITE_ECHECKSUM));
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -1004,6 +1024,7 @@ int main(void)
 	check_mountinfo_unescape();
 	check_escape();
 	check_list_dir();
+	check_strerror();
 	const struct shape cases[] = {
 		{28, 28, 1, 100, SPRITE_CODEC_LZ4, {250, 37}, 0, 10},
 		{28, 28, 1, 100, SPRITE_CODEC_RAW, {250, 37}, 0, 10},
