@@ -75,10 +75,10 @@ void sprite_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, con
  */
 const char *sprite_escape(const char *s, char *out, size_t cap);
 
-/* A visible entry of a folder, as sprite_list_dir gives it. */
 /* "dir/name" in a new malloc'd string (NULL: out of memory). */
 char *sprite_path_join(const char *dir, const char *name);
 
+/* A visible entry of a folder, as sprite_list_dir gives it. */
 struct sprite_dirent {
 	char kind;	 /* 'd' a folder, 'f' a regular file (links followed), 0 neither */
 	const char *why; /* kind 0: what it is instead ("a dangling symbolic link", "a FIFO") */
