@@ -533,7 +533,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (c.version) {
-		printf("spritefs 0.1.0 (store format %u, FUSE %s)\n", SPRITE_VERSION,
+		printf("spritefs " SPRITEFS_VERSION " (store format %u, FUSE %s)\n", SPRITE_VERSION,
 		       fuse_pkgversion());
 		ret = 0;
 		goto out_args;
