@@ -13,6 +13,10 @@
  * size: an image whose size differs from the tile is resized with an
  * area-average filter when shrinking and bilinear when enlarging, aspect
  * ratio not kept (the whole image fills the tile).
+ *
+ * Where it lives: codec.c (kind from magic bytes, PNG, JPEG, Netpbm, file
+ * reading, PNG and PNM writing), tiff.c (TIFF reading and writing), fit.c
+ * (the fit rule), idx.c (IDX files).
  */
 #ifndef SPRITE_IMAGE_H
 #define SPRITE_IMAGE_H
