@@ -140,17 +140,6 @@ void sfs_log_to_syslog(int on);
 char *sfs_stats_json(struct sfs *fs, size_t *len);
 /* Resident set size of this process, from /proc/self/statm. */
 uint64_t sfs_rss_bytes(void);
-/* Append s to a growing buffer as a JSON string (quoted, escaped). */
-struct sfs_str {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-void sfs_str_printf(struct sfs_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* text as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-void sfs_str_json(struct sfs_str *s, const char *text);
-/* Whether text is well-formed UTF-8. */
-int sfs_utf8_ok(const char *text);
 
 /* ---- cache.c ----------------------------------------------------------- */
 

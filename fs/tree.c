@@ -30,6 +30,7 @@
 
 #include "common/batch.h"
 #include "common/image.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "fs/sfs.h"
 
@@ -94,7 +95,7 @@ static int dir_name_ok(const char *s)
  */
 static int class_name_ok(const char *s, uint32_t k)
 {
-	if (!dir_name_ok(s) || !sfs_utf8_ok(s)) /* class_dirs must name it exactly */
+	if (!dir_name_ok(s) || !sprite_utf8_ok(s)) /* class_dirs must name it exactly */
 		return 0;
 	if (strspn(s, "0123456789") != strlen(s))
 		return 1;
@@ -155,44 +156,45 @@ static int class_dirs(struct sfs *fs)
 static void build_dataset_json(struct sfs *fs)
 {
 	const struct sprite_store_info *in = fs->info;
-	struct sfs_str s = {0};
-	sfs_str_printf(&s, "{\n  \"name\": ");
-	sfs_str_json(&s, in->name);
-	sfs_str_printf(&s, ",\n  \"format_version\": %u,\n", SPRITE_VERSION);
-	sfs_str_printf(&s, "  \"store\": ");
-	sfs_str_json(&s, fs->store_path);
-	sfs_str_printf(&s, ",\n  \"tile\": {\"h\": %u, \"w\": %u, \"c\": %u},\n", in->tile_h,
-		       in->tile_w, in->tile_c);
-	sfs_str_printf(&s, "  \"sheet_tiles\": %u,\n  \"nsheets\": %u,\n", in->sheet_tiles,
-		       in->nsheets);
-	sfs_str_printf(&s, "  \"nclasses\": %u,\n  \"classes\": [", in->nclasses);
+	struct sprite_str s = {0};
+	sprite_str_printf(&s, "{\n  \"name\": ");
+	sprite_str_json(&s, in->name);
+	sprite_str_printf(&s, ",\n  \"format_version\": %u,\n", SPRITE_VERSION);
+	sprite_str_printf(&s, "  \"store\": ");
+	sprite_str_json(&s, fs->store_path);
+	sprite_str_printf(&s, ",\n  \"tile\": {\"h\": %u, \"w\": %u, \"c\": %u},\n", in->tile_h,
+			  in->tile_w, in->tile_c);
+	sprite_str_printf(&s, "  \"sheet_tiles\": %u,\n  \"nsheets\": %u,\n", in->sheet_tiles,
+			  in->nsheets);
+	sprite_str_printf(&s, "  \"nclasses\": %u,\n  \"classes\": [", in->nclasses);
 	for (uint32_t k = 0; k < in->nclasses; k++) {
 		if (k)
-			sfs_str_printf(&s, ", ");
-		sfs_str_json(&s, in->class_names[k]);
+			sprite_str_printf(&s, ", ");
+		sprite_str_json(&s, in->class_names[k]);
 	}
-	sfs_str_printf(&s, "],\n  \"class_dirs\": [");
+	sprite_str_printf(&s, "],\n  \"class_dirs\": [");
 	for (uint32_t k = 0; k < in->nclasses; k++) {
 		if (k)
-			sfs_str_printf(&s, ", ");
-		sfs_str_json(&s, fs->class_dir[k]);
+			sprite_str_printf(&s, ", ");
+		sprite_str_json(&s, fs->class_dir[k]);
 	}
-	sfs_str_printf(&s, "],\n  \"labels_dtype\": \"%s\",\n  \"image_ext\": \"%s\",\n",
-		       fs->label_bytes == 1 ? "uint8" : "uint16", img_ext(fs) + 1);
-	sfs_str_printf(&s, "  \"epochs\": {\"seed\": %" PRIu64 ", \"count\": %u, \"batch\": %u},\n",
-		       fs->o.seed, fs->o.epochs, fs->o.batch);
-	sfs_str_printf(&s, "  \"splits\": {");
+	sprite_str_printf(&s, "],\n  \"labels_dtype\": \"%s\",\n  \"image_ext\": \"%s\",\n",
+			  fs->label_bytes == 1 ? "uint8" : "uint16", img_ext(fs) + 1);
+	sprite_str_printf(&s,
+			  "  \"epochs\": {\"seed\": %" PRIu64 ", \"count\": %u, \"batch\": %u},\n",
+			  fs->o.seed, fs->o.epochs, fs->o.batch);
+	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];
-		sfs_str_printf(&s, "%s\n    ", k ? "," : "");
-		sfs_str_json(&s, sp->name);
-		sfs_str_printf(&s,
-			       ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
-			       "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u}",
-			       sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
-			       sp->window ? "windowed" : "full", sp->window);
+		sprite_str_printf(&s, "%s\n    ", k ? "," : "");
+		sprite_str_json(&s, sp->name);
+		sprite_str_printf(&s,
+				  ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
+				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u}",
+				  sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
+				  sp->window ? "windowed" : "full", sp->window);
 	}
-	sfs_str_printf(&s, "\n  }\n}\n");
+	sprite_str_printf(&s, "\n  }\n}\n");
 	fs->dataset_json = s.p;
 	fs->dataset_json_len = s.oom ? 0 : s.len;
 }
