@@ -136,6 +136,12 @@ uint64_t sfs_prefetch_mem(struct sfs *fs)
 	return p ? (uint64_t)p->nbufs * p->buf_len : 0;
 }
 
+int sfs_prefetch_direct(struct sfs *fs)
+{
+	struct sfs_prefetch *p = fs->pf;
+	return p ? __atomic_load_n(&p->direct, __ATOMIC_RELAXED) : 0;
+}
+
 /*
  * Next sheet to read (locked), or UINT32_MAX. While a reader waits on a read,
  * reads ahead go out one at a time: the device serves what is in flight side
@@ -242,8 +248,7 @@ static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
 		if (p->fd != sprite_store_fd(p->fs->store))
 			close(p->fd);
 		p->fd = sprite_store_fd(p->fs->store);
-		p->direct = 0;
-		p->fs->stats.direct_io = 0;
+		__atomic_store_n(&p->direct, 0, __ATOMIC_RELAXED); /* stats.json reads it */
 		if (p->registered) {
 			/* registered buffers work on any descriptor; keep them */
 		}
@@ -455,7 +460,6 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 			p->direct = 1;
 		}
 	}
-	fs->stats.direct_io = p->direct;
 
 	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->efd < 0) {

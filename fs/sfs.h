@@ -63,7 +63,6 @@ struct sfs_stats {
 	uint64_t checksum_failures, read_errors;
 	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
 	uint64_t scratch_bytes;
-	int direct_io; /* 1 when reads bypass the page cache */
 	double started;
 };
 
@@ -195,6 +194,11 @@ void sfs_prefetch_stop(struct sfs *fs);
 void sfs_prefetch_submit(struct sfs *fs, uint32_t i, int urgent);
 /* Bytes held by the prefetcher (I/O buffers). */
 uint64_t sfs_prefetch_mem(struct sfs *fs);
+/*
+ * 1 while store reads bypass the page cache (O_DIRECT), else 0. It turns 0
+ * for good when the filesystem refuses an O_DIRECT read. Any thread.
+ */
+int sfs_prefetch_direct(struct sfs *fs);
 
 /* ---- epoch.c ----------------------------------------------------------- */
 

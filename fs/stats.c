@@ -83,7 +83,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(inflight);
 	C(uring_reads);
 	C(uring_bytes);
-	sprite_str_printf(&s, "  \"direct_io\": %s,\n", fs->stats.direct_io ? "true" : "false");
+	sprite_str_printf(&s, "  \"direct_io\": %s,\n", sfs_prefetch_direct(fs) ? "true" : "false");
 	sprite_str_printf(&s, "  \"kernel_open\": %s,\n", fs->no_open ? "true" : "false");
 	C(checksum_failures);
 	C(read_errors);
