@@ -174,14 +174,9 @@ size_t sfs_sheet_mem_block(struct sfs *fs);
 /*
  * Called by decode workers when sheet i is done: its bytes in raw, or err < 0.
  * Returns 1 when the worker should push the sheet to the kernel (it is then
- * pinned: sfs_push_batch(), then sfs_sheet_put()).
+ * pinned: it pushes, then calls sfs_sheet_put()).
  */
 int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err);
-
-/* ---- ll.c -------------------------------------------------------------- */
-
-/* Push decoded sheet i into the kernel's page cache of its batch file. */
-void sfs_push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw);
 
 /* ---- prefetch.c -------------------------------------------------------- */
 
