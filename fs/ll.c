@@ -271,7 +271,7 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rb->direct = (fi->flags & O_DIRECT) != 0; /* the reader's open flags */
-	int r = sfs_tree_read(fs, ino, (uint64_t)off, size, rb);
+	int r = sfs_read_file(fs, ino, (uint64_t)off, size, rb);
 	if (r < 0) {
 		sfs_rbuf_release(fs, rb);
 		if (r == -EIO)

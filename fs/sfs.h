@@ -3,10 +3,11 @@
  *
  * The daemon is split by concern: main.c (command line, source resolution,
  * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
- * (the virtual tree: inode numbers, names, sizes, and how each file's bytes
- * are assembled from cached sheets), cache.c (decoded sheets under a memory
- * budget), prefetch.c (io_uring reads + decode workers), epoch.c (seeded epoch
- * views), stats.c (counters, stats.json, logging).
+ * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
+ * read.c (each file's bytes, assembled from cached sheets; the label
+ * table), cache.c (decoded sheets under a memory budget), prefetch.c
+ * (io_uring reads + decode workers), epoch.c (seeded epoch views), stats.c
+ * (counters, stats.json, logging). spritefs-pack.c is another program.
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -295,6 +296,15 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
  * the end, <0 on error.
  */
 int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct sfs_attr *a);
+/*
+ * Layout facts that sizes (here) and bytes (read.c) must agree on: the grid
+ * of tiles of a sheet image of count tiles, and the samples in batch n of an
+ * epoch view of split sp.
+ */
+void sfs_sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols);
+uint64_t sfs_epoch_batch_count(const struct sfs *fs, const struct sfs_split *sp, uint32_t n);
+
+/* ---- read.c ------------------------------------------------------------ */
 
 /*
  * A read reply under construction: iovecs into pinned sheets or into the
@@ -317,7 +327,7 @@ struct sfs_rbuf {
 	struct sfs *fs; /* whose scratch_bytes counts out and gen */
 };
 /* Assemble bytes [off, off+size) of file ino (clipped at its end) into rb. */
-int sfs_tree_read(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);
+int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);
 /* Release the sheets pinned by rb (after the reply was sent). */
 void sfs_rbuf_release(struct sfs *fs, struct sfs_rbuf *rb);
 /* Per-thread reply buffer sized for at least size bytes. */
