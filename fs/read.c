@@ -8,6 +8,12 @@
  * per-thread buffer. A sheet that cannot be decoded turns every read that
  * needs it into EIO and no other.
  *
+ * What to load ahead of a reader is decided in one place, sfs_readahead(),
+ * by the kind of file it reads: batch files and images.npy ahead in store
+ * order (on into the next split), by-class images within their split, epoch
+ * views by the epoch's sample order, the label table's pass a few sheets at
+ * a time.
+ *
  * The label table of a split (labels.npy and by-class/ need it) is built
  * here too, on first need, by decoding every sheet of the split. Which file
  * a name or an inode stands for, and how large it is, is tree.c's.
@@ -19,6 +25,85 @@
 #include "common/batch.h"
 #include "common/image.h"
 #include "fs/sfs.h"
+
+/* ---- readahead --------------------------------------------------------- */
+
+/*
+ * The sheets that an epoch view's samples from position from of its order
+ * on need, each once and only those not already present: the next two
+ * batches' worth, and twice as many samples as o.prefetch + 1 sheets hold,
+ * up to o.prefetch + 64 sheets (256 at most).
+ */
+static void epoch_ahead(struct sfs *fs, const struct sfs_split *sp, const uint32_t *perm,
+			uint64_t from)
+{
+	uint32_t list[256];
+	uint32_t k = 0, want = fs->o.prefetch + 64;
+	if (want > 256)
+		want = 256;
+	uint64_t limit = from + (uint64_t)fs->o.batch * 2 +
+			 (uint64_t)fs->info->sheet_tiles * (fs->o.prefetch + 1) * 2;
+	if (limit > sp->count)
+		limit = sp->count;
+	for (uint64_t s = from; s < limit && k < want; s++) {
+		uint32_t sheet, slot;
+		if (sprite_store_locate(fs->store, sp->index, perm[s], &sheet, &slot) < 0)
+			continue;
+		if (sfs_sheet_present(fs, sheet))
+			continue;
+		int dup = 0;
+		for (uint32_t q = 0; q < k && !dup; q++)
+			dup = list[q] == sheet;
+		if (!dup)
+			list[k++] = sheet;
+	}
+	sfs_sheet_prefetch(fs, list, k, 0);
+}
+
+void sfs_readahead(struct sfs *fs, const struct sfs_reader *r)
+{
+	const struct sfs_split *sp = r->sp;
+	const uint32_t split_end = sp->first_sheet + sp->nsheets;
+	const uint32_t store_end = fs->info->nsheets;
+	switch (r->kind) {
+	case SFS_K_BATCH:
+		/*
+		 * Ahead in store order, on past the split's last sheet into the next
+		 * split's (a pass over train/batches then test/batches, or a training
+		 * epoch then its evaluation, reads the store front to back): the first
+		 * reads of the next split then come from memory instead of the disk.
+		 * Pushed to the kernel unless the reader has no page cache.
+		 */
+		sfs_sheet_prefetch_run(fs, r->sheet, fs->o.prefetch + 1, sp->first_sheet, store_end,
+				       !r->direct);
+		break;
+	case SFS_K_IMAGES_NPY: {
+		/*
+		 * Every sheet of the request at once, then the next ones; on into
+		 * the next split, as batch files.
+		 */
+		uint32_t nspan = (uint32_t)(r->len / (fs->tile_bytes * fs->info->sheet_tiles)) + 2;
+		sfs_sheet_prefetch_run(fs, r->sheet, nspan + fs->o.prefetch, sp->first_sheet,
+				       store_end, 0);
+		break;
+	}
+	case SFS_K_CLASS_IMG:
+		sfs_sheet_prefetch_run(fs, r->sheet, fs->o.prefetch + 1, sp->first_sheet, split_end,
+				       0);
+		break;
+	case SFS_K_LABELS_NPY:
+		/* the label table's pass over the split: every 4th sheet, the next ones */
+		if ((r->sheet - sp->first_sheet) % 4 == 0)
+			sfs_sheet_prefetch_run(fs, r->sheet + 1, fs->o.prefetch, sp->first_sheet,
+					       split_end, 0);
+		break;
+	case SFS_K_EPOCH_BATCH:
+		/* once per batch file, when its first bytes are read */
+		if (r->off == 0)
+			epoch_ahead(fs, sp, r->perm, (uint64_t)r->n * fs->o.batch);
+		break;
+	}
+}
 
 /* ---- label table -------------------------------------------------------- */
 
@@ -44,9 +129,8 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 		const struct sprite_sheet_entry *e = &in->sheets[i];
 		const uint8_t *raw;
 		struct sprite_batch_header h;
-		if (k % 4 == 0)
-			sfs_sheet_prefetch_run(fs, i + 1, fs->o.prefetch, sp->first_sheet,
-					       sp->first_sheet + sp->nsheets, 0);
+		struct sfs_reader ra = {.kind = SFS_K_LABELS_NPY, .sp = sp, .sheet = i};
+		sfs_readahead(fs, &ra);
 		int64_t n = sfs_sheet_get(fs, i, &raw);
 		if (n < 0) {
 			bad[k] = 1;
@@ -268,13 +352,12 @@ static int read_images_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 	if (pos >= end)
 		return 0;
 	uint32_t sheet, slot, last = UINT32_MAX;
-	/* ask for every sheet of the range at once, then the next ones */
 	int r = locate(fs, sp->index, (pos - hl) / tb, &sheet, &slot);
 	if (r < 0)
 		return r;
-	uint32_t nspan = (uint32_t)((end - pos) / (tb * fs->info->sheet_tiles)) + 2;
-	sfs_sheet_prefetch_run(fs, sheet, nspan + fs->o.prefetch, sp->first_sheet,
-			       fs->info->nsheets, 0); /* on into the next split, as read_batch */
+	struct sfs_reader ra = {
+		.kind = SFS_K_IMAGES_NPY, .sp = sp, .sheet = sheet, .off = pos, .len = end - pos};
+	sfs_readahead(fs, &ra);
 	while (pos < end) {
 		uint64_t d = pos - hl, s = d / tb;
 		r = locate(fs, sp->index, s, &sheet, &slot);
@@ -324,14 +407,13 @@ static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t
 		      struct sfs_rbuf *rb)
 {
 	uint32_t sheet = sp->first_sheet + n;
-	/*
-	 * Ahead in store order, on past the split's last sheet into the next
-	 * split's (a pass over train/batches then test/batches, or a training
-	 * epoch then its evaluation, reads the store front to back): the first
-	 * reads of the next split then come from memory instead of the disk.
-	 */
-	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet, fs->info->nsheets,
-			       !rb->direct);
+	struct sfs_reader ra = {.kind = SFS_K_BATCH,
+				.sp = sp,
+				.sheet = sheet,
+				.off = pos,
+				.len = end - pos,
+				.direct = rb->direct};
+	sfs_readahead(fs, &ra);
 	return rb_add_sheet(fs, rb, sheet, pos, (size_t)(end - pos));
 }
 
@@ -355,8 +437,9 @@ static int read_class_img(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint
 	if (r < 0)
 		return r;
 	const struct sprite_sheet_entry *e = &in->sheets[sheet];
-	sfs_sheet_prefetch_run(fs, sheet, fs->o.prefetch + 1, sp->first_sheet,
-			       sp->first_sheet + sp->nsheets, 0);
+	struct sfs_reader ra = {
+		.kind = SFS_K_CLASS_IMG, .sp = sp, .sheet = sheet, .off = pos, .len = end - pos};
+	sfs_readahead(fs, &ra);
 	return rb_add_sheet(fs, rb, sheet,
 			    tiles_offset(fs, e->count) + (uint64_t)slot * fs->tile_bytes +
 				    (pos - (uint64_t)hl),
@@ -438,33 +521,6 @@ static int memo_sample(struct sfs *fs, struct memo *m, uint32_t split, uint64_t 
 	return 0;
 }
 
-/* Prefetch the sheets that batch n and the following ones of an epoch view need. */
-static void epoch_prefetch(struct sfs *fs, struct sfs_split *sp, const uint32_t *perm,
-			   uint64_t from)
-{
-	uint32_t list[256];
-	uint32_t k = 0, want = fs->o.prefetch + 64;
-	if (want > 256)
-		want = 256;
-	uint64_t limit = from + (uint64_t)fs->o.batch * 2 +
-			 (uint64_t)fs->info->sheet_tiles * (fs->o.prefetch + 1) * 2;
-	if (limit > sp->count)
-		limit = sp->count;
-	for (uint64_t s = from; s < limit && k < want; s++) {
-		uint32_t sheet, slot;
-		if (sprite_store_locate(fs->store, sp->index, perm[s], &sheet, &slot) < 0)
-			continue;
-		if (sfs_sheet_present(fs, sheet))
-			continue;
-		int dup = 0;
-		for (uint32_t q = 0; q < k && !dup; q++)
-			dup = list[q] == sheet;
-		if (!dup)
-			list[k++] = sheet;
-	}
-	sfs_sheet_prefetch(fs, list, k, 0);
-}
-
 static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, uint32_t n,
 			    uint64_t pos, uint64_t end, struct sfs_rbuf *rb)
 {
@@ -480,8 +536,9 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	struct sprite_batch_header h;
 	sprite_batch_init(hb, cnt, in->tile_h, in->tile_w, in->tile_c, sp->index);
 	memcpy(&h, hb, sizeof(h));
-	if (pos == 0)
-		epoch_prefetch(fs, sp, perm, (uint64_t)n * fs->o.batch);
+	struct sfs_reader ra = {
+		.kind = SFS_K_EPOCH_BATCH, .sp = sp, .off = pos, .perm = perm, .n = n};
+	sfs_readahead(fs, &ra);
 
 	struct memo m = {.raw = NULL};
 	const uint64_t tb = fs->tile_bytes;

@@ -4,8 +4,8 @@
  * The daemon is split by concern: main.c (command line, source resolution,
  * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
  * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
- * read.c (each file's bytes, assembled from cached sheets; the label
- * table), cache.c (decoded sheets under a memory budget), prefetch.c
+ * read.c (each file's bytes, assembled from cached sheets; readahead; the
+ * label table), cache.c (decoded sheets under a memory budget), prefetch.c
  * (io_uring reads + decode workers), epoch.c (seeded epoch views), stats.c
  * (counters, stats.json, logging). spritefs-pack.c is another program.
  *
@@ -155,6 +155,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw);
 void sfs_sheet_put(struct sfs *fs, uint32_t i);
 /*
  * Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks.
+ * Called from sfs_readahead() (read.c), where what to load ahead is decided.
  * push: a reader goes through the batch files in order, so each sheet is
  * pushed into the kernel's page cache of its batch file once decoded.
  */
@@ -334,6 +335,25 @@ void sfs_rbuf_release(struct sfs *fs, struct sfs_rbuf *rb);
 struct sfs_rbuf *sfs_rbuf_get(struct sfs *fs, size_t size);
 /* Build the label table of a split (decoding its sheets) when not yet built. */
 int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp);
+
+/*
+ * Readahead: where a reader is, and the one function that decides which
+ * sheets to load ahead of it (through sfs_sheet_prefetch*, so it never
+ * blocks). Readers of batch files, images.npy, by-class images and epoch
+ * views, and the label table's pass over a split, call it before they pin
+ * the sheet they need; sheet images are not read ahead.
+ */
+struct sfs_reader {
+	unsigned kind;		    /* the file read: SFS_K_BATCH, IMAGES_NPY, CLASS_IMG,
+				       EPOCH_BATCH; LABELS_NPY: building the label table */
+	const struct sfs_split *sp; /* its split */
+	uint32_t sheet;		    /* the sheet the request starts in (not epoch views) */
+	uint64_t off, len;	    /* the request: offset in the file, bytes left to serve */
+	const uint32_t *perm;	    /* epoch views: the epoch's sample order... */
+	uint32_t n;		    /* ...and the batch file's number */
+	int direct;		    /* an O_DIRECT reader: no page cache to push sheets to */
+};
+void sfs_readahead(struct sfs *fs, const struct sfs_reader *r);
 
 /* ---- ll.c -------------------------------------------------------------- */
 
