@@ -129,6 +129,22 @@ struct sfs {
 	struct sfs_stats stats;
 };
 
+/*
+ * Lock order. A thread holding a lock of this list takes only those below
+ * it, never one above:
+ *
+ *   sfs_split.lab_lock  read.c: the label table; held while its pass over
+ *                       the split pins sheets, which may wait for a load
+ *   cache lock          cache.c: sheet states, budget, sheet memory
+ *   prefetch lock       prefetch.c: read queues and I/O buffers; taken by
+ *                       sfs_prefetch_submit() under the cache lock
+ *
+ * So the prefetcher calls into the cache (sfs_cache_complete,
+ * sfs_sheet_mem_get/put) only with its own lock dropped. Leaves, under
+ * which no other lock is taken: the prefetcher's decode-queue lock,
+ * epoch.c's lock of the epoch orders, and seed_lock.
+ */
+
 /* ---- stats.c ----------------------------------------------------------- */
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
