@@ -72,36 +72,6 @@ static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
-/*
- * Store decoded sheet i into the kernel's page cache of its batch file, in
- * 1 MiB pieces (fuse_lowlevel_notify_store), from the decode worker that
- * made it. A reader going through batches/ in order then finds the pages
- * there: the copy into the page cache runs on the worker's core, alongside
- * the reader, instead of inside the reader's read() round trip. The kernel
- * answers ENOENT for a file it has not looked up; nothing is lost then, the
- * read comes to the daemon as usual.
- */
-void sfs_push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw)
-{
-	const struct sprite_sheet_entry *e = &fs->info->sheets[i];
-	struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
-	if (!se)
-		return;
-	uint64_t ino = sfs_ino(SFS_K_BATCH, e->split, 0, i - fs->splits[e->split].first_sheet);
-	size_t len = e->raw_size, done = 0;
-	while (done < len) {
-		size_t n = len - done < SFS_MAX_READ ? len - done : SFS_MAX_READ;
-		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
-		bv.buf[0].mem = (void *)(uintptr_t)(raw + done);
-		if (fuse_lowlevel_notify_store(se, ino, (off_t)done, &bv, 0) != 0)
-			break;
-		done += n;
-	}
-	if (done == len)
-		SFS_ADD(fs, sheets_pushed, 1);
-	SFS_ADD(fs, bytes_pushed, done);
-}
-
 static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct sfs *fs = userdata;
@@ -301,7 +271,7 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rb->direct = (fi->flags & O_DIRECT) != 0; /* the reader's open flags */
-	int r = sfs_tree_read(fs, ino, (uint64_t)off, size, rb);
+	int r = sfs_read_file(fs, ino, (uint64_t)off, size, rb);
 	if (r < 0) {
 		sfs_rbuf_release(fs, rb);
 		if (r == -EIO)

@@ -9,6 +9,9 @@
  * check the checksums, lz4-decompress into a fresh mapping and publish the
  * sheet to the cache. The buffer returns to the ring thread when decoded, so
  * the number of buffers bounds both the reads in flight and the memory held.
+ * A sheet loaded ahead of a reader of batches/ is then pushed into the
+ * kernel's page cache of its batch file by the worker that decoded it
+ * (push_batch), the one FUSE call made outside ll.c.
  *
  * Other threads wake the ring thread through an eventfd that the ring itself
  * polls (IORING_OP_POLL_ADD), so the thread sleeps in one place only:
@@ -21,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fuse_lowlevel.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
@@ -136,6 +140,12 @@ uint64_t sfs_prefetch_mem(struct sfs *fs)
 	return p ? (uint64_t)p->nbufs * p->buf_len : 0;
 }
 
+int sfs_prefetch_direct(struct sfs *fs)
+{
+	struct sfs_prefetch *p = fs->pf;
+	return p ? __atomic_load_n(&p->direct, __ATOMIC_RELAXED) : 0;
+}
+
 /*
  * Next sheet to read (locked), or UINT32_MAX. While a reader waits on a read,
  * reads ahead go out one at a time: the device serves what is in flight side
@@ -242,8 +252,7 @@ static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
 		if (p->fd != sprite_store_fd(p->fs->store))
 			close(p->fd);
 		p->fd = sprite_store_fd(p->fs->store);
-		p->direct = 0;
-		p->fs->stats.direct_io = 0;
+		__atomic_store_n(&p->direct, 0, __ATOMIC_RELAXED); /* stats.json reads it */
 		if (p->registered) {
 			/* registered buffers work on any descriptor; keep them */
 		}
@@ -322,6 +331,36 @@ static void *ring_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Store decoded sheet i into the kernel's page cache of its batch file, in
+ * 1 MiB pieces (fuse_lowlevel_notify_store), from the decode worker that
+ * made it. A reader going through batches/ in order then finds the pages
+ * there: the copy into the page cache runs on the worker's core, alongside
+ * the reader, instead of inside the reader's read() round trip. The kernel
+ * answers ENOENT for a file it has not looked up; nothing is lost then, the
+ * read comes to the daemon as usual.
+ */
+static void push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw)
+{
+	const struct sprite_sheet_entry *e = &fs->info->sheets[i];
+	struct fuse_session *se = __atomic_load_n(&fs->se, __ATOMIC_ACQUIRE);
+	if (!se)
+		return;
+	uint64_t ino = sfs_ino(SFS_K_BATCH, e->split, 0, i - fs->splits[e->split].first_sheet);
+	size_t len = e->raw_size, done = 0;
+	while (done < len) {
+		size_t n = len - done < SFS_MAX_READ ? len - done : SFS_MAX_READ;
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+		bv.buf[0].mem = (void *)(uintptr_t)(raw + done);
+		if (fuse_lowlevel_notify_store(se, ino, (off_t)done, &bv, 0) != 0)
+			break;
+		done += n;
+	}
+	if (done == len)
+		SFS_ADD(fs, sheets_pushed, 1);
+	SFS_ADD(fs, bytes_pushed, done);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sfs_prefetch *p = arg;
@@ -387,7 +426,7 @@ static void *worker_main(void *arg)
 			SFS_ADD(fs, sheets_decoded, 1);
 			SFS_ADD(fs, raw_bytes_decoded, (uint64_t)r);
 			if (sfs_cache_complete(fs, j.sheet, raw, 0)) {
-				sfs_push_batch(fs, j.sheet, raw);
+				push_batch(fs, j.sheet, raw);
 				sfs_sheet_put(fs, j.sheet);
 			}
 		}
@@ -455,7 +494,6 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 			p->direct = 1;
 		}
 	}
-	fs->stats.direct_io = p->direct;
 
 	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->efd < 0) {

@@ -3,10 +3,11 @@
  *
  * The daemon is split by concern: main.c (command line, source resolution,
  * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
- * (the virtual tree: inode numbers, names, sizes, and how each file's bytes
- * are assembled from cached sheets), cache.c (decoded sheets under a memory
- * budget), prefetch.c (io_uring reads + decode workers), epoch.c (seeded epoch
- * views), stats.c (counters, stats.json, logging).
+ * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
+ * read.c (each file's bytes, assembled from cached sheets; readahead; the
+ * label table), cache.c (decoded sheets under a memory budget), prefetch.c
+ * (io_uring reads + decode workers), epoch.c (seeded epoch views), stats.c
+ * (counters, stats.json, logging). spritefs-pack.c is another program.
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -63,7 +64,6 @@ struct sfs_stats {
 	uint64_t checksum_failures, read_errors;
 	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
 	uint64_t scratch_bytes;
-	int direct_io; /* 1 when reads bypass the page cache */
 	double started;
 };
 
@@ -129,6 +129,22 @@ struct sfs {
 	struct sfs_stats stats;
 };
 
+/*
+ * Lock order. A thread holding a lock of this list takes only those below
+ * it, never one above:
+ *
+ *   sfs_split.lab_lock  read.c: the label table; held while its pass over
+ *                       the split pins sheets, which may wait for a load
+ *   cache lock          cache.c: sheet states, budget, sheet memory
+ *   prefetch lock       prefetch.c: read queues and I/O buffers; taken by
+ *                       sfs_prefetch_submit() under the cache lock
+ *
+ * So the prefetcher calls into the cache (sfs_cache_complete,
+ * sfs_sheet_mem_get/put) only with its own lock dropped. Leaves, under
+ * which no other lock is taken: the prefetcher's decode-queue lock,
+ * epoch.c's lock of the epoch orders, and seed_lock.
+ */
+
 /* ---- stats.c ----------------------------------------------------------- */
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -140,17 +156,6 @@ void sfs_log_to_syslog(int on);
 char *sfs_stats_json(struct sfs *fs, size_t *len);
 /* Resident set size of this process, from /proc/self/statm. */
 uint64_t sfs_rss_bytes(void);
-/* Append s to a growing buffer as a JSON string (quoted, escaped). */
-struct sfs_str {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-void sfs_str_printf(struct sfs_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* text as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-void sfs_str_json(struct sfs_str *s, const char *text);
-/* Whether text is well-formed UTF-8. */
-int sfs_utf8_ok(const char *text);
 
 /* ---- cache.c ----------------------------------------------------------- */
 
@@ -166,6 +171,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw);
 void sfs_sheet_put(struct sfs *fs, uint32_t i);
 /*
  * Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks.
+ * Called from sfs_readahead() (read.c), where what to load ahead is decided.
  * push: a reader goes through the batch files in order, so each sheet is
  * pushed into the kernel's page cache of its batch file once decoded.
  */
@@ -186,14 +192,9 @@ size_t sfs_sheet_mem_block(struct sfs *fs);
 /*
  * Called by decode workers when sheet i is done: its bytes in raw, or err < 0.
  * Returns 1 when the worker should push the sheet to the kernel (it is then
- * pinned: sfs_push_batch(), then sfs_sheet_put()).
+ * pinned: it pushes, then calls sfs_sheet_put()).
  */
 int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err);
-
-/* ---- ll.c -------------------------------------------------------------- */
-
-/* Push decoded sheet i into the kernel's page cache of its batch file. */
-void sfs_push_batch(struct sfs *fs, uint32_t i, const uint8_t *raw);
 
 /* ---- prefetch.c -------------------------------------------------------- */
 
@@ -206,6 +207,11 @@ void sfs_prefetch_stop(struct sfs *fs);
 void sfs_prefetch_submit(struct sfs *fs, uint32_t i, int urgent);
 /* Bytes held by the prefetcher (I/O buffers). */
 uint64_t sfs_prefetch_mem(struct sfs *fs);
+/*
+ * 1 while store reads bypass the page cache (O_DIRECT), else 0. It turns 0
+ * for good when the filesystem refuses an O_DIRECT read. Any thread.
+ */
+int sfs_prefetch_direct(struct sfs *fs);
 
 /* ---- epoch.c ----------------------------------------------------------- */
 
@@ -307,6 +313,15 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
  * the end, <0 on error.
  */
 int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct sfs_attr *a);
+/*
+ * Layout facts that sizes (here) and bytes (read.c) must agree on: the grid
+ * of tiles of a sheet image of count tiles, and the samples in batch n of an
+ * epoch view of split sp.
+ */
+void sfs_sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols);
+uint64_t sfs_epoch_batch_count(const struct sfs *fs, const struct sfs_split *sp, uint32_t n);
+
+/* ---- read.c ------------------------------------------------------------ */
 
 /*
  * A read reply under construction: iovecs into pinned sheets or into the
@@ -329,13 +344,32 @@ struct sfs_rbuf {
 	struct sfs *fs; /* whose scratch_bytes counts out and gen */
 };
 /* Assemble bytes [off, off+size) of file ino (clipped at its end) into rb. */
-int sfs_tree_read(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);
+int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);
 /* Release the sheets pinned by rb (after the reply was sent). */
 void sfs_rbuf_release(struct sfs *fs, struct sfs_rbuf *rb);
 /* Per-thread reply buffer sized for at least size bytes. */
 struct sfs_rbuf *sfs_rbuf_get(struct sfs *fs, size_t size);
 /* Build the label table of a split (decoding its sheets) when not yet built. */
 int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp);
+
+/*
+ * Readahead: where a reader is, and the one function that decides which
+ * sheets to load ahead of it (through sfs_sheet_prefetch*, so it never
+ * blocks). Readers of batch files, images.npy, by-class images and epoch
+ * views, and the label table's pass over a split, call it before they pin
+ * the sheet they need; sheet images are not read ahead.
+ */
+struct sfs_reader {
+	unsigned kind;		    /* the file read: SFS_K_BATCH, IMAGES_NPY, CLASS_IMG,
+				       EPOCH_BATCH; LABELS_NPY: building the label table */
+	const struct sfs_split *sp; /* its split */
+	uint32_t sheet;		    /* the sheet the request starts in (not epoch views) */
+	uint64_t off, len;	    /* the request: offset in the file, bytes left to serve */
+	const uint32_t *perm;	    /* epoch views: the epoch's sample order... */
+	uint32_t n;		    /* ...and the batch file's number */
+	int direct;		    /* an O_DIRECT reader: no page cache to push sheets to */
+};
+void sfs_readahead(struct sfs *fs, const struct sfs_reader *r);
 
 /* ---- ll.c -------------------------------------------------------------- */
 

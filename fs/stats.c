@@ -14,6 +14,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "fs/sfs.h"
 
@@ -50,76 +51,16 @@ uint64_t sfs_rss_bytes(void)
 	return rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-void sfs_str_printf(struct sfs_str *s, const char *fmt, ...)
-{
-	va_list ap;
-	if (s->oom)
-		return;
-	for (;;) {
-		size_t room = s->cap - s->len;
-		va_start(ap, fmt);
-		int n = vsnprintf(s->p ? s->p + s->len : NULL, s->p ? room : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			s->oom = 1;
-			return;
-		}
-		if (s->p && (size_t)n < room) {
-			s->len += (size_t)n;
-			return;
-		}
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		while (cap < s->len + (size_t)n + 1)
-			cap *= 2;
-		char *p = realloc(s->p, cap);
-		if (!p) {
-			s->oom = 1;
-			return;
-		}
-		s->p = p;
-		s->cap = cap;
-	}
-}
-
-int sfs_utf8_ok(const char *text)
-{
-	for (const unsigned char *c = (const unsigned char *)text; *c;) {
-		int n = sprite_utf8_len(c);
-		if (!n)
-			return 0;
-		c += n;
-	}
-	return 1;
-}
-
-void sfs_str_json(struct sfs_str *s, const char *text)
-{
-	sfs_str_printf(s, "\"");
-	for (const unsigned char *c = (const unsigned char *)text; *c;) {
-		int n = sprite_utf8_len(c);
-		if (*c == '"' || *c == '\\')
-			sfs_str_printf(s, "\\%c", *c);
-		else if (*c < 0x20)
-			sfs_str_printf(s, "\\u%04x", *c);
-		else if (n == 0)
-			sfs_str_printf(s, "\\ufffd"); /* not UTF-8: JSON must be */
-		else
-			sfs_str_printf(s, "%.*s", n, (const char *)c);
-		c += n ? n : 1;
-	}
-	sfs_str_printf(s, "\"");
-}
-
 char *sfs_stats_json(struct sfs *fs, size_t *len)
 {
-	struct sfs_str s = {0};
+	struct sprite_str s = {0};
 	double up = sprite_now() - fs->stats.started;
 	uint64_t mapped = SFS_GET(fs, bytes_mapped);
 	uint64_t iobufs = sfs_prefetch_mem(fs);
 	uint64_t scratch = SFS_GET(fs, scratch_bytes);
 #define C(name)                                                                                    \
-	sfs_str_printf(&s, "  \"%s\": %llu,\n", #name, (unsigned long long)SFS_GET(fs, name))
-	sfs_str_printf(&s, "{\n  \"uptime_s\": %.3f,\n", up);
+	sprite_str_printf(&s, "  \"%s\": %llu,\n", #name, (unsigned long long)SFS_GET(fs, name))
+	sprite_str_printf(&s, "{\n  \"uptime_s\": %.3f,\n", up);
 	C(requests);
 	C(reads);
 	C(bytes_served);
@@ -134,31 +75,31 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(bytes_mapped);
 	C(sheets_pushed);
 	C(bytes_pushed);
-	sfs_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
-	sfs_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
+	sprite_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
+	sprite_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
 	C(prefetch_issued);
 	C(prefetch_hits);
 	C(prefetch_skipped);
 	C(inflight);
 	C(uring_reads);
 	C(uring_bytes);
-	sfs_str_printf(&s, "  \"direct_io\": %s,\n", fs->stats.direct_io ? "true" : "false");
-	sfs_str_printf(&s, "  \"kernel_open\": %s,\n", fs->no_open ? "true" : "false");
+	sprite_str_printf(&s, "  \"direct_io\": %s,\n", sfs_prefetch_direct(fs) ? "true" : "false");
+	sprite_str_printf(&s, "  \"kernel_open\": %s,\n", fs->no_open ? "true" : "false");
 	C(checksum_failures);
 	C(read_errors);
 	C(sheets_decoded);
 	C(raw_bytes_decoded);
-	sfs_str_printf(&s, "  \"decode_s\": %.6f,\n", (double)SFS_GET(fs, decode_ns) / 1e9);
-	sfs_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
-	sfs_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
-	sfs_str_printf(&s, "  \"memory_in_use\": %llu,\n",
-		       (unsigned long long)(mapped + iobufs + scratch));
-	sfs_str_printf(&s, "  \"rss\": %llu\n}", (unsigned long long)sfs_rss_bytes());
+	sprite_str_printf(&s, "  \"decode_s\": %.6f,\n", (double)SFS_GET(fs, decode_ns) / 1e9);
+	sprite_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
+	sprite_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
+	sprite_str_printf(&s, "  \"memory_in_use\": %llu,\n",
+			  (unsigned long long)(mapped + iobufs + scratch));
+	sprite_str_printf(&s, "  \"rss\": %llu\n}", (unsigned long long)sfs_rss_bytes());
 #undef C
 	/* a fixed size, so that the file's size never changes under a reader */
 	while (!s.oom && s.len + 1 < SFS_STATS_SIZE)
-		sfs_str_printf(&s, "%*s", (int)(SFS_STATS_SIZE - 1 - s.len), "");
-	sfs_str_printf(&s, "\n");
+		sprite_str_printf(&s, "%*s", (int)(SFS_STATS_SIZE - 1 - s.len), "");
+	sprite_str_printf(&s, "\n");
 	if (s.oom) {
 		free(s.p);
 		return NULL;

@@ -132,8 +132,6 @@ struct hn_final_stats {
 	uint64_t ignored_entries; /* entries of an image folder that are not images (on_ignore) */
 };
 int hn_log_final(FILE *f, const struct hn_final_stats *s);
-/* Write s as a JSON string literal (quotes and escapes). */
-void hn_json_string(FILE *f, const char *s);
 
 /* ---- plan.c ---- */
 

@@ -10,26 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "common/util.h"
+#include "common/json.h"
 #include "trainer/app.h"
-
-void hn_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-		int n = sprite_utf8_len(p);
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else if (n == 0)
-			fputs("\\ufffd", f); /* not UTF-8: JSON must be */
-		else
-			fwrite(p, 1, (size_t)n, f);
-		p += n ? n : 1;
-	}
-	fputc('"', f);
-}
 
 static void num(FILE *f, const char *key, double v, int last)
 {
@@ -87,11 +69,11 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	else
 		fputs("\"test_acc\": null, ", f);
 	fputs("\"source\": ", f);
-	hn_json_string(f, s->source);
+	sprite_json_fputs(f, s->source);
 	fputs(", \"device\": ", f);
-	hn_json_string(f, s->device);
+	sprite_json_fputs(f, s->device);
 	fputs(", \"model\": ", f);
-	hn_json_string(f, s->model);
+	sprite_json_fputs(f, s->model);
 	fprintf(f,
 		", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64
 		", \"ignored_entries\": %" PRIu64 "}\n",

@@ -1,7 +1,7 @@
 /*
- * pack.c - the spritefs-pack command: pack an image source into a sprite
- * store, verify or describe a store, or export a store back to an image
- * folder.
+ * spritefs-pack.c - the spritefs-pack command: pack an image source into a
+ * sprite store, verify or describe a store, or export a store back to an
+ * image folder. A program of its own, not part of the daemon.
  *
  * Packing itself lives in common/pack.c (spritefs packs image folders on
  * mount with the same code); this file only parses arguments, prints skipped
