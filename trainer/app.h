@@ -4,8 +4,8 @@
  * and the CUDA plugin probe.
  *
  * All functions return >= 0 or a negative errno with a message in err
- * (HN_ERR_MAX bytes); only the program itself (hntrain.c and options.c, see
- * options.h) prints and exits.
+ * (HN_ERR_MAX bytes); only the program itself (hntrain.c, options.c and
+ * train.c, see options.h and train.h) prints and exits.
  */
 #ifndef HN_APP_H
 #define HN_APP_H

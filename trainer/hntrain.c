@@ -35,10 +35,9 @@
 #include "trainer/model.h"
 #include "trainer/options.h"
 #include "trainer/team.h"
+#include "trainer/train.h"
 
 static const char *prog = HN_PROG;
-
-#define HN_LOSS_DIVERGED 1e4 /* mean loss per sample; ln(classes) is where training starts */
 
 /* An image file that does not decode: named once, on its own line even under a progress bar. */
 static void report_skip(void *ctx, const char *why)
@@ -84,61 +83,6 @@ static int pin_all_threads(const cpu_set_t *set)
 	}
 	closedir(d);
 	return rc;
-}
-
-/* Learning rate of optimizer step s (0-based) of total. */
-static double lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total)
-{
-	double lr = o->lr;
-	if (o->warmup && s < o->warmup)
-		return lr * (double)(s + 1) / (double)o->warmup;
-	switch (o->sched) {
-	case HN_SCHED_CONSTANT:
-		break;
-	case HN_SCHED_STEP:
-		lr *= pow(o->gamma, (double)((s / steps_per_epoch) / o->step_epochs));
-		break;
-	case HN_SCHED_COSINE: {
-		double span = total > o->warmup ? (double)(total - o->warmup) : 1;
-		double t = (double)(s - o->warmup) / span;
-		lr *= 0.5 * (1 + cos(M_PI * (t > 1 ? 1 : t)));
-		break;
-	}
-	}
-	return lr;
-}
-
-struct eval_result {
-	double loss;
-	uint64_t correct, seen;
-	double secs;
-};
-
-/* One pass over the test split: the loader's next nb batches. */
-static void evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
-		     struct eval_result *r)
-{
-	char err[HN_ERR_MAX];
-	double t0 = sprite_now();
-	memset(r, 0, sizeof *r);
-	for (uint64_t b = 0; b < nb; b++) {
-		struct hn_batch *bt;
-		if (hn_loader_next(ld, &bt, err) < 0) {
-			hn_loader_stop(ld);
-			hn_die(1, "reading the test data: %s", err);
-		}
-		struct hn_step_result res = {0};
-		int rc = bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res) : 0;
-		if (rc < 0) {
-			hn_loader_stop(ld);
-			hn_die(1, "evaluation failed: %s", strerror(-rc));
-		}
-		r->loss += res.loss_sum;
-		r->correct += (uint64_t)res.correct;
-		r->seen += (uint64_t)bt->n;
-		hn_loader_release(ld, bt);
-	}
-	r->secs = sprite_now() - t0;
 }
 
 static uint64_t weights_hash(const struct hn_backend_ops *be, void *st, float *params,
@@ -255,29 +199,25 @@ int main(int argc, char **argv)
 			       di->count[0] + di->count[1], sprite_now() - t0);
 	}
 
-	uint64_t ntrain = di->count[HN_SPLIT_TRAIN], ntest = di->count[HN_SPLIT_TEST];
-	uint64_t nb_train = hn_batches(ntrain, o.batch), nb_test = hn_batches(ntest, o.batch);
-	uint64_t steps_per_epoch = (nb_train + (uint64_t)o.accum - 1) / (uint64_t)o.accum;
-	uint64_t total_steps = steps_per_epoch * o.epochs;
-	uint64_t first_epoch = o.resume ? ck.epoch : 0;
-	uint64_t end_epoch = o.stop_after ? o.stop_after : o.epochs;
-	uint64_t step = o.resume ? ck.step : 0;
-	if (o.resume && ck.step != first_epoch * steps_per_epoch)
+	struct hn_train t = {.o = &o, .src = src, .m = &m, .be = be, .st = st, .params = params};
+	hn_train_init(&t, &ck);
+	if (o.resume && ck.step != t.first_epoch * t.steps_per_epoch)
 		hn_die(1,
 		       "--resume: %" PRIu64 " steps after %" PRIu64
 		       " epochs do not match --batch %d "
 		       "--accum %d over %" PRIu64 " samples",
-		       ck.step, ck.epoch, o.batch, o.accum, ntrain);
+		       ck.step, ck.epoch, o.batch, o.accum, t.ntrain);
 
 	FILE *logf = NULL;
 	if (o.log && !(logf = fopen(o.log, "a")))
 		hn_die(1, "--log %s: %s", o.log, strerror(errno));
+	t.logf = logf;
 
 	if (!o.quiet) {
 		printf("data: %s\n", hn_source_describe(src));
 		printf("      %" PRIu64 " train + %" PRIu64
 		       " test samples, tiles %ux%ux%u, %u classes\n",
-		       ntrain, ntest, di->h, di->w, di->c, di->nclasses);
+		       t.ntrain, t.ntest, di->h, di->w, di->c, di->nclasses);
 		printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64
 		       "\n",
 		       m.name, m.nparams,
@@ -291,224 +231,7 @@ int main(int argc, char **argv)
 			       o.resume, ck.epoch, ck.step);
 	}
 
-	double run_wall = 0, run_compute = 0, run_wait = 0, last_test_acc = -1;
-	uint64_t run_samples = 0, first_step = step;
-	struct hn_loader_config lc = {
-		.src = src,
-		.nloaders = o.loaders,
-		.queue = o.queue,
-		.batch = o.batch,
-		.seed = o.seed,
-		.window = o.window,
-		.first_epoch = first_epoch,
-		.end_epoch = end_epoch,
-		.eval = ntest > 0,
-		.mask = &o.loader_mask,
-	};
-	if (first_epoch < end_epoch) {
-		hn_loader *ld = NULL;
-		if (hn_loader_start(&lc, &ld, err) < 0)
-			hn_die(1, "%s", err);
-		uint64_t micro = 0;
-		int pending = 0; /* batches summed into the group's gradients, not applied yet */
-
-		for (uint64_t e = first_epoch; e < end_epoch; e++) {
-			struct sprite_progress prog_bar;
-			char label[48];
-			snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1,
-				 o.epochs);
-			if (!o.quiet)
-				sprite_progress_start(&prog_bar, label, ntrain);
-			double wait = 0, compute = 0, loss = 0, lr = 0;
-			uint64_t correct = 0, seen = 0;
-			double t_epoch = sprite_now();
-			for (uint64_t b = 0; b < nb_train; b++) {
-				struct hn_batch *bt;
-				double t0 = sprite_now();
-				if (hn_loader_next(ld, &bt, err) < 0) {
-					hn_loader_stop(ld); /* join the loaders before exiting */
-					hn_die(1, "reading the data: %s", err);
-				}
-				double t1 = sprite_now();
-				wait += t1 - t0;
-				uint64_t g0 = b - b % (uint64_t)o.accum;
-				uint64_t g_end = g0 + (uint64_t)o.accum;
-				if (g_end > nb_train)
-					g_end = nb_train;
-				uint64_t s_end = g_end * (uint64_t)o.batch;
-				/*
-				 * Gradients are averaged over the group's samples: those the batch
-				 * holds, or with --accum those planned (a batch short of image
-				 * files that did not decode is then weighted a little less).
-				 */
-				int group = o.accum == 1 ? bt->n
-							 : (int)((s_end < ntrain ? s_end : ntrain) -
-								 g0 * (uint64_t)o.batch);
-				int apply = b + 1 == g_end;
-				lr = lr_at(&o, step, steps_per_epoch, total_steps);
-				/* Non-applying calls get their own dropout stream, outside the step
-				 * range. */
-				uint64_t sidx = apply ? step + 1 : (1ull << 63) | micro;
-				struct hn_step_result res = {0};
-				int rc = 0;
-				/*
-				 * A batch whose every file failed to decode: nothing to learn from,
-				 * but the step still counts (the schedule and --resume count
-				 * steps), and gradients already summed in its group are applied.
-				 */
-				if (bt->n > 0 || (apply && pending))
-					rc = be->train_step(st, bt->tiles, bt->labels, bt->n, group,
-							    apply, (float)lr, sidx, &res);
-				pending = apply ? 0 : pending + (bt->n > 0);
-				double t2 = sprite_now();
-				if (rc < 0)
-					hn_die(1,
-					       "epoch %" PRIu64 ", batch %" PRIu64
-					       ": the backend failed: %s",
-					       e + 1, b, strerror(-rc));
-				compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
-				/*
-				 * A mean cross-entropy above HN_LOSS_DIVERGED means logits wrong
-				 * by that much: the run has diverged even if the stable loss
-				 * has not overflowed to NaN yet.
-				 */
-				double mean = res.loss_sum / (bt->n ? bt->n : 1);
-				if (!isfinite(mean) || mean > HN_LOSS_DIVERGED)
-					hn_die(1,
-					       "the loss became %s at epoch %" PRIu64
-					       ", step %" PRIu64 " (batch %" PRIu64
-					       "): training diverged; try a lower "
-					       "--lr (now %g)",
-					       isnan(mean)   ? "NaN"
-					       : isinf(mean) ? "infinite"
-							     : "huge",
-					       e + 1, step + 1, b, lr);
-				loss += res.loss_sum;
-				correct += (uint64_t)res.correct;
-				seen += (uint64_t)bt->n;
-				micro++;
-				if (apply)
-					step++;
-				int n = bt->n;
-				hn_loader_release(ld, bt); /* a loader may refill it now */
-				if (!o.quiet) {
-					sprite_progress_add(&prog_bar, (uint64_t)n);
-					sprite_progress_draw(&prog_bar);
-				}
-			}
-			double wall = sprite_now() - t_epoch;
-			if (!o.quiet)
-				sprite_progress_end(&prog_bar);
-
-			struct eval_result ev;
-			evaluate(ld, be, st, nb_test, &ev);
-			uint64_t tseen = ev.seen;
-
-			struct hn_epoch_stats es = {
-				.epoch = e + 1,
-				.samples = seen,
-				.steps = step,
-				.wall_s = wall,
-				.compute_s = compute,
-				.data_wait_s = wait,
-				.eval_s = ev.secs,
-				.train_loss = seen ? loss / (double)seen : 0,
-				.train_acc = seen ? (double)correct / (double)seen : 0,
-				.test_loss = tseen ? ev.loss / (double)tseen : -1,
-				.test_acc = tseen ? (double)ev.correct / (double)tseen : -1,
-				.lr = lr,
-			};
-			last_test_acc = es.test_acc;
-			run_wall += wall;
-			run_compute += compute;
-			run_wait += wait;
-			run_samples += seen;
-			if (!o.quiet) {
-				char testbuf[32] = "test -";
-				if (tseen)
-					snprintf(testbuf, sizeof testbuf, "test %.2f%%",
-						 100 * es.test_acc);
-				printf("epoch %" PRIu64 "/%" PRIu64
-				       "  loss %.4f  train %.2f%%  %s  "
-				       "%.0f samples/s  compute %.2f s  data wait %.3f s "
-				       "(%.2f%%)\n",
-				       e + 1, o.epochs, es.train_loss, 100 * es.train_acc, testbuf,
-				       wall > 0 ? (double)seen / wall : 0, compute, wait,
-				       wall > 0 ? 100 * wait / wall : 0);
-			}
-			if (logf && hn_log_epoch(logf, &es) < 0)
-				hn_die(1, "--log %s: write error", o.log);
-			if (o.checkpoint) {
-				struct hn_checkpoint c = {
-					.in_c = m.in_c,
-					.in_h = m.in_h,
-					.in_w = m.in_w,
-					.nclasses = m.nclasses,
-					.nparams = m.nparams,
-					.optim = o.optim,
-					.epoch = e + 1,
-					.step = step,
-					.seed = o.seed,
-					.batch = (uint32_t)o.batch,
-					.accum = (uint32_t)o.accum,
-					.window = o.window,
-					.train_count = ntrain,
-					.has_schedule = 1,
-					.sched = (uint32_t)o.sched,
-					.lr = o.lr,
-					.gamma = o.gamma,
-					.step_epochs = o.step_epochs,
-					.warmup = o.warmup,
-					.epochs = o.epochs,
-					.params = params,
-				};
-				snprintf(c.spec, sizeof c.spec, "%s", o.model);
-				size_t per = (size_t)hn_optim_state_per_param(o.optim.kind);
-				c.opt = malloc((m.nparams * per + 1) * sizeof(float));
-				if (!c.opt || be->get_params(st, params) < 0 ||
-				    (per && be->get_opt_state(st, c.opt) < 0))
-					hn_die(1,
-					       "--checkpoint: cannot read the state back from the "
-					       "backend");
-				if (hn_checkpoint_save(o.checkpoint, &c, err) < 0)
-					hn_die(1, "--checkpoint: %s", err);
-				free(c.opt);
-			}
-		}
-		hn_loader_stop(ld);
-	} else {
-		/*
-		 * The checkpoint has every epoch the run asks for (resume refuses
-		 * fewer): evaluate it, the way to ask a checkpoint for its accuracy.
-		 */
-		if (!o.quiet) {
-			char why[64] = "";
-			if (end_epoch < o.epochs)
-				snprintf(why, sizeof why, ", where --stop-after %" PRIu64 " stops",
-					 end_epoch);
-			printf("nothing to train: %s has %" PRIu64 " of %" PRIu64 " epochs%s; %s\n",
-			       o.resume, first_epoch, o.epochs, why,
-			       ntest ? "evaluating it on the test split"
-				     : "no test split to evaluate it on");
-		}
-		if (ntest) {
-			hn_loader *ld = NULL;
-			lc.eval_only = 1;
-			if (hn_loader_start(&lc, &ld, err) < 0)
-				hn_die(1, "%s", err);
-			struct eval_result ev;
-			evaluate(ld, be, st, nb_test, &ev);
-			hn_loader_stop(ld);
-			if (ev.seen)
-				last_test_acc = (double)ev.correct / (double)ev.seen;
-			if (!o.quiet && ev.seen)
-				printf("epoch %" PRIu64 "/%" PRIu64
-				       "  test %.2f%%  test loss %.4f  (%" PRIu64
-				       " samples evaluated in %.2f s)\n",
-				       first_epoch, o.epochs, 100 * last_test_acc,
-				       ev.loss / (double)ev.seen, ev.seen, ev.secs);
-		}
-	}
+	hn_train_run(&t);
 
 	uint64_t skipped = hn_source_skipped(src);
 	if (skipped && !o.quiet)
@@ -526,16 +249,16 @@ int main(int argc, char **argv)
 	printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (logf) {
 		struct hn_final_stats fs = {
-			.epochs = end_epoch > first_epoch ? end_epoch - first_epoch : 0,
-			.steps = step - first_step,
-			.run_epochs = end_epoch > first_epoch ? end_epoch : first_epoch,
-			.run_steps = step,
-			.samples = run_samples,
+			.epochs = t.end_epoch > t.first_epoch ? t.end_epoch - t.first_epoch : 0,
+			.steps = t.step - t.first_step,
+			.run_epochs = t.end_epoch > t.first_epoch ? t.end_epoch : t.first_epoch,
+			.run_steps = t.step,
+			.samples = t.samples,
 			.weights_xxh3 = hash,
-			.wall_s = run_wall,
-			.compute_s = run_compute,
-			.data_wait_s = run_wait,
-			.test_acc = last_test_acc,
+			.wall_s = t.wall_s,
+			.compute_s = t.compute_s,
+			.data_wait_s = t.data_wait_s,
+			.test_acc = t.test_acc,
 			.source = di->kind,
 			.device = o.device,
 			.model = o.model,
