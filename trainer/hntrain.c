@@ -1,40 +1,35 @@
 /*
- * hntrain.c - the training client: options, the training loop, and the
- * output a person or a benchmark reads.
+ * hntrain.c - the training client's main: options, source, backend, train,
+ * report, in that order, each a step of its own.
  *
- * The compute thread (this one) takes ready batches from the loader queue
- * and hands them to a backend; the time it spends blocked on the queue is
- * data wait, the time inside the backend calls is compute, and the two are
- * reported apart per epoch, which is the point of the program. Everything
- * that decides the numbers (sample order, initial weights, dropout) derives
- * from --seed, so the same run over a store, an image folder, an IDX folder
- * or a spritefs mount ends with the same weights on CPU; the "weights xxh3"
- * line proves it. Only this file prints and exits.
+ * main reads as the run does: the command line is parsed and checked
+ * (options.c) before any data is read; the data source is opened and the
+ * model fitted to its tiles; the backend is set up with the initial or
+ * resumed weights; the epochs run (train.c); and the report ends with the
+ * "weights xxh3" line. Everything that decides the numbers (sample order,
+ * initial weights, dropout) derives from --seed, so the same run over a
+ * store, an image folder, an IDX folder or a spritefs mount ends with the
+ * same weights on CPU; that line proves it. A step that fails prints its
+ * message and main unwinds what the steps before it set up, through the
+ * labels at its end, and exits 1.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "common/format.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
-#include "trainer/team.h"
 #include "trainer/train.h"
 
 static const char *prog = HN_PROG;
@@ -85,193 +80,262 @@ static int pin_all_threads(const cpu_set_t *set)
 	return rc;
 }
 
-static uint64_t weights_hash(const struct hn_backend_ops *be, void *st, float *params,
-			     size_t nparams)
+/* The data source of --data, and the model fitted to its tiles and classes. */
+static int open_source(const struct hn_opts *o, hn_source **src)
 {
-	if (be->get_params(st, params) < 0)
-		hn_die(1, "cannot read the weights back from the backend");
-	return sprite_checksum(params, nparams * sizeof(float));
+	char err[HN_ERR_MAX] = "";
+	struct hn_source_options so = {
+		.train_split = o->split,
+		.test_split = o->test_split,
+		.limit = o->limit,
+		.test_limit = o->test_limit,
+		.tile_h = o->tile_h,
+		.tile_w = o->tile_w,
+		.tile_c = o->tile_c,
+		.window = o->window,
+		.seed = o->seed,
+		.batch = (uint32_t)o->batch,
+		.cache_bytes = o->cache,
+		.strict = o->strict,
+		.on_skip = report_skip,
+		.on_ignore = report_ignore,
+		.on_note = o->quiet ? NULL : report_note,
+	};
+	if (hn_source_open(o->data, &so, src, err) < 0)
+		return hn_error("--data: %s", err);
+	return 0;
+}
+
+/* --model fitted to the data; with --resume, the checkpoint must have been trained on the same. */
+static int build_model(const struct hn_opts *o, const struct hn_checkpoint *ck,
+		       const struct hn_source_info *di, struct hn_model *m)
+{
+	char err[HN_ERR_MAX] = "";
+	if (hn_model_build(o->model, (int)di->c, (int)di->h, (int)di->w, (int)di->nclasses, m,
+			   err) < 0)
+		return hn_error("--model %s with %ux%ux%u tiles and %u classes: %s", o->model,
+				di->h, di->w, di->c, di->nclasses, err);
+	if (!o->resume)
+		return 0;
+	if (ck->in_c != m->in_c || ck->in_h != m->in_h || ck->in_w != m->in_w ||
+	    ck->nclasses != m->nclasses || ck->nparams != m->nparams)
+		return hn_error("--resume: the checkpoint's model (%dx%dx%d input, %d classes, "
+				"%" PRIu64 " parameters) differs from this data's",
+				ck->in_h, ck->in_w, ck->in_c, ck->nclasses, ck->nparams);
+	if (ck->train_count != di->count[HN_SPLIT_TRAIN])
+		return hn_error("--resume: the checkpoint trained on %" PRIu64
+				" samples per epoch, this data has %" PRIu64 " (--limit?)",
+				ck->train_count, di->count[HN_SPLIT_TRAIN]);
+	return 0;
+}
+
+static void print_plan(const struct hn_opts *o, const struct hn_source_info *di,
+		       const struct hn_model *m)
+{
+	struct hn_plan_input pi = {
+		.model = m, .data = di, .optim = &o->optim, .batch = o->batch, .device = o->device};
+	hn_plan_print(stdout, &pi);
+}
+
+/* The initial weights: the checkpoint's, or drawn from --seed. NULL when out of memory. */
+static float *initial_params(const struct hn_opts *o, const struct hn_checkpoint *ck,
+			     const struct hn_model *m)
+{
+	float *params = malloc(m->nparams * sizeof(float));
+	if (!params) {
+		hn_error("out of memory for %zu parameters", m->nparams);
+		return NULL;
+	}
+	if (o->resume)
+		memcpy(params, ck->params, m->nparams * sizeof(float));
+	else
+		hn_model_init_params(m, o->seed, params);
+	return params;
+}
+
+/*
+ * Set up the model on the backend (t->be) with t->params, on the CPUs of
+ * --affinity, and the resumed optimizer state: t->st. Nothing is left set
+ * up when this fails.
+ */
+static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck,
+			 struct hn_train *t)
+{
+	char err[HN_ERR_MAX] = "";
+	/* Pinning this thread first makes threads the backend starts inherit it. */
+	if (o->affinity && sched_setaffinity(0, sizeof o->pin_mask, &o->pin_mask) < 0)
+		return hn_error("--affinity %s: %s", o->affinity, strerror(errno));
+	struct hn_backend_config cfg = {
+		.threads = o->threads,
+		.max_batch = o->batch,
+		.amp = o->amp,
+		.device_index = 0,
+		.seed = o->seed,
+	};
+	if (t->be->create(t->m, &o->optim, &cfg, t->params, &t->st, err) < 0)
+		return hn_error("--device %s: cannot set up the model: %s", o->device, err);
+	int rc = 0;
+	if (o->resume && hn_optim_state_per_param(o->optim.kind) &&
+	    t->be->set_opt_state(t->st, ck->opt) < 0)
+		rc = hn_error("--resume: the backend refused the optimizer state");
+	/* And the maths threads that already existed (OpenBLAS starts its pool early). */
+	else if (o->affinity && pin_all_threads(&o->pin_mask) < 0)
+		rc = hn_error("--affinity %s: cannot pin the maths threads: %s", o->affinity,
+			      strerror(errno));
+	if (rc < 0)
+		t->be->destroy(t->st);
+	return rc;
+}
+
+static int preload(const struct hn_opts *o, hn_source *src)
+{
+	char err[HN_ERR_MAX] = "";
+	const struct hn_source_info *di = hn_source_info(src);
+	double t0 = sprite_now();
+	if (hn_source_preload(src, o->loaders, err) < 0)
+		return hn_error("--preload: %s", err);
+	if (!o->quiet)
+		printf("preloaded %" PRIu64 " samples in %.2f s\n", di->count[0] + di->count[1],
+		       sprite_now() - t0);
+	return 0;
+}
+
+/* The plan of steps (t), checked against a resumed checkpoint's step count; then --log opened. */
+static int plan_run(const struct hn_opts *o, const struct hn_checkpoint *ck, struct hn_train *t)
+{
+	hn_train_init(t, ck);
+	if (o->resume && ck->step != t->first_epoch * t->steps_per_epoch)
+		return hn_error("--resume: %" PRIu64 " steps after %" PRIu64
+				" epochs do not match --batch %d --accum %d over %" PRIu64
+				" samples",
+				ck->step, ck->epoch, o->batch, o->accum, t->ntrain);
+	if (o->log && !(t->logf = fopen(o->log, "a")))
+		return hn_error("--log %s: %s", o->log, strerror(errno));
+	return 0;
+}
+
+static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck,
+			 const struct hn_train *t)
+{
+	const struct hn_source_info *di = hn_source_info(t->src);
+	printf("data: %s\n", hn_source_describe(t->src));
+	printf("      %" PRIu64 " train + %" PRIu64 " test samples, tiles %ux%ux%u, %u classes\n",
+	       t->ntrain, t->ntest, di->h, di->w, di->c, di->nclasses);
+	printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
+	       t->m->name, t->m->nparams,
+	       o->optim.kind == HN_OPT_ADAM	  ? "adam"
+	       : o->optim.kind == HN_OPT_MOMENTUM ? "momentum"
+						  : "sgd",
+	       o->lr, o->batch, o->accum, o->seed);
+	printf("backend: %s; %d loaders, queue %d\n", t->be->describe(t->st), o->loaders, o->queue);
+	if (o->resume)
+		printf("resumed from %s after epoch %" PRIu64 " (step %" PRIu64 ")\n", o->resume,
+		       ck->epoch, ck->step);
+}
+
+/* The final record of --log, which is closed after it. */
+static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
+{
+	const struct hn_source_info *di = hn_source_info(t->src);
+	struct hn_final_stats fs = {
+		.epochs = t->end_epoch > t->first_epoch ? t->end_epoch - t->first_epoch : 0,
+		.steps = t->step - t->first_step,
+		.run_epochs = t->end_epoch > t->first_epoch ? t->end_epoch : t->first_epoch,
+		.run_steps = t->step,
+		.samples = t->samples,
+		.weights_xxh3 = hash,
+		.wall_s = t->wall_s,
+		.compute_s = t->compute_s,
+		.data_wait_s = t->data_wait_s,
+		.test_acc = t->test_acc,
+		.source = di->kind,
+		.device = o->device,
+		.model = o->model,
+		.nparams = t->m->nparams,
+		.skipped_files = hn_source_skipped(t->src),
+		.ignored_entries = hn_source_ignored(t->src),
+	};
+	int bad = hn_log_final(t->logf, &fs) < 0;
+	bad |= fclose(t->logf) != 0;
+	t->logf = NULL;
+	return bad ? hn_error("--log %s: write error", o->log) : 0;
+}
+
+/* What the run skipped or ignored, the "weights xxh3" line, and the final --log record. */
+static int report(const struct hn_opts *o, struct hn_train *t)
+{
+	uint64_t skipped = hn_source_skipped(t->src);
+	if (skipped && !o->quiet)
+		printf("skipped %" PRIu64 " image file%s that did not decode (named above; "
+		       "--strict stops at the first)\n",
+		       skipped, skipped == 1 ? "" : "s");
+	uint64_t ignored = hn_source_ignored(t->src);
+	if (ignored && !o->quiet)
+		printf("ignored %" PRIu64 " entr%s of the image folder, not images in class "
+		       "folders (named above; --strict stops at one that is neither a file nor a "
+		       "folder)\n",
+		       ignored, ignored == 1 ? "y" : "ies");
+	if (t->be->get_params(t->st, t->params) < 0)
+		return hn_error("cannot read the weights back from the backend");
+	uint64_t hash = sprite_checksum(t->params, t->m->nparams * sizeof(float));
+	printf("weights xxh3 %016" PRIx64 "\n", hash);
+	return t->logf ? log_final(o, t, hash) : 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct hn_opts o;
 	struct hn_checkpoint ck = {0};
+	struct hn_model m;
+	hn_source *src = NULL;
+	struct hn_train t = {.o = &o, .m = &m};
 	char err[HN_ERR_MAX] = "";
+	int rc = 1;
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	hn_opts_parse(argc, argv, &o);
+	hn_opts_parse(argc, argv, &o); /* these two exit 2 on a usage error */
 	hn_opts_check(&o, &ck);
 
-	struct hn_source_options so = {
-		.train_split = o.split,
-		.test_split = o.test_split,
-		.limit = o.limit,
-		.test_limit = o.test_limit,
-		.tile_h = o.tile_h,
-		.tile_w = o.tile_w,
-		.tile_c = o.tile_c,
-		.window = o.window,
-		.seed = o.seed,
-		.batch = (uint32_t)o.batch,
-		.cache_bytes = o.cache,
-		.strict = o.strict,
-		.on_skip = report_skip,
-		.on_ignore = report_ignore,
-		.on_note = o.quiet ? NULL : report_note,
-	};
-	hn_source *src = NULL;
-	if (hn_source_open(o.data, &so, &src, err) < 0)
-		hn_die(1, "--data: %s", err);
-	const struct hn_source_info *di = hn_source_info(src);
-
-	struct hn_model m;
-	if (hn_model_build(o.model, (int)di->c, (int)di->h, (int)di->w, (int)di->nclasses, &m,
-			   err) < 0)
-		hn_die(1, "--model %s with %ux%ux%u tiles and %u classes: %s", o.model, di->h,
-		       di->w, di->c, di->nclasses, err);
-
-	if (o.resume) {
-		if (ck.in_c != m.in_c || ck.in_h != m.in_h || ck.in_w != m.in_w ||
-		    ck.nclasses != m.nclasses || ck.nparams != m.nparams)
-			hn_die(1,
-			       "--resume: the checkpoint's model (%dx%dx%d input, %d classes, "
-			       "%" PRIu64 " parameters) differs from this data's",
-			       ck.in_h, ck.in_w, ck.in_c, ck.nclasses, ck.nparams);
-		if (ck.train_count != di->count[HN_SPLIT_TRAIN])
-			hn_die(1,
-			       "--resume: the checkpoint trained on %" PRIu64
-			       " samples per epoch, this data has %" PRIu64 " (--limit?)",
-			       ck.train_count, di->count[HN_SPLIT_TRAIN]);
-	}
-
+	if (open_source(&o, &src) < 0)
+		goto out_ckpt;
+	t.src = src;
+	if (build_model(&o, &ck, hn_source_info(src), &m) < 0)
+		goto out_source;
 	if (o.plan) {
-		struct hn_plan_input pi = {.model = &m,
-					   .data = di,
-					   .optim = &o.optim,
-					   .batch = o.batch,
-					   .device = o.device};
-		hn_plan_print(stdout, &pi);
-		hn_source_close(src);
-		hn_checkpoint_free(&ck);
-		return 0;
+		print_plan(&o, hn_source_info(src), &m);
+		rc = 0;
+		goto out_source;
 	}
 
-	const struct hn_backend_ops *be = hn_backend_load(o.device, err);
-	if (!be)
-		hn_die(1, "--device %s: %s", o.device, err);
-
-	float *params = malloc(m.nparams * sizeof(float));
-	if (!params)
-		hn_die(1, "out of memory for %zu parameters", m.nparams);
-	if (o.resume)
-		memcpy(params, ck.params, m.nparams * sizeof(float));
-	else
-		hn_model_init_params(&m, o.seed, params);
-
-	/* Pinning this thread first makes threads the backend starts inherit it. */
-	if (o.affinity && sched_setaffinity(0, sizeof o.pin_mask, &o.pin_mask) < 0)
-		hn_die(1, "--affinity %s: %s", o.affinity, strerror(errno));
-
-	struct hn_backend_config cfg = {
-		.threads = o.threads,
-		.max_batch = o.batch,
-		.amp = o.amp,
-		.device_index = 0,
-		.seed = o.seed,
-	};
-	void *st = NULL;
-	err[0] = 0;
-	if (be->create(&m, &o.optim, &cfg, params, &st, err) < 0)
-		hn_die(1, "--device %s: cannot set up the model: %s", o.device, err);
-	if (o.resume && hn_optim_state_per_param(o.optim.kind) && be->set_opt_state(st, ck.opt) < 0)
-		hn_die(1, "--resume: the backend refused the optimizer state");
-	/* And the maths threads that already existed (OpenBLAS starts its pool early). */
-	if (o.affinity && pin_all_threads(&o.pin_mask) < 0)
-		hn_die(1, "--affinity %s: cannot pin the maths threads: %s", o.affinity,
-		       strerror(errno));
-
-	if (o.preload) {
-		double t0 = sprite_now();
-		if (hn_source_preload(src, o.loaders, err) < 0)
-			hn_die(1, "--preload: %s", err);
-		if (!o.quiet)
-			printf("preloaded %" PRIu64 " samples in %.2f s\n",
-			       di->count[0] + di->count[1], sprite_now() - t0);
+	t.be = hn_backend_load(o.device, err);
+	if (!t.be) {
+		hn_error("--device %s: %s", o.device, err);
+		goto out_source;
 	}
+	t.params = initial_params(&o, &ck, &m);
+	if (!t.params)
+		goto out_source;
+	if (start_backend(&o, &ck, &t) < 0)
+		goto out_params;
+	if (o.preload && preload(&o, src) < 0)
+		goto out_backend;
 
-	struct hn_train t = {.o = &o, .src = src, .m = &m, .be = be, .st = st, .params = params};
-	hn_train_init(&t, &ck);
-	if (o.resume && ck.step != t.first_epoch * t.steps_per_epoch)
-		hn_die(1,
-		       "--resume: %" PRIu64 " steps after %" PRIu64
-		       " epochs do not match --batch %d "
-		       "--accum %d over %" PRIu64 " samples",
-		       ck.step, ck.epoch, o.batch, o.accum, t.ntrain);
+	if (plan_run(&o, &ck, &t) < 0)
+		goto out_backend;
+	if (!o.quiet)
+		print_header(&o, &ck, &t);
+	hn_train_run(&t); /* exits 1 itself on a failure inside the loop */
+	rc = report(&o, &t) < 0 ? 1 : 0;
+	if (t.logf)
+		fclose(t.logf);
 
-	FILE *logf = NULL;
-	if (o.log && !(logf = fopen(o.log, "a")))
-		hn_die(1, "--log %s: %s", o.log, strerror(errno));
-	t.logf = logf;
-
-	if (!o.quiet) {
-		printf("data: %s\n", hn_source_describe(src));
-		printf("      %" PRIu64 " train + %" PRIu64
-		       " test samples, tiles %ux%ux%u, %u classes\n",
-		       t.ntrain, t.ntest, di->h, di->w, di->c, di->nclasses);
-		printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64
-		       "\n",
-		       m.name, m.nparams,
-		       o.optim.kind == HN_OPT_ADAM	 ? "adam"
-		       : o.optim.kind == HN_OPT_MOMENTUM ? "momentum"
-							 : "sgd",
-		       o.lr, o.batch, o.accum, o.seed);
-		printf("backend: %s; %d loaders, queue %d\n", be->describe(st), o.loaders, o.queue);
-		if (o.resume)
-			printf("resumed from %s after epoch %" PRIu64 " (step %" PRIu64 ")\n",
-			       o.resume, ck.epoch, ck.step);
-	}
-
-	hn_train_run(&t);
-
-	uint64_t skipped = hn_source_skipped(src);
-	if (skipped && !o.quiet)
-		printf("skipped %" PRIu64
-		       " image file%s that did not decode (named above; --strict "
-		       "stops at the first)\n",
-		       skipped, skipped == 1 ? "" : "s");
-	uint64_t ignored = hn_source_ignored(src);
-	if (ignored && !o.quiet)
-		printf("ignored %" PRIu64
-		       " entr%s of the image folder, not images in class folders (named above; "
-		       "--strict stops at one that is neither a file nor a folder)\n",
-		       ignored, ignored == 1 ? "y" : "ies");
-	uint64_t hash = weights_hash(be, st, params, m.nparams);
-	printf("weights xxh3 %016" PRIx64 "\n", hash);
-	if (logf) {
-		struct hn_final_stats fs = {
-			.epochs = t.end_epoch > t.first_epoch ? t.end_epoch - t.first_epoch : 0,
-			.steps = t.step - t.first_step,
-			.run_epochs = t.end_epoch > t.first_epoch ? t.end_epoch : t.first_epoch,
-			.run_steps = t.step,
-			.samples = t.samples,
-			.weights_xxh3 = hash,
-			.wall_s = t.wall_s,
-			.compute_s = t.compute_s,
-			.data_wait_s = t.data_wait_s,
-			.test_acc = t.test_acc,
-			.source = di->kind,
-			.device = o.device,
-			.model = o.model,
-			.nparams = m.nparams,
-			.skipped_files = hn_source_skipped(src),
-			.ignored_entries = ignored,
-		};
-		if (hn_log_final(logf, &fs) < 0 || fclose(logf) != 0)
-			hn_die(1, "--log %s: write error", o.log);
-	}
-	be->destroy(st);
-	free(params);
-	hn_checkpoint_free(&ck);
+out_backend:
+	t.be->destroy(t.st);
+out_params:
+	free(t.params);
+out_source:
 	hn_source_close(src);
-	return 0;
+out_ckpt:
+	hn_checkpoint_free(&ck);
+	return rc;
 }

@@ -125,15 +125,29 @@ static void print_version(void)
 		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
 }
 
+static void vmessage(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void hn_die(int code, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "%s: ", prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vmessage(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	exit(code);
+}
+
+int hn_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(fmt, ap);
+	va_end(ap);
+	return -1;
 }
 
 /* An integer in [min, max], or exit 2 naming opt (and why, if given, after the range). */

@@ -56,6 +56,8 @@ struct hn_opts {
 
 /* Print "hntrain: " and the message to stderr, and exit with code. */
 void hn_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* The same message, for a caller that unwinds before it exits: returns -1. */
+int hn_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * Fill o with the defaults and then the command line. --help and --version
