@@ -13,7 +13,6 @@
  * message and main unwinds what the steps before it set up, through the
  * labels at its end, and exits 1.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -21,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -59,25 +57,6 @@ static void report_note(void *ctx, const char *note)
 {
 	(void)ctx;
 	fprintf(stderr, "%s%s: note: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, note);
-}
-
-/* Pin every thread that exists now (this one and the maths pool) to set. */
-static int pin_all_threads(const cpu_set_t *set)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		pid_t tid = (pid_t)atoi(e->d_name);
-		if (tid > 0 && sched_setaffinity(tid, sizeof *set, set) < 0)
-			rc = -errno;
-	}
-	closedir(d);
-	return rc;
 }
 
 /* The data source of --data, and the model fitted to its tiles and classes. */
@@ -179,7 +158,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 	    t->be->set_opt_state(t->st, ck->opt) < 0)
 		rc = hn_error("--resume: the backend refused the optimizer state");
 	/* And the maths threads that already existed (OpenBLAS starts its pool early). */
-	else if (o->affinity && pin_all_threads(&o->pin_mask) < 0)
+	else if (o->affinity && hn_cpus_pin_all(&o->pin_mask) < 0)
 		rc = hn_error("--affinity %s: cannot pin the maths threads: %s", o->affinity,
 			      strerror(errno));
 	if (rc < 0)
@@ -293,7 +272,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	hn_opts_parse(argc, argv, &o); /* these two exit 2 on a usage error */
+	hn_opts_parse(argc, argv, &o); /* these two exit on a bad command line */
 	hn_opts_check(&o, &ck);
 
 	if (open_source(&o, &src) < 0)

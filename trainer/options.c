@@ -178,52 +178,6 @@ static double parse_f(const char *opt, const char *s, double min, double max)
 	return v;
 }
 
-/* "0-3,6" into a CPU set; -EINVAL on a malformed list. */
-static int parse_cpus(const char *s, cpu_set_t *set)
-{
-	CPU_ZERO(set);
-	const char *p = s;
-	while (*p) {
-		char *e;
-		errno = 0;
-		long a = strtol(p, &e, 10), b;
-		if (e == p || errno || a < 0 || a >= CPU_SETSIZE)
-			return -EINVAL;
-		b = a;
-		p = e;
-		if (*p == '-') {
-			p++;
-			b = strtol(p, &e, 10);
-			if (e == p || b < a || b >= CPU_SETSIZE)
-				return -EINVAL;
-			p = e;
-		}
-		for (long i = a; i <= b; i++)
-			CPU_SET((int)i, set);
-		if (*p == ',')
-			p++;
-		else if (*p)
-			return -EINVAL;
-	}
-	return CPU_COUNT(set) ? 0 : -EINVAL;
-}
-
-/* A CPU set as a list: "0-3,6". */
-static void format_cpus(const cpu_set_t *set, char *buf, size_t cap)
-{
-	size_t n = 0;
-	buf[0] = 0;
-	for (int i = 0; i < CPU_SETSIZE && n < cap; i++) {
-		if (!CPU_ISSET(i, set) || (i > 0 && CPU_ISSET(i - 1, set)))
-			continue;
-		int j = i;
-		while (j + 1 < CPU_SETSIZE && CPU_ISSET(j + 1, set))
-			j++;
-		n += (size_t)snprintf(buf + n, cap - n, j > i ? "%s%d-%d" : "%s%d", n ? "," : "", i,
-				      j);
-	}
-}
-
 /*
  * Parse an --affinity style list and check that each CPU in it is one this
  * process may run on (sched_setaffinity would refuse a set with none of
@@ -231,13 +185,13 @@ static void format_cpus(const cpu_set_t *set, char *buf, size_t cap)
  */
 static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allowed, cpu_set_t *set)
 {
-	if (parse_cpus(s, set) < 0)
+	if (hn_cpus_parse(s, set) < 0)
 		hn_die(2, "%s: expected a CPU list such as 0-1,3, got \"%s\"", opt, s);
 	for (int i = 0; i < CPU_SETSIZE; i++) {
 		if (!CPU_ISSET(i, set) || CPU_ISSET(i, allowed))
 			continue;
 		char list[256];
-		format_cpus(allowed, list, sizeof list);
+		hn_cpus_format(allowed, list, sizeof list);
 		long ncpu = sysconf(_SC_NPROCESSORS_CONF);
 		hn_die(2, "%s %s: %s CPU %d (this process may use %s)", opt, s,
 		       ncpu > 0 && i >= ncpu ? "no such" : "not allowed:", i, list);
