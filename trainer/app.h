@@ -1,10 +1,11 @@
 /*
  * app.h - the pieces of the hntrain program around the maths (private to
  * trainer/): the loader pipeline, checkpoints, the JSON-lines log, --plan,
- * and the CUDA plugin probe.
+ * CPU lists, and the CUDA plugin probe.
  *
  * All functions return >= 0 or a negative errno with a message in err
- * (HN_ERR_MAX bytes); only hntrain.c prints and exits.
+ * (HN_ERR_MAX bytes); only the program itself (hntrain.c, options.c and
+ * train.c, see options.h and train.h) prints and exits.
  */
 #ifndef HN_APP_H
 #define HN_APP_H
@@ -147,6 +148,15 @@ struct hn_plan_input {
 int hn_plan_print(FILE *f, const struct hn_plan_input *in);
 /* MemAvailable from /proc/meminfo, bytes; -errno if unknown. */
 int64_t hn_mem_available(void);
+
+/* ---- cpus.c: CPU lists and pinning ---- */
+
+/* "0-3,6" into a CPU set: 0, or -EINVAL on a malformed or empty list. */
+int hn_cpus_parse(const char *s, cpu_set_t *set);
+/* A CPU set as a list, "0-3,6", cut at cap bytes. */
+void hn_cpus_format(const cpu_set_t *set, char *buf, size_t cap);
+/* Pin every thread that exists now (this one and the maths pool) to set: 0 or -errno. */
+int hn_cpus_pin_all(const cpu_set_t *set);
 
 /* ---- backend_load.c ---- */
 

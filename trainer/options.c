@@ -1,0 +1,787 @@
+/*
+ * options.c - hntrain's command line: the usage text, the option table,
+ * the parsing of each value and the checks across options, with every
+ * message they print.
+ *
+ * Everything here runs before any data is read, so that a typo costs no
+ * epoch: values are checked as they are parsed, CPU lists against the CPUs
+ * the process may use, options against the kind of --data (from its name
+ * alone), outputs against the inputs they could overwrite, and a --resume
+ * checkpoint against what the command line says. A usage error exits 2, a
+ * file that cannot be used exits 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "common/format.h"
+#include "common/util.h"
+#include "trainer/app.h"
+#include "trainer/backend.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/options.h"
+#include "trainer/team.h"
+
+static const char *prog = HN_PROG;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hntrain --data PATH [options]\n"
+		"\n"
+		"Train an image classifier on CPU (OpenBLAS) or GPU (CUDA plugin), reporting\n"
+		"compute time and data-wait time apart.\n"
+		"\n"
+		"data:\n"
+		"  --data PATH          a spritefs mount, a store file (*.sprites), an image "
+		"folder\n"
+		"                       (TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or "
+		"ROOT/<class>/), "
+		"or a\n"
+		"                       folder of IDX files\n"
+		"  --split NAME         training split (train)\n"
+		"  --test-split NAME    evaluation split, or none (test)\n"
+		"  --limit N            train on the first N samples only\n"
+		"  --test-limit N       evaluate on the first N test samples only\n"
+		"  --preload            read the whole data set into RAM first (zero-I/O "
+		"baseline)\n"
+		"  --strict             image folders: stop at a file that does not decode, or\n"
+		"                       an entry that is neither a file nor a folder (default:\n"
+		"                       report it and train without it)\n"
+		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
+		"image)\n"
+		"  --window N           windowed order: shuffle N sheets at a time (larger than "
+		"RAM)\n"
+		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
+		"  --loaders N          loader threads (2)\n"
+		"  --queue N            batches read ahead (8)\n"
+		"model and training:\n"
+		"  --model M            mlp, cnn, lenet5, or a spec such as c32k3-r-m2-d128-r "
+		"(cnn)\n"
+		"  --optim O            sgd, momentum or adam (momentum)\n"
+		"  --lr X               learning rate (0.05; adam 0.001)\n"
+		"  --momentum X         momentum (0.9)\n"
+		"  --wd X               weight decay (5e-4 for sgd/momentum; adam 0)\n"
+		"  --schedule S         constant, step or cosine (cosine)\n"
+		"  --step-epochs N      step schedule: multiply lr by --gamma every N epochs (5)\n"
+		"  --gamma X            step schedule factor (0.1)\n"
+		"  --warmup N           linear warm-up over the first N optimizer steps (0)\n"
+		"  --batch N            samples per batch (64)\n"
+		"  --accum K            accumulate gradients over K batches per step (1)\n"
+		"  --epochs N           epochs in the run, counting resumed ones (1)\n"
+		"  --stop-after N       stop after epoch N (the schedule still spans --epochs)\n"
+		"  --seed N             seed of the sample order, weights and dropout (1)\n"
+		"compute:\n"
+		"  --device D           cpu or gpu (cpu)\n"
+		"  --threads N          maths threads, 1-64 (default: the backend's)\n"
+		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. "
+		"0-1\n"
+		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
+		"had)\n"
+		"  --amp                gpu: mixed precision\n"
+		"output:\n"
+		"  --plan               print the memory the run needs and exit\n"
+		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
+		"folder\n"
+		"                       is checked first); FILE must be new, empty or a\n"
+		"                       checkpoint, and not in the data\n"
+		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
+		"                       epochs too, unless given here); one with all the run's\n"
+		"                       epochs is evaluated on the test split\n"
+		"  --log FILE           JSON lines: one per epoch, then a final one\n"
+		"                       (not in the data, nor the --checkpoint or --resume "
+		"file)\n"
+		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
+		"  -V, --version        the version, store format and backends, and exit\n"
+		"  --help               this text\n"
+		"\n"
+		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
+		"format.\n");
+}
+
+/* Cheap: the plugin is looked for, not loaded, so no CUDA library or GPU is touched. */
+static void print_version(void)
+{
+	char plugin[PATH_MAX];
+	printf("hntrain %s (store format %u)\n", HNTRAIN_VERSION, SPRITE_VERSION);
+	printf("cpu: %s\n", hn_backend_cpu_library());
+	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0)
+		printf("gpu: CUDA plugin %s (--device gpu loads it and looks for a GPU)\n", plugin);
+	else
+		printf("gpu: not built (no %s next to hntrain, in %s, or in "
+		       "$HNTRAIN_CUDA_PLUGIN)\n",
+		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
+}
+
+static void vmessage(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void hn_die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(fmt, ap);
+	va_end(ap);
+	exit(code);
+}
+
+int hn_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* An integer in [min, max], or exit 2 naming opt (and why, if given, after the range). */
+static uint64_t parse_u64_why(const char *opt, const char *s, uint64_t min, uint64_t max,
+			      const char *why)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = s && *s && *s != '-' ? strtoull(s, &end, 10) : 0;
+	if (!s || !*s || *s == '-' || errno || *end || v < min || v > max)
+		hn_die(2, "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "]%s%s%s, got \"%s\"",
+		       opt, min, max, why ? " (" : "", why ? why : "", why ? ")" : "", s ? s : "");
+	return v;
+}
+
+static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
+{
+	return parse_u64_why(opt, s, min, max, NULL);
+}
+
+static double parse_f(const char *opt, const char *s, double min, double max)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !*s || !isfinite(v) || v < min || v > max)
+		hn_die(2, "%s: expected a number in [%g, %g], got \"%s\"", opt, min, max, s);
+	return v;
+}
+
+/*
+ * Parse an --affinity style list and check that each CPU in it is one this
+ * process may run on (sched_setaffinity would refuse a set with none of
+ * them, and quietly drop the others): a usage error, exit 2.
+ */
+static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allowed, cpu_set_t *set)
+{
+	if (hn_cpus_parse(s, set) < 0)
+		hn_die(2, "%s: expected a CPU list such as 0-1,3, got \"%s\"", opt, s);
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		if (!CPU_ISSET(i, set) || CPU_ISSET(i, allowed))
+			continue;
+		char list[256];
+		hn_cpus_format(allowed, list, sizeof list);
+		long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+		hn_die(2, "%s %s: %s CPU %d (this process may use %s)", opt, s,
+		       ncpu > 0 && i >= ncpu ? "no such" : "not allowed:", i, list);
+	}
+}
+
+/*
+ * The name of a file that may not exist yet, made canonical: realpath of
+ * the file, or of its folder with the last name appended; the path as given
+ * when not even the folder resolves.
+ */
+static void canonical_name(const char *path, char *out, size_t cap)
+{
+	char real[PATH_MAX], dir[PATH_MAX];
+	if (realpath(path, real)) {
+		snprintf(out, cap, "%s", real);
+		return;
+	}
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (slash == dir)
+		snprintf(dir, sizeof dir, "/");
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof dir, ".");
+	int n = realpath(dir, real)
+			? snprintf(out, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base)
+			: -1;
+	if (n < 0 || (size_t)n >= cap)
+		snprintf(out, cap, "%s", path);
+}
+
+/* Do a and b name one file: the same inode when both exist, else the same canonical name. */
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+	if (ea || eb)
+		return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+	canonical_name(a, ca, sizeof ca);
+	canonical_name(b, cb, sizeof cb);
+	return !strcmp(ca, cb);
+}
+
+/*
+ * Whether --log may append to path: a new or empty file, one that starts as
+ * a JSON-lines log does, or no regular file at all (/dev/stderr, a FIFO).
+ */
+static int log_appendable(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char c = 0;
+	int ok = fd >= 0 && pread(fd, &c, 1, 0) == 1 && c == '{';
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Is path (existing or not) below the folder dir? */
+static int inside_folder(const char *path, const char *dir)
+{
+	char cp[PATH_MAX + 256], cd[PATH_MAX];
+	if (!realpath(dir, cd))
+		return 0;
+	canonical_name(path, cp, sizeof cp);
+	size_t n = strlen(cd);
+	return !strcmp(cd, "/") || (!strncmp(cp, cd, n) && cp[n] == '/');
+}
+
+/*
+ * An option that only one kind of source reads is refused for the others
+ * (exit 2), as spritefs-pack refuses the options of another mode: --tile
+ * given with a store would look as if it had shaped the tiles.
+ */
+static void check_source_options(const struct hn_opts *o, int kind)
+{
+	static const char *const kinds[] = {
+		[HN_SOURCE_STORE] = "a store file",
+		[HN_SOURCE_MOUNT] = "a spritefs mount",
+		[HN_SOURCE_IDX] = "an IDX folder",
+		[HN_SOURCE_IMAGES] = "an image folder",
+	};
+	static const char *const fixed_tiles =
+		"its samples have the tile shape they were stored with";
+	const struct {
+		int given;
+		const char *opt, *only;
+		int kind;
+		const char *why[HN_SOURCE_IMAGES + 1];
+	} rules[] = {
+		{o->given_tile,
+		 "--tile",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
+		{o->strict,
+		 "--strict",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {"a sheet that does not verify stops the run anyway",
+		  "a sheet the mount cannot verify stops the run anyway",
+		  "it is loaded whole, and a bad file stops the run anyway"}},
+		{o->given_cache,
+		 "--cache",
+		 "store files",
+		 HN_SOURCE_STORE,
+		 {NULL, "the mount caches sheets itself (mount it with -o cache=SIZE)",
+		  "it is loaded whole", "image files are decoded as they are read, not cached"}},
+	};
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+		if (rules[i].given && kind != rules[i].kind)
+			hn_die(2, "%s does not apply to %s (%s): %s; %s is for %s only",
+			       rules[i].opt, kinds[kind], o->data, rules[i].why[kind], rules[i].opt,
+			       rules[i].only);
+}
+
+/*
+ * --checkpoint and --log write files: refuse up front (a usage error, exit
+ * 2) when one names the data, the checkpoint being resumed or the other
+ * output, which it would replace (a checkpoint is renamed over its name) or
+ * append JSON to. --checkpoint naming the --resume file is the normal way
+ * to continue a run in place. A folder of data (image tree, IDX files, a
+ * mount) takes no outputs either: a checkpoint in a class folder would be
+ * read as an image next time.
+ */
+static void check_outputs(const struct hn_opts *o)
+{
+	struct stat st;
+	int data_dir = stat(o->data, &st) == 0 && S_ISDIR(st.st_mode);
+	const struct {
+		const char *opt, *path, *harm;
+	} out[] = {
+		{"--checkpoint", o->checkpoint, "replace it with a checkpoint"},
+		{"--log", o->log, "append JSON lines to it"},
+	};
+	if (o->checkpoint && o->log && same_file(o->checkpoint, o->log))
+		hn_die(2, "--checkpoint and --log both name %s: give them different files",
+		       o->checkpoint);
+	for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+		const char *opt = out[i].opt, *path = out[i].path;
+		if (!path)
+			continue;
+		if (!data_dir && same_file(path, o->data))
+			hn_die(2,
+			       "%s %s is the --data store: this would %s; give another file name",
+			       opt, path, out[i].harm);
+		if (data_dir && inside_folder(path, o->data))
+			hn_die(2,
+			       "%s %s is inside the --data folder %s: write it outside the data (a "
+			       "file there could be read as data)",
+			       opt, path, o->data);
+		if (i > 0 && o->resume && same_file(path, o->resume))
+			hn_die(2, "%s %s is the --resume checkpoint: this would %s", opt, path,
+			       out[i].harm);
+	}
+}
+
+static void parse_opts(int argc, char **argv, struct hn_opts *o)
+{
+	enum {
+		O_DATA = 256,
+		O_SPLIT,
+		O_TEST_SPLIT,
+		O_LIMIT,
+		O_TEST_LIMIT,
+		O_PRELOAD,
+		O_TILE,
+		O_WINDOW,
+		O_CACHE,
+		O_LOADERS,
+		O_QUEUE,
+		O_MODEL,
+		O_OPTIM,
+		O_LR,
+		O_MOMENTUM,
+		O_WD,
+		O_SCHEDULE,
+		O_STEP_EPOCHS,
+		O_GAMMA,
+		O_WARMUP,
+		O_BATCH,
+		O_ACCUM,
+		O_EPOCHS,
+		O_STOP_AFTER,
+		O_SEED,
+		O_DEVICE,
+		O_THREADS,
+		O_AFFINITY,
+		O_LOADER_AFFINITY,
+		O_AMP,
+		O_PLAN,
+		O_CHECKPOINT,
+		O_RESUME,
+		O_LOG,
+		O_STRICT,
+		O_QUIET,
+		O_HELP,
+		O_VERSION,
+	};
+	static const struct option lo[] = {
+		{"data", required_argument, 0, O_DATA},
+		{"split", required_argument, 0, O_SPLIT},
+		{"test-split", required_argument, 0, O_TEST_SPLIT},
+		{"limit", required_argument, 0, O_LIMIT},
+		{"test-limit", required_argument, 0, O_TEST_LIMIT},
+		{"preload", no_argument, 0, O_PRELOAD},
+		{"tile", required_argument, 0, O_TILE},
+		{"window", required_argument, 0, O_WINDOW},
+		{"cache", required_argument, 0, O_CACHE},
+		{"loaders", required_argument, 0, O_LOADERS},
+		{"queue", required_argument, 0, O_QUEUE},
+		{"model", required_argument, 0, O_MODEL},
+		{"optim", required_argument, 0, O_OPTIM},
+		{"lr", required_argument, 0, O_LR},
+		{"momentum", required_argument, 0, O_MOMENTUM},
+		{"wd", required_argument, 0, O_WD},
+		{"schedule", required_argument, 0, O_SCHEDULE},
+		{"step-epochs", required_argument, 0, O_STEP_EPOCHS},
+		{"gamma", required_argument, 0, O_GAMMA},
+		{"warmup", required_argument, 0, O_WARMUP},
+		{"batch", required_argument, 0, O_BATCH},
+		{"accum", required_argument, 0, O_ACCUM},
+		{"epochs", required_argument, 0, O_EPOCHS},
+		{"stop-after", required_argument, 0, O_STOP_AFTER},
+		{"seed", required_argument, 0, O_SEED},
+		{"device", required_argument, 0, O_DEVICE},
+		{"threads", required_argument, 0, O_THREADS},
+		{"affinity", required_argument, 0, O_AFFINITY},
+		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
+		{"amp", no_argument, 0, O_AMP},
+		{"plan", no_argument, 0, O_PLAN},
+		{"checkpoint", required_argument, 0, O_CHECKPOINT},
+		{"resume", required_argument, 0, O_RESUME},
+		{"log", required_argument, 0, O_LOG},
+		{"strict", no_argument, 0, O_STRICT},
+		{"quiet", no_argument, 0, O_QUIET},
+		{"help", no_argument, 0, O_HELP},
+		{"version", no_argument, 0, O_VERSION},
+		{0, 0, 0, 0},
+	};
+	char err[HN_ERR_MAX];
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
+		switch (c) {
+		case O_DATA:
+			o->data = optarg;
+			break;
+		case O_SPLIT:
+			o->split = optarg;
+			break;
+		case O_TEST_SPLIT:
+			o->test_split = optarg;
+			break;
+		case O_LIMIT:
+			o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX);
+			break;
+		case O_TEST_LIMIT:
+			o->test_limit = parse_u64("--test-limit", optarg, 1, UINT32_MAX);
+			break;
+		case O_PRELOAD:
+			o->preload = 1;
+			break;
+		case O_STRICT:
+			o->strict = 1;
+			break;
+		case O_TILE: {
+			unsigned h = 0, w = 0, ch = 0;
+			int n = sscanf(optarg, "%ux%ux%u", &h, &w, &ch);
+			if (n < 2 || !h || !w || h > 4096 || w > 4096 ||
+			    (n == 3 && (ch != 1 && ch != 3)))
+				hn_die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"",
+				       optarg);
+			o->tile_h = h;
+			o->tile_w = w;
+			o->tile_c = n == 3 ? ch : 0;
+			o->given_tile = 1;
+			break;
+		}
+		case O_WINDOW:
+			o->window = (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
+			o->given_window = 1;
+			break;
+		case O_CACHE:
+			if (sprite_parse_size(optarg, &o->cache) < 0)
+				hn_die(2, "--cache: expected a size such as 512M, got \"%s\"",
+				       optarg);
+			o->given_cache = 1;
+			break;
+		case O_LOADERS:
+			o->loaders = (int)parse_u64("--loaders", optarg, 1, 64);
+			break;
+		case O_QUEUE:
+			o->queue = (int)parse_u64("--queue", optarg, 1, 1024);
+			break;
+		case O_MODEL:
+			/* The spelling now; whether it fits the tiles once the data is open. */
+			if (hn_model_check_spec(optarg, err) < 0)
+				hn_die(2, "--model %s: %s", optarg, err);
+			o->model = optarg;
+			o->given_model = 1;
+			break;
+		case O_OPTIM:
+			if (!strcmp(optarg, "sgd"))
+				o->optim.kind = HN_OPT_SGD;
+			else if (!strcmp(optarg, "momentum"))
+				o->optim.kind = HN_OPT_MOMENTUM;
+			else if (!strcmp(optarg, "adam"))
+				o->optim.kind = HN_OPT_ADAM;
+			else
+				hn_die(2, "--optim: expected sgd, momentum or adam, got \"%s\"",
+				       optarg);
+			o->given_optim = 1;
+			break;
+		case O_LR:
+			o->lr = parse_f("--lr", optarg, 1e-12, 1e3);
+			o->given_lr = 1;
+			break;
+		case O_MOMENTUM:
+			o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999);
+			break;
+		case O_WD:
+			o->optim.weight_decay = (float)parse_f("--wd", optarg, 0, 1);
+			o->given_wd = 1;
+			break;
+		case O_SCHEDULE:
+			if (!strcmp(optarg, "constant"))
+				o->sched = HN_SCHED_CONSTANT;
+			else if (!strcmp(optarg, "step"))
+				o->sched = HN_SCHED_STEP;
+			else if (!strcmp(optarg, "cosine"))
+				o->sched = HN_SCHED_COSINE;
+			else
+				hn_die(2,
+				       "--schedule: expected constant, step or cosine, got \"%s\"",
+				       optarg);
+			o->given_sched = 1;
+			break;
+		case O_STEP_EPOCHS:
+			o->step_epochs = parse_u64("--step-epochs", optarg, 1, 1000000);
+			o->given_step_epochs = 1;
+			break;
+		case O_GAMMA:
+			o->gamma = parse_f("--gamma", optarg, 1e-6, 1);
+			o->given_gamma = 1;
+			break;
+		case O_WARMUP:
+			o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX);
+			o->given_warmup = 1;
+			break;
+		case O_BATCH:
+			o->batch = (int)parse_u64("--batch", optarg, 1, 65536);
+			o->given_batch = 1;
+			break;
+		case O_ACCUM:
+			o->accum = (int)parse_u64("--accum", optarg, 1, 65536);
+			o->given_accum = 1;
+			break;
+		case O_EPOCHS:
+			o->epochs = parse_u64("--epochs", optarg, 1, 1000000);
+			o->given_epochs = 1;
+			break;
+		case O_STOP_AFTER:
+			o->stop_after = parse_u64("--stop-after", optarg, 1, 1000000);
+			break;
+		case O_SEED:
+			o->seed = parse_u64("--seed", optarg, 0, UINT64_MAX);
+			o->given_seed = 1;
+			break;
+		case O_DEVICE:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu"))
+				hn_die(2, "--device: expected cpu or gpu, got \"%s\"", optarg);
+			o->device = optarg;
+			break;
+		case O_THREADS:
+			o->threads = (int)parse_u64_why("--threads", optarg, 1, HN_TEAM_MAX,
+							"the CPU backend runs at most 64");
+			break;
+		case O_AFFINITY:
+			o->affinity = optarg;
+			break;
+		case O_LOADER_AFFINITY:
+			o->loader_affinity = optarg;
+			break;
+		case O_AMP:
+			o->amp = 1;
+			break;
+		case O_PLAN:
+			o->plan = 1;
+			break;
+		case O_CHECKPOINT:
+			o->checkpoint = optarg;
+			break;
+		case O_RESUME:
+			o->resume = optarg;
+			break;
+		case O_LOG:
+			o->log = optarg;
+			break;
+		case O_QUIET:
+			o->quiet = 1;
+			break;
+		case 'h':
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		case 'V':
+		case O_VERSION:
+			print_version();
+			exit(0);
+		case ':':
+			hn_die(2, "option %s needs a value (see --help)", argv[optind - 1]);
+		default:
+			if (optopt && optopt < 256)
+				hn_die(2, "unknown option -%c (see --help)", optopt);
+			hn_die(2, "unknown or incomplete option \"%s\" (see --help)",
+			       argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		hn_die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
+	if (!o->data)
+		hn_die(2, "--data PATH is required (see --help)");
+	if (!o->given_lr)
+		o->lr = -1; /* the optimizer's default, once --resume has said which */
+	if (o->amp && strcmp(o->device, "gpu"))
+		hn_die(2, "--amp needs --device gpu");
+}
+
+static const char *const sched_names[] = {"constant", "step", "cosine"};
+
+/*
+ * The schedule a checkpoint was trained with is used for what the command
+ * line leaves out, so that `--resume FILE` alone continues the run as
+ * planned. What the command line gives wins, with a note, because the run
+ * then no longer continues the one it resumes.
+ */
+static void resume_schedule(struct hn_opts *o, const struct hn_checkpoint *ck)
+{
+	if (!ck->has_schedule) {
+		fprintf(stderr,
+			"%s: note: %s is a version-1 checkpoint without its schedule; --lr, "
+			"--schedule, --gamma, --step-epochs, --warmup and --epochs come from the "
+			"command line\n",
+			prog, o->resume);
+		return;
+	}
+	const char *why = "differs from the checkpoint's";
+	if (!o->given_lr)
+		o->lr = ck->lr;
+	else if (o->lr != ck->lr)
+		fprintf(stderr, "%s: note: --lr %g %s %g\n", prog, o->lr, why, ck->lr);
+	if (!o->given_sched)
+		o->sched = (enum hn_sched)ck->sched;
+	else if ((uint32_t)o->sched != ck->sched)
+		fprintf(stderr, "%s: note: --schedule %s %s %s\n", prog, sched_names[o->sched], why,
+			sched_names[ck->sched]);
+	if (!o->given_gamma)
+		o->gamma = ck->gamma;
+	else if (o->gamma != ck->gamma)
+		fprintf(stderr, "%s: note: --gamma %g %s %g\n", prog, o->gamma, why, ck->gamma);
+	if (!o->given_step_epochs)
+		o->step_epochs = ck->step_epochs;
+	else if (o->step_epochs != ck->step_epochs)
+		fprintf(stderr, "%s: note: --step-epochs %" PRIu64 " %s %" PRIu64 "\n", prog,
+			o->step_epochs, why, ck->step_epochs);
+	if (!o->given_warmup)
+		o->warmup = ck->warmup;
+	else if (o->warmup != ck->warmup)
+		fprintf(stderr, "%s: note: --warmup %" PRIu64 " %s %" PRIu64 "\n", prog, o->warmup,
+			why, ck->warmup);
+	if (!o->given_epochs)
+		o->epochs = ck->epochs;
+	else if (o->epochs != ck->epochs && o->epochs >= ck->epoch) /* fewer: refused after */
+		fprintf(stderr, "%s: note: --epochs %" PRIu64 " %s %" PRIu64 "%s\n", prog,
+			o->epochs, why, ck->epochs,
+			o->sched != HN_SCHED_COSINE ? ""
+			: o->epochs > ck->epochs    ? " (the cosine schedule is stretched)"
+						    : " (the cosine schedule is shortened)");
+}
+
+void hn_opts_parse(int argc, char **argv, struct hn_opts *o)
+{
+	*o = (struct hn_opts){
+		.split = "train",
+		.test_split = "test",
+		.model = "cnn",
+		.optim = {.kind = HN_OPT_MOMENTUM,
+			  .momentum = 0.9f,
+			  .beta1 = 0.9f,
+			  .beta2 = 0.999f,
+			  .eps = 1e-8f},
+		.sched = HN_SCHED_COSINE,
+		.step_epochs = 5,
+		.gamma = 0.1,
+		.batch = 64,
+		.accum = 1,
+		.epochs = 1,
+		.seed = 1,
+		.loaders = 2,
+		.queue = 8,
+		.device = "cpu",
+	};
+	parse_opts(argc, argv, o);
+	/* CPU lists are checked against the CPUs this process may use, before any work. */
+	cpu_set_t orig_mask;
+	sched_getaffinity(0, sizeof orig_mask, &orig_mask);
+	o->loader_mask = orig_mask;
+	if (o->affinity)
+		parse_cpus_opt("--affinity", o->affinity, &orig_mask, &o->pin_mask);
+	if (o->loader_affinity)
+		parse_cpus_opt("--loader-affinity", o->loader_affinity, &orig_mask,
+			       &o->loader_mask);
+}
+
+/* A checkpoint decides model, optimizer, order and batch: a mismatch is an error. */
+static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
+{
+	char err[HN_ERR_MAX] = "";
+	if (hn_checkpoint_load(o->resume, ck, err) < 0)
+		hn_die(1, "--resume: %s", err);
+	if (o->given_model && strcmp(o->model, ck->spec))
+		hn_die(1, "--resume: the checkpoint trains model \"%s\", not \"%s\"", ck->spec,
+		       o->model);
+	if (o->given_optim && o->optim.kind != ck->optim.kind)
+		hn_die(1, "--resume: the checkpoint uses another --optim");
+	if (o->given_seed && o->seed != ck->seed)
+		hn_die(1, "--resume: the checkpoint was trained with --seed %" PRIu64, ck->seed);
+	if ((o->given_batch && (uint32_t)o->batch != ck->batch) ||
+	    (o->given_accum && (uint32_t)o->accum != ck->accum) ||
+	    (o->given_window && o->window != ck->window))
+		hn_die(1, "--resume: the checkpoint uses --batch %u --accum %u --window %u",
+		       ck->batch, ck->accum, ck->window);
+	o->model = ck->spec;
+	o->optim = ck->optim;
+	o->seed = ck->seed;
+	o->batch = (int)ck->batch;
+	o->accum = (int)ck->accum;
+	o->window = ck->window;
+	resume_schedule(o, ck);
+}
+
+void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck)
+{
+	char err[HN_ERR_MAX] = "";
+	/* What --data is decides which options apply: found from names, nothing read yet. */
+	int kind = hn_source_kind(o->data, err);
+	if (kind < 0)
+		hn_die(1, "--data: %s", err);
+	if (kind == HN_SOURCE_IN_MOUNT)
+		hn_die(2, "--data: %s", err);
+	check_source_options(o, kind);
+	check_outputs(o);
+
+	if (o->resume)
+		check_resume(o, ck);
+	if (o->checkpoint && hn_checkpoint_check_dest(o->checkpoint, err) < 0)
+		hn_die(1, "--checkpoint %s: %s", o->checkpoint, err);
+	if (o->checkpoint && hn_checkpoint_check_replace(o->checkpoint, err) < 0)
+		hn_die(2, "--checkpoint: %s", err);
+	if (o->log && !log_appendable(o->log))
+		hn_die(2,
+		       "--log %s: a file that is not a JSON-lines log (its first byte is not '{'); "
+		       "appending would mix the two: give another file name, or remove it first",
+		       o->log);
+	if (o->stop_after && o->stop_after > o->epochs)
+		hn_die(2, "--stop-after %" PRIu64 " is beyond --epochs %" PRIu64, o->stop_after,
+		       o->epochs);
+	/* A run cannot end before the epochs the checkpoint has trained; at them, it evaluates. */
+	if (o->resume && o->epochs < ck->epoch)
+		hn_die(2,
+		       "--epochs %" PRIu64 " is fewer than the %" PRIu64 " epochs %s has trained "
+		       "(give %" PRIu64 " or more, or leave --epochs out)",
+		       o->epochs, ck->epoch, o->resume, ck->epoch);
+	if (o->resume && o->stop_after && o->stop_after < ck->epoch)
+		hn_die(2,
+		       "--stop-after %" PRIu64 ": %s has already trained %" PRIu64 " of %" PRIu64
+		       " epochs (give %" PRIu64 " or more, or leave --stop-after out)",
+		       o->stop_after, o->resume, ck->epoch, o->epochs, ck->epoch);
+
+	/* Defaults that train the cnn past 91% on Fashion-MNIST in 15 epochs (docs/HNTRAIN.md). */
+	if (o->lr < 0)
+		o->lr = o->optim.kind == HN_OPT_ADAM ? 0.001 : 0.05;
+	if (!o->resume && !o->given_wd &&
+	    o->optim.kind != HN_OPT_ADAM) /* a checkpoint keeps its own */
+		o->optim.weight_decay = 5e-4f;
+}

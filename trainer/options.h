@@ -1,0 +1,79 @@
+/*
+ * options.h - hntrain's command line (private to trainer/): the options a
+ * run is given, their parsing and the checks across them.
+ *
+ * Unlike the rest of trainer/, these functions are the program's own: a
+ * usage error prints its message and exits 2 (a bad file exits 1), as main
+ * would, so that every message a user sees about an option is written next
+ * to the option's parsing. Only hntrain.c, options.c and train.c print and
+ * exit.
+ */
+#ifndef HN_OPTIONS_H
+#define HN_OPTIONS_H
+
+#include <sched.h>
+#include <stdint.h>
+
+#include "trainer/app.h"
+#include "trainer/backend.h"
+
+#define HN_PROG "hntrain" /* the name messages start with */
+
+enum hn_sched { HN_SCHED_CONSTANT, HN_SCHED_STEP, HN_SCHED_COSINE };
+
+struct hn_opts {
+	const char *data, *split, *test_split;
+	uint64_t limit, test_limit;
+	int preload;
+	int strict;
+	uint32_t tile_h, tile_w, tile_c;
+	uint32_t window;
+	uint64_t cache;
+	const char *model;
+	struct hn_optim optim;
+	double lr;
+	enum hn_sched sched;
+	uint64_t step_epochs;
+	double gamma;
+	uint64_t warmup;
+	int batch, accum;
+	uint64_t epochs, stop_after;
+	uint64_t seed;
+	int threads, loaders, queue;
+	const char *affinity, *loader_affinity;
+	/* --affinity's CPUs (when given); --loader-affinity's, else those the process had */
+	cpu_set_t pin_mask, loader_mask;
+	const char *device;
+	int amp, plan, quiet;
+	const char *checkpoint, *resume, *log;
+	/* given explicitly on the command line (checked against --resume) */
+	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
+	/* given explicitly: these override what a --resume checkpoint says */
+	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
+	/* given explicitly: each applies to one kind of source only */
+	int given_tile, given_cache;
+};
+
+/* Print "hntrain: " and the message to stderr, and exit with code. */
+void hn_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* The same message, for a caller that unwinds before it exits: returns -1. */
+int hn_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Fill o with the defaults and then the command line. --help and --version
+ * print and exit 0; a malformed value, an unknown option or a CPU list
+ * naming a CPU the process may not use exits 2. Nothing is opened.
+ */
+void hn_opts_parse(int argc, char **argv, struct hn_opts *o);
+
+/*
+ * The checks across options, before any data is read: the options that do
+ * not apply to what --data is, outputs that would overwrite an input, and
+ * with --resume the checkpoint (loaded into ck, which the caller frees with
+ * hn_checkpoint_free) against the command line. The model, optimizer, seed,
+ * batch and schedule a checkpoint trained with are taken into o; then the
+ * defaults that depend on the optimizer (lr, weight decay) are set.
+ */
+void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck);
+
+#endif

@@ -1,0 +1,378 @@
+/*
+ * train.c - the epoch loop: batches from the loader queue to the backend,
+ * the learning-rate schedule, the evaluation after each epoch, and the
+ * per-epoch line, --log record and --checkpoint.
+ *
+ * This thread takes ready batches from the loader queue and hands them to
+ * the backend; the time it spends blocked on the queue is data wait, the
+ * time inside the backend calls is compute, and the two are reported apart
+ * per epoch, which is the point of the program. One step (train_step) is
+ * one batch: with --accum K the gradients of K batches are summed and the
+ * K-th applies them, so steps count optimizer updates, not batches.
+ * Everything that decides the numbers (the order, dropout) derives from
+ * --seed and the step count, so a resumed run continues bit for bit.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "trainer/app.h"
+#include "trainer/backend.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/options.h"
+#include "trainer/train.h"
+
+#define HN_LOSS_DIVERGED 1e4 /* mean loss per sample; ln(classes) is where training starts */
+
+/* One epoch's counts, summed over its steps. */
+struct epoch {
+	uint64_t e; /* 0-based */
+	double wait, compute, loss, lr;
+	uint64_t correct, seen;
+	struct sprite_progress bar;
+};
+
+double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total)
+{
+	double lr = o->lr;
+	if (o->warmup && s < o->warmup)
+		return lr * (double)(s + 1) / (double)o->warmup;
+	switch (o->sched) {
+	case HN_SCHED_CONSTANT:
+		break;
+	case HN_SCHED_STEP:
+		lr *= pow(o->gamma, (double)((s / steps_per_epoch) / o->step_epochs));
+		break;
+	case HN_SCHED_COSINE: {
+		double span = total > o->warmup ? (double)(total - o->warmup) : 1;
+		double t = (double)(s - o->warmup) / span;
+		lr *= 0.5 * (1 + cos(M_PI * (t > 1 ? 1 : t)));
+		break;
+	}
+	}
+	return lr;
+}
+
+void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
+		 struct hn_eval *r)
+{
+	char err[HN_ERR_MAX];
+	double t0 = sprite_now();
+	memset(r, 0, sizeof *r);
+	for (uint64_t b = 0; b < nb; b++) {
+		struct hn_batch *bt;
+		if (hn_loader_next(ld, &bt, err) < 0) {
+			hn_loader_stop(ld);
+			hn_die(1, "reading the test data: %s", err);
+		}
+		struct hn_step_result res = {0};
+		int rc = bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res) : 0;
+		if (rc < 0) {
+			hn_loader_stop(ld);
+			hn_die(1, "evaluation failed: %s", strerror(-rc));
+		}
+		r->loss += res.loss_sum;
+		r->correct += (uint64_t)res.correct;
+		r->seen += (uint64_t)bt->n;
+		hn_loader_release(ld, bt);
+	}
+	r->secs = sprite_now() - t0;
+}
+
+void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
+{
+	const struct hn_opts *o = t->o;
+	const struct hn_source_info *di = hn_source_info(t->src);
+	t->ntrain = di->count[HN_SPLIT_TRAIN];
+	t->ntest = di->count[HN_SPLIT_TEST];
+	t->nb_train = hn_batches(t->ntrain, o->batch);
+	t->nb_test = hn_batches(t->ntest, o->batch);
+	t->steps_per_epoch = (t->nb_train + (uint64_t)o->accum - 1) / (uint64_t)o->accum;
+	t->total_steps = t->steps_per_epoch * o->epochs;
+	t->first_epoch = o->resume ? ck->epoch : 0;
+	t->end_epoch = o->stop_after ? o->stop_after : o->epochs;
+	t->step = o->resume ? ck->step : 0;
+	t->first_step = t->step;
+	t->micro = 0;
+	t->pending = 0;
+	t->wall_s = t->compute_s = t->data_wait_s = 0;
+	t->samples = 0;
+	t->test_acc = -1;
+}
+
+/*
+ * The samples a batch's gradients are averaged over: those the batch holds,
+ * or with --accum those its group plans (a batch short of image files that
+ * did not decode is then weighted a little less).
+ */
+static int group_samples(const struct hn_train *t, int n, uint64_t g0, uint64_t g_end)
+{
+	uint64_t batch = (uint64_t)t->o->batch;
+	uint64_t s_end = g_end * batch;
+	if (t->o->accum == 1)
+		return n;
+	return (int)((s_end < t->ntrain ? s_end : t->ntrain) - g0 * batch);
+}
+
+/*
+ * A mean cross-entropy above HN_LOSS_DIVERGED means logits wrong by that
+ * much: the run has diverged even if the stable loss has not overflowed to
+ * NaN yet.
+ */
+static void check_loss(const struct hn_train *t, const struct hn_step_result *res, int n,
+		       uint64_t e, uint64_t b, double lr)
+{
+	double mean = res->loss_sum / (n ? n : 1);
+	if (isfinite(mean) && mean <= HN_LOSS_DIVERGED)
+		return;
+	hn_die(1,
+	       "the loss became %s at epoch %" PRIu64 ", step %" PRIu64 " (batch %" PRIu64
+	       "): training diverged; try a lower --lr (now %g)",
+	       isnan(mean)   ? "NaN"
+	       : isinf(mean) ? "infinite"
+			     : "huge",
+	       e + 1, t->step + 1, b, lr);
+}
+
+/*
+ * One batch b of the epoch: wait for it (data wait), hand it to the backend
+ * (compute), count it. The batch that ends its --accum group applies the
+ * summed gradients and takes an optimizer step.
+ *
+ * Data-parallel training belongs here: each rank computes its batch's
+ * gradients, and before the applying call updates the weights, an allreduce
+ * sums them over the ranks. Its time, read around that call, is a third
+ * share beside data wait and compute (communication), summed into ep like
+ * the other two.
+ */
+static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint64_t b)
+{
+	const struct hn_opts *o = t->o;
+	char err[HN_ERR_MAX];
+	struct hn_batch *bt;
+	double t0 = sprite_now();
+	if (hn_loader_next(ld, &bt, err) < 0) {
+		hn_loader_stop(ld); /* join the loaders before exiting */
+		hn_die(1, "reading the data: %s", err);
+	}
+	double t1 = sprite_now();
+	ep->wait += t1 - t0;
+
+	uint64_t g0 = b - b % (uint64_t)o->accum;
+	uint64_t g_end = g0 + (uint64_t)o->accum;
+	if (g_end > t->nb_train)
+		g_end = t->nb_train;
+	int group = group_samples(t, bt->n, g0, g_end);
+	int apply = b + 1 == g_end;
+	ep->lr = hn_lr_at(o, t->step, t->steps_per_epoch, t->total_steps);
+	/* Non-applying calls get their own dropout stream, outside the step range. */
+	uint64_t sidx = apply ? t->step + 1 : (1ull << 63) | t->micro;
+	struct hn_step_result res = {0};
+	int rc = 0;
+	/*
+	 * A batch whose every file failed to decode: nothing to learn from, but
+	 * the step still counts (the schedule and --resume count steps), and
+	 * gradients already summed in its group are applied.
+	 */
+	if (bt->n > 0 || (apply && t->pending))
+		rc = t->be->train_step(t->st, bt->tiles, bt->labels, bt->n, group, apply,
+				       (float)ep->lr, sidx, &res);
+	t->pending = apply ? 0 : t->pending + (bt->n > 0);
+	double t2 = sprite_now();
+	if (rc < 0)
+		hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s", ep->e + 1,
+		       b, strerror(-rc));
+	ep->compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
+	check_loss(t, &res, bt->n, ep->e, b, ep->lr);
+
+	ep->loss += res.loss_sum;
+	ep->correct += (uint64_t)res.correct;
+	ep->seen += (uint64_t)bt->n;
+	t->micro++;
+	if (apply)
+		t->step++;
+	int n = bt->n;
+	hn_loader_release(ld, bt); /* a loader may refill it now */
+	if (!o->quiet) {
+		sprite_progress_add(&ep->bar, (uint64_t)n);
+		sprite_progress_draw(&ep->bar);
+	}
+}
+
+/* Write --checkpoint after epoch e (0-based): the weights and optimizer state, read back. */
+static void save_checkpoint(struct hn_train *t, uint64_t e)
+{
+	const struct hn_opts *o = t->o;
+	const struct hn_model *m = t->m;
+	char err[HN_ERR_MAX];
+	struct hn_checkpoint c = {
+		.in_c = m->in_c,
+		.in_h = m->in_h,
+		.in_w = m->in_w,
+		.nclasses = m->nclasses,
+		.nparams = m->nparams,
+		.optim = o->optim,
+		.epoch = e + 1,
+		.step = t->step,
+		.seed = o->seed,
+		.batch = (uint32_t)o->batch,
+		.accum = (uint32_t)o->accum,
+		.window = o->window,
+		.train_count = t->ntrain,
+		.has_schedule = 1,
+		.sched = (uint32_t)o->sched,
+		.lr = o->lr,
+		.gamma = o->gamma,
+		.step_epochs = o->step_epochs,
+		.warmup = o->warmup,
+		.epochs = o->epochs,
+		.params = t->params,
+	};
+	snprintf(c.spec, sizeof c.spec, "%s", o->model);
+	size_t per = (size_t)hn_optim_state_per_param(o->optim.kind);
+	c.opt = malloc((m->nparams * per + 1) * sizeof(float));
+	if (!c.opt || t->be->get_params(t->st, t->params) < 0 ||
+	    (per && t->be->get_opt_state(t->st, c.opt) < 0))
+		hn_die(1, "--checkpoint: cannot read the state back from the backend");
+	if (hn_checkpoint_save(o->checkpoint, &c, err) < 0)
+		hn_die(1, "--checkpoint: %s", err);
+	free(c.opt);
+}
+
+/* The end of an epoch: add it to the run's totals, print its line, append it to --log. */
+static void end_epoch(struct hn_train *t, const struct epoch *ep, double wall,
+		      const struct hn_eval *ev)
+{
+	const struct hn_opts *o = t->o;
+	uint64_t seen = ep->seen, tseen = ev->seen;
+	struct hn_epoch_stats es = {
+		.epoch = ep->e + 1,
+		.samples = seen,
+		.steps = t->step,
+		.wall_s = wall,
+		.compute_s = ep->compute,
+		.data_wait_s = ep->wait,
+		.eval_s = ev->secs,
+		.train_loss = seen ? ep->loss / (double)seen : 0,
+		.train_acc = seen ? (double)ep->correct / (double)seen : 0,
+		.test_loss = tseen ? ev->loss / (double)tseen : -1,
+		.test_acc = tseen ? (double)ev->correct / (double)tseen : -1,
+		.lr = ep->lr,
+	};
+	t->test_acc = es.test_acc;
+	t->wall_s += wall;
+	t->compute_s += ep->compute;
+	t->data_wait_s += ep->wait;
+	t->samples += seen;
+	if (!o->quiet) {
+		char testbuf[32] = "test -";
+		if (tseen)
+			snprintf(testbuf, sizeof testbuf, "test %.2f%%", 100 * es.test_acc);
+		printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
+		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)\n",
+		       ep->e + 1, o->epochs, es.train_loss, 100 * es.train_acc, testbuf,
+		       wall > 0 ? (double)seen / wall : 0, ep->compute, ep->wait,
+		       wall > 0 ? 100 * ep->wait / wall : 0);
+	}
+	if (t->logf && hn_log_epoch(t->logf, &es) < 0)
+		hn_die(1, "--log %s: write error", o->log);
+}
+
+/* Epoch e (0-based): its training batches, then the test split, the line, --log, --checkpoint. */
+static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
+{
+	const struct hn_opts *o = t->o;
+	struct epoch ep = {.e = e};
+	char label[48];
+	snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1, o->epochs);
+	if (!o->quiet)
+		sprite_progress_start(&ep.bar, label, t->ntrain);
+	double t_epoch = sprite_now();
+	for (uint64_t b = 0; b < t->nb_train; b++)
+		train_step(t, ld, &ep, b);
+	double wall = sprite_now() - t_epoch;
+	if (!o->quiet)
+		sprite_progress_end(&ep.bar);
+
+	struct hn_eval ev;
+	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
+	end_epoch(t, &ep, wall, &ev);
+	if (o->checkpoint)
+		save_checkpoint(t, e);
+}
+
+static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
+{
+	const struct hn_opts *o = t->o;
+	*lc = (struct hn_loader_config){
+		.src = t->src,
+		.nloaders = o->loaders,
+		.queue = o->queue,
+		.batch = o->batch,
+		.seed = o->seed,
+		.window = o->window,
+		.first_epoch = t->first_epoch,
+		.end_epoch = t->end_epoch,
+		.eval = t->ntest > 0,
+		.mask = &o->loader_mask,
+	};
+}
+
+/*
+ * The checkpoint has every epoch the run asks for (resume refuses fewer):
+ * evaluate it, the way to ask a checkpoint for its accuracy.
+ */
+static void evaluate_only(struct hn_train *t)
+{
+	const struct hn_opts *o = t->o;
+	char err[HN_ERR_MAX];
+	if (!o->quiet) {
+		char why[64] = "";
+		if (t->end_epoch < o->epochs)
+			snprintf(why, sizeof why, ", where --stop-after %" PRIu64 " stops",
+				 t->end_epoch);
+		printf("nothing to train: %s has %" PRIu64 " of %" PRIu64 " epochs%s; %s\n",
+		       o->resume, t->first_epoch, o->epochs, why,
+		       t->ntest ? "evaluating it on the test split"
+				: "no test split to evaluate it on");
+	}
+	if (!t->ntest)
+		return;
+	struct hn_loader_config lc;
+	hn_loader *ld = NULL;
+	loader_config(t, &lc);
+	lc.eval_only = 1;
+	if (hn_loader_start(&lc, &ld, err) < 0)
+		hn_die(1, "%s", err);
+	struct hn_eval ev;
+	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
+	hn_loader_stop(ld);
+	if (ev.seen)
+		t->test_acc = (double)ev.correct / (double)ev.seen;
+	if (!o->quiet && ev.seen)
+		printf("epoch %" PRIu64 "/%" PRIu64 "  test %.2f%%  test loss %.4f  (%" PRIu64
+		       " samples evaluated in %.2f s)\n",
+		       t->first_epoch, o->epochs, 100 * t->test_acc, ev.loss / (double)ev.seen,
+		       ev.seen, ev.secs);
+}
+
+void hn_train_run(struct hn_train *t)
+{
+	char err[HN_ERR_MAX];
+	struct hn_loader_config lc;
+	hn_loader *ld = NULL;
+	if (t->first_epoch >= t->end_epoch) {
+		evaluate_only(t);
+		return;
+	}
+	loader_config(t, &lc);
+	if (hn_loader_start(&lc, &ld, err) < 0)
+		hn_die(1, "%s", err);
+	for (uint64_t e = t->first_epoch; e < t->end_epoch; e++)
+		train_epoch(t, ld, e);
+	hn_loader_stop(ld);
+}

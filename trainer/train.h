@@ -1,0 +1,78 @@
+/*
+ * train.h - hntrain's epoch loop, evaluation and learning-rate schedule
+ * (private to trainer/).
+ *
+ * Like options.h, this is the program's own code: it prints the progress
+ * bar and the per-epoch lines, appends to --log, writes --checkpoint, and a
+ * failure inside the loop (a batch that cannot be read, a backend error, a
+ * diverged loss) prints its message and exits 1 at once, the loader
+ * threads left running, as it always has.
+ */
+#ifndef HN_TRAIN_H
+#define HN_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainer/app.h"
+#include "trainer/backend.h"
+#include "trainer/data.h"
+#include "trainer/options.h"
+
+/* One run: what main has set up, the plan of steps, and the totals so far. */
+struct hn_train {
+	/* set by the caller */
+	const struct hn_opts *o;
+	hn_source *src;
+	const struct hn_model *m;
+	const struct hn_backend_ops *be;
+	void *st;
+	float *params; /* m->nparams floats: the weights are read back into it */
+	FILE *logf;    /* --log, or NULL */
+	/* set by hn_train_init */
+	uint64_t ntrain, ntest;	    /* samples per pass of each split */
+	uint64_t nb_train, nb_test; /* batches per pass */
+	uint64_t steps_per_epoch;   /* optimizer steps, ceil(nb_train / accum) */
+	uint64_t total_steps;	    /* over all --epochs: what the schedule spans */
+	uint64_t first_epoch;	    /* epochs the --resume checkpoint has, else 0 */
+	uint64_t end_epoch;	    /* --stop-after, else --epochs */
+	uint64_t first_step, step;  /* optimizer steps taken at the start, and now */
+	uint64_t micro;		    /* batches handed to the backend in this process */
+	int pending;		    /* batches summed into a group's gradients, not applied */
+	/* the totals of this process's epochs, for the final report */
+	double wall_s, compute_s, data_wait_s;
+	uint64_t samples;
+	double test_acc; /* of the last evaluation; -1 when there was none */
+};
+
+/* One pass over the test split. */
+struct hn_eval {
+	double loss; /* summed over the samples */
+	uint64_t correct, seen;
+	double secs;
+};
+
+/*
+ * Fill t's plan from the source's split sizes and o, starting after what
+ * the --resume checkpoint ck has trained (ck zeroed when there is none).
+ * The caller's fields are left as they are.
+ */
+void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
+
+/*
+ * Train from t->first_epoch to t->end_epoch: each epoch's batches, then the
+ * test split, a line, a --log record and a --checkpoint. With no epoch left
+ * to train, the weights are evaluated on the test split instead (the way to
+ * ask a checkpoint for its accuracy). Exits 1 on a failure.
+ */
+void hn_train_run(struct hn_train *t);
+
+/* The learning rate of optimizer step s (0-based) of total. */
+double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total);
+
+/* Evaluate the loader's next nb batches (a pass over the test split) into r. Exits 1 on a failure.
+ */
+void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
+		 struct hn_eval *r);
+
+#endif
