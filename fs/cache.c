@@ -54,12 +54,13 @@ struct slot {
 
 #define NSTREAMS 4u
 #define NO_USE	 UINT64_MAX
-#define LAG	 4u /* batches behind the furthest read still protected (readers in flight) */
+#define FINWIN	 64u /* batches after the oldest unfinished one whose reads are tracked */
 
 struct stream {
 	void *handle; /* pinned epoch order; NULL: free */
 	const struct sfs_plan *plan;
-	uint32_t pos;	      /* oldest batch still wanted */
+	uint32_t pos;	      /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	      /* bit k: batch pos + k has been read to its end */
 	uint32_t high;	      /* furthest batch read */
 	uint32_t cursor;      /* batches before it have every sheet resident or loading */
 	uint64_t used;	      /* LRU tick */
@@ -555,7 +556,7 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 	}
 }
 
-void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch)
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished)
 {
 	struct sfs_cache *c = fs->cache;
 	const struct sfs_plan *pl = sfs_epoch_plan(handle);
@@ -584,19 +585,20 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch)
 		c->current = (uint32_t)(st - c->streams);
 	}
 	st->used = ++c->tick;
-	if (batch > st->high) {
-		st->high = batch;
-	} else if (batch + 2 * LAG < st->high) {
+	if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
-		st->high = batch;
-		st->pos = batch;
-		st->cursor = batch;
+		st->pos = st->high = st->cursor = batch;
+		st->fin = 0;
 	}
-	uint32_t pos = st->high > LAG ? st->high - LAG : 0;
-	if (pos > st->pos)
-		st->pos = pos;
-	if (batch < st->pos)
-		st->pos = batch;
+	if (batch > st->high)
+		st->high = batch;
+	if (finished && batch - st->pos < FINWIN)
+		st->fin |= 1ull << (batch - st->pos);
+	/* the oldest batch not read to its end; a reader that skips batches moves it on */
+	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
+		st->fin >>= 1;
+		st->pos++;
+	}
 	stream_prefetch(fs, c, st);
 	pthread_mutex_unlock(&c->lock);
 	if (drop)

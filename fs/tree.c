@@ -1070,8 +1070,10 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	struct sprite_batch_header h;
 	sprite_batch_init(hb, cnt, in->tile_h, in->tile_w, in->tile_c, sp->index);
 	memcpy(&h, hb, sizeof(h));
-	if (sfs_epoch_plan(handle))
-		sfs_cache_stream(fs, handle, n);
+	int plan = sfs_epoch_plan(handle) != NULL;
+	uint64_t fend = end;
+	if (plan)
+		sfs_cache_stream(fs, handle, n, 0);
 	else if (pos == 0)
 		epoch_prefetch(fs, sp, perm, (uint64_t)n * fs->o.batch);
 
@@ -1134,6 +1136,8 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	}
 	if (m.raw)
 		sfs_sheet_put(fs, m.sheet);
+	if (plan && r == 0 && fend >= h.total_size)
+		sfs_cache_stream(fs, handle, n, 1);
 	sfs_epoch_put(fs, handle);
 	return r;
 }
