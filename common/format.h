@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define SPRITE_MAGIC	      "SPRITES\0" /* 8 bytes */
-#define SPRITE_VERSION	      1u
+#define SPRITE_VERSION	      2u /* 2 added order_window; a version-1 store reads as the default */
 #define SPRITE_HEADER_SIZE    4096u
 #define SPRITE_ALIGN	      4096u /* sheets and index start on this boundary */
 #define SPRITE_MAX_SPLITS     8u
@@ -74,7 +74,8 @@ struct sprite_header {
 	char name[SPRITE_NAME_MAX]; /* data set name, NUL-padded */
 	struct sprite_split_entry splits[SPRITE_MAX_SPLITS];
 	uint64_t header_checksum; /* XXH3-64 of the first 4096 bytes with this field zeroed */
-	uint8_t pad[SPRITE_HEADER_SIZE - 432];
+	uint32_t order_window;	  /* version 2: sheets per window of the order, 0 full */
+	uint8_t pad[SPRITE_HEADER_SIZE - 436];
 };
 
 struct sprite_sheet_entry {

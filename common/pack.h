@@ -38,6 +38,8 @@ struct sprite_pack_options {
 	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
 	uint32_t sheet_tiles;		 /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
+	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */
+	uint32_t order_window;
 	int jobs;   /* decode threads; 0: all cores */
 	int strict; /* any bad image fails the pack */
 	/*

@@ -8,9 +8,12 @@
  * bias (k / 2^64) is far below anything a training run could notice and it
  * keeps the reference implementation a one-liner.
  *
- * Neither permutation allocates: the windowed one keeps the shuffled sheet
- * order in the tail of perm while it fills perm from the front (see below).
+ * The full order does not allocate; the windowed one allocates one word per
+ * sheet (the strata shuffles) and returns -ENOMEM when it cannot.
  */
+#include <errno.h>
+#include <stdlib.h>
+
 #include "common/perm.h"
 
 void sprite_rng_init(struct sprite_rng *r, uint64_t seed, uint64_t epoch)
@@ -57,41 +60,77 @@ void sprite_perm(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t *perm)
 }
 
 /*
- * The shuffled sheet order lives in perm[n - nsheets .. n). Samples are then
- * written from the front: by the time sheet entry k is read, at most
- * (k) * sheet_tiles outputs were written, and since only the last sheet may
- * be short, (k) * sheet_tiles <= n - nsheets + k for every k < nsheets, so
- * an entry is always read before its slot is overwritten.
+ * Stratified windows: stratum j holds sheets [j*nwin, (j+1)*nwin), so a
+ * store written in class order (every packed folder) still gives windows that
+ * each draw one sheet from every part of the split, hence every class. The
+ * strata shuffles and the window order take S + nwin words, allocated here.
  */
-void sprite_perm_windowed(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t sheet_tiles,
-			  uint32_t window, uint32_t *perm)
+int sprite_perm_windowed(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t sheet_tiles,
+			 uint32_t window, uint32_t *perm)
 {
 	struct sprite_rng r;
 	if (n == 0)
-		return;
+		return 0;
 	if (sheet_tiles == 0 || sheet_tiles > n)
 		sheet_tiles = n;
 	if (window == 0)
 		window = 1;
 	uint32_t nsheets = (uint32_t)(((uint64_t)n + sheet_tiles - 1) / sheet_tiles);
-	uint32_t *order = perm + (n - nsheets);
+	if (window >= nsheets) {
+		sprite_perm(seed, epoch, n, perm);
+		return 0;
+	}
+	uint32_t nwin = (uint32_t)(((uint64_t)nsheets + window - 1) / window);
+	uint32_t *worder = malloc(((size_t)nwin + nsheets) * sizeof(*worder));
+	if (!worder)
+		return -ENOMEM;
+	uint32_t *member = worder + nwin; /* member[j*nwin + w]: stratum j's sheet for window w */
 
 	sprite_rng_init(&r, seed, epoch);
-	for (uint32_t i = 0; i < nsheets; i++)
-		order[i] = i;
-	shuffle(&r, order, nsheets);
+	for (uint32_t w = 0; w < nwin; w++)
+		worder[w] = w;
+	shuffle(&r, worder, nwin);
+	for (uint32_t first = 0; first < nsheets; first += nwin) {
+		uint32_t len = nsheets - first < nwin ? nsheets - first : nwin;
+		for (uint32_t k = 0; k < len; k++)
+			member[first + k] = first + k;
+		shuffle(&r, member + first, len);
+	}
 
 	uint32_t out = 0;
-	for (uint32_t k0 = 0; k0 < nsheets; k0 += window) {
-		uint32_t k1 = nsheets - k0 < window ? nsheets : k0 + window;
-		uint32_t start = out;
-		for (uint32_t k = k0; k < k1; k++) {
-			uint32_t sh = order[k];
-			uint64_t first = (uint64_t)sh * sheet_tiles;
-			uint64_t end = first + sheet_tiles < n ? first + sheet_tiles : n;
-			for (uint64_t x = first; x < end; x++)
+	for (uint32_t k = 0; k < nwin; k++) {
+		uint32_t w = worder[k], start = out;
+		for (uint32_t first = 0; first < nsheets; first += nwin) {
+			if (first + w >= nsheets)
+				break; /* the last stratum is short */
+			uint64_t lo = (uint64_t)member[first + w] * sheet_tiles;
+			uint64_t hi = lo + sheet_tiles < n ? lo + sheet_tiles : n;
+			for (uint64_t x = lo; x < hi; x++)
 				perm[out++] = (uint32_t)x;
 		}
 		shuffle(&r, perm + start, out - start);
 	}
+	free(worder);
+	return 0;
+}
+
+uint32_t sprite_order_window(uint32_t sheet_tiles, uint64_t tile_bytes)
+{
+	uint64_t sheet = (uint64_t)(sheet_tiles ? sheet_tiles : 1) * (tile_bytes ? tile_bytes : 1);
+	uint64_t w = SPRITE_ORDER_WINDOW_BYTES / sheet;
+	if (w < SPRITE_ORDER_WINDOW_MIN)
+		w = SPRITE_ORDER_WINDOW_MIN;
+	if (w > SPRITE_ORDER_WINDOW_MAX)
+		w = SPRITE_ORDER_WINDOW_MAX;
+	return (uint32_t)w;
+}
+
+int sprite_order(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t sheet_tiles, uint32_t window,
+		 uint32_t *perm)
+{
+	if (window == 0) {
+		sprite_perm(seed, epoch, n, perm);
+		return 0;
+	}
+	return sprite_perm_windowed(seed, epoch, n, sheet_tiles, window, perm);
 }

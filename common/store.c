@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/batch.h"
+#include "common/perm.h"
 #include "common/util.h"
 
 #define ALIGN_UP(x)    (((x) + (uint64_t)SPRITE_ALIGN - 1) & ~((uint64_t)SPRITE_ALIGN - 1))
@@ -384,6 +385,10 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	in->nsplits = h.nsplits;
 	in->nsheets = h.nsheets;
 	in->file_size = h.file_size;
+	in->version = h.version;
+	in->order_window = h.version >= 2 ? h.order_window
+					  : sprite_order_window(h.sheet_tiles,
+								(uint64_t)h.tile_h * h.tile_w * h.tile_c);
 	in->splits = s->splits;
 	in->sheets = s->sheets;
 	in->class_names = s->class;
@@ -784,6 +789,10 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->h.sheet_tiles = t;
 	w->h.nclasses = p->nclasses;
 	w->h.flags = 0;
+	w->h.order_window = p->order_window == SPRITE_ORDER_FULL ? 0
+			    : p->order_window ? p->order_window
+					      : sprite_order_window(t, (uint64_t)p->tile_h * p->tile_w *
+									     p->tile_c);
 	strncpy(w->h.name, name, SPRITE_NAME_MAX - 1);
 	w->codec = p->codec;
 	w->tile_bytes = (size_t)p->tile_h * p->tile_w * p->tile_c;

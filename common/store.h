@@ -51,6 +51,13 @@ struct sprite_store_info {
 	uint32_t nclasses;
 	uint32_t nsplits;
 	uint32_t nsheets;
+	/*
+	 * The data set's sample order (common/perm.h): sheets per window, 0 for
+	 * the full order. From the header (version 2), or for a version-1 store
+	 * sprite_order_window()'s default; version is the header's.
+	 */
+	uint32_t order_window;
+	uint32_t version;
 	uint64_t file_size;
 	const struct sprite_split_entry *splits; /* nsplits entries */
 	const struct sprite_sheet_entry *sheets; /* nsheets entries */
@@ -122,6 +129,7 @@ typedef struct sprite_writer sprite_writer;
  * cache budget.
  */
 #define SPRITE_SHEET_BYTES (4u << 20)
+#define SPRITE_ORDER_FULL  UINT32_MAX
 uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c);
 
 struct sprite_writer_params {
@@ -131,6 +139,8 @@ struct sprite_writer_params {
 	enum sprite_codec codec;
 	uint32_t nclasses;
 	const char *const *class_names;
+	/* order window in sheets: 0 sprite_order_window()'s default, SPRITE_ORDER_FULL full */
+	uint32_t order_window;
 };
 
 /*

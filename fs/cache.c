@@ -14,10 +14,18 @@
  * process's resident size follows the budget: at most one chunk's worth of
  * never-used blocks lies beyond it, and those were never touched.
  *
- * Eviction is CLOCK over ready, unpinned sheets. A sheet that was prefetched
- * and not yet read is only evicted by a reader that needs room (never by
- * another prefetch), so a prefetch cannot push out the work of the previous
- * one. A reader that needs a sheet while everything is pinned goes over
+ * Epoch views are read in an order known in advance: each has a plan
+ * (epoch.c) listing the sheets every batch needs. A reader of a view makes a
+ * stream (up to NSTREAMS at a time) that remembers how far it has read; the
+ * cache then loads sheets in the order of their first use, as far ahead as
+ * the budget allows, and evicts the sheet whose next use is farthest away
+ * (Belady's rule; sheets no stream will use again go first, least recently
+ * used first). A prefetch never evicts a sheet needed sooner than the one it
+ * loads, so the window, the read-ahead and the readers' pinned sheets share
+ * the budget without throwing away what the next batches need. A sheet that
+ * was prefetched for another kind of reader (batches/, images.npy) and not yet
+ * read is only evicted by a reader that needs room, never by another
+ * prefetch. A reader that needs a sheet while everything is pinned goes over
  * budget for the duration (pins are bounded by the readers in flight); a
  * prefetch never does. A sheet that fails its checksum is marked failed for
  * good: the bytes on disk will not change while we are mounted, and every
@@ -34,13 +42,29 @@ enum { S_EMPTY = 0, S_LOADING, S_READY, S_FAILED };
 
 struct slot {
 	uint8_t *raw;
+	uint64_t tick; /* last use, for ties between sheets of no known use */
+	uint32_t ridx; /* index in the resident list, when ready */
 	uint32_t pins;
 	uint8_t state;
-	uint8_t clock;	 /* referenced since the hand last passed */
 	uint8_t unused;	 /* prefetched, not yet read */
 	uint8_t waiters; /* a reader sleeps on it */
 	uint8_t push;	 /* loaded ahead of a batch-file reader: push it to the kernel */
 	int err;	 /* last error for S_EMPTY after a transient failure */
+};
+
+#define NSTREAMS 4u
+#define NO_USE	 UINT64_MAX
+#define FINWIN	 64u /* batches after the oldest unfinished one whose reads are tracked */
+
+struct stream {
+	void *handle; /* pinned epoch order; NULL: free */
+	const struct sfs_plan *plan;
+	uint32_t pos;	      /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	      /* bit k: batch pos + k has been read to its end */
+	uint32_t high;	      /* furthest batch read */
+	uint32_t cursor;      /* batches before it have every sheet resident or loading */
+	uint64_t used;	      /* LRU tick */
+	uint64_t start_bytes; /* split's store bytes read when the stream began */
 };
 
 struct sfs_cache {
@@ -48,9 +72,15 @@ struct sfs_cache {
 	pthread_cond_t cond;
 	struct slot *slots;
 	uint32_t n;
-	uint32_t hand;
 	uint64_t budget;
 	uint64_t resident; /* blocks of ready sheets + loading reservations */
+	uint32_t *res;	   /* ready sheets, in no order */
+	uint32_t nres;
+	uint32_t loading;
+	uint64_t tick;
+	struct stream streams[NSTREAMS];
+	uint32_t current;     /* the stream made last, for stats.json */
+	uint64_t *split_read; /* store bytes loaded per split */
 
 	/* sheet memory */
 	size_t block;	  /* bytes per block */
@@ -82,7 +112,12 @@ int sfs_cache_create(struct sfs *fs)
 		return -ENOMEM;
 	c->n = fs->info->nsheets;
 	c->slots = calloc(c->n ? c->n : 1, sizeof(*c->slots));
-	if (!c->slots) {
+	c->res = malloc((c->n ? c->n : 1) * sizeof(*c->res));
+	c->split_read = calloc(SPRITE_MAX_SPLITS, sizeof(*c->split_read));
+	if (!c->slots || !c->res || !c->split_read) {
+		free(c->slots);
+		free(c->res);
+		free(c->split_read);
 		free(c);
 		return -ENOMEM;
 	}
@@ -209,27 +244,102 @@ void sfs_cache_destroy(struct sfs *fs)
 	free(c->chunks);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
+	/* the streams' pins go with the epoch table, freed whole (main.c frees it first) */
 	free(c->slots);
+	free(c->res);
+	free(c->split_read);
 	free(c);
 	fs->cache = NULL;
 }
 
-/* Evict until need more bytes fit, or nothing more may go. Called locked. */
-static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int demand)
+static void res_add(struct sfs_cache *c, uint32_t i)
 {
-	uint32_t scanned = 0;
-	while (c->resident + need > c->budget && scanned < 2 * c->n) {
-		struct slot *s = &c->slots[c->hand];
-		c->hand = (c->hand + 1) % c->n;
-		scanned++;
-		if (s->state != S_READY || s->pins)
+	c->slots[i].ridx = c->nres;
+	c->res[c->nres++] = i;
+}
+
+static void res_del(struct sfs_cache *c, uint32_t i)
+{
+	uint32_t k = c->slots[i].ridx, last = c->res[--c->nres];
+	c->res[k] = last;
+	c->slots[last].ridx = k;
+}
+
+/* Batches from a stream's position to sheet i's next use by it, or NO_USE. Locked. */
+static uint64_t stream_next_use(const struct stream *st, uint32_t i)
+{
+	const struct sfs_plan *pl = st->plan;
+	if (i < pl->first_sheet || i - pl->first_sheet >= pl->nsheets)
+		return NO_USE;
+	uint32_t s = i - pl->first_sheet, lo = pl->soff[s], hi = pl->soff[s + 1];
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (pl->suse[mid] < st->pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < pl->soff[s + 1] ? pl->suse[lo] - st->pos : NO_USE;
+}
+
+/* Nearest next use of sheet i by any stream, in batches, or NO_USE. Locked. */
+static uint64_t next_use(struct sfs_cache *c, uint32_t i)
+{
+	uint64_t best = NO_USE;
+	for (uint32_t k = 0; k < NSTREAMS; k++) {
+		if (!c->streams[k].handle)
 			continue;
-		if (s->unused && !demand)
+		uint64_t d = stream_next_use(&c->streams[k], i);
+		if (d < best)
+			best = d;
+	}
+	return best;
+}
+
+/*
+ * The sheet to evict: ready, unpinned, and used farthest ahead (no use at
+ * all first, the least recently used of those first). A sheet prefetched for
+ * a reader outside the streams and not yet read is taken only on demand.
+ * Only a sheet whose next use is after `before` may go. Returns its number,
+ * or UINT32_MAX. Locked.
+ */
+static uint32_t pick_victim(struct sfs_cache *c, int demand, uint64_t before)
+{
+	uint32_t best = UINT32_MAX;
+	uint64_t best_score = 0, best_tick = 0;
+	for (uint32_t k = 0; k < c->nres; k++) {
+		uint32_t i = c->res[k];
+		struct slot *s = &c->slots[i];
+		if (s->pins)
 			continue;
-		if (s->clock) {
-			s->clock = 0;
-			continue;
+		uint64_t score = next_use(c, i);
+		if (score == NO_USE && s->unused) {
+			if (!demand)
+				continue;
+			score = NO_USE - 1;
 		}
+		if (score <= before && !demand)
+			continue;
+		if (best == UINT32_MAX || score > best_score ||
+		    (score == best_score && s->tick < best_tick)) {
+			best = i;
+			best_score = score;
+			best_tick = s->tick;
+		}
+	}
+	return best;
+}
+
+/* Evict until need more bytes fit, or nothing more may go. Called locked. */
+static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int demand,
+		      uint64_t before)
+{
+	while (c->resident + need > c->budget) {
+		uint32_t i = pick_victim(c, demand, before);
+		if (i == UINT32_MAX)
+			break;
+		struct slot *s = &c->slots[i];
+		res_del(c, i);
 		block_put(c, s->raw);
 		c->resident -= c->block;
 		SFS_SUB(fs, bytes_resident, c->block);
@@ -241,18 +351,26 @@ static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int de
 	}
 }
 
-/* Start loading sheet i (locked, slot empty). Returns 0 or -EAGAIN (no room for a prefetch). */
-static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand, int push)
+/*
+ * Start loading sheet i (locked, slot empty); a prefetch only evicts sheets
+ * used after `before`. Returns 0 or -EAGAIN (no room for a prefetch).
+ */
+static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand, int push,
+		      uint64_t before)
 {
 	struct slot *s = &c->slots[i];
-	make_room(fs, c, c->block, demand);
+	make_room(fs, c, c->block, demand, before);
 	if (!demand && c->resident + c->block > c->budget)
 		return -EAGAIN;
 	set_state(s, S_LOADING);
 	s->err = 0;
 	c->resident += c->block;
+	c->loading++;
 	s->unused = !demand;
 	s->push = (uint8_t)(push && !demand);
+	const struct sprite_sheet_entry *e = &fs->info->sheets[i];
+	if (e->split < SPRITE_MAX_SPLITS)
+		c->split_read[e->split] += e->stored_size;
 	sfs_prefetch_submit(fs, i, demand);
 	return 0;
 }
@@ -270,7 +388,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 	for (;;) {
 		if (s->state == S_READY) {
 			s->pins++;
-			s->clock = 1;
+			s->tick = ++c->tick;
 			if (s->unused) {
 				s->unused = 0;
 				SFS_ADD(fs, prefetch_hits, 1);
@@ -300,7 +418,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 				ret = s->err;
 				break;
 			}
-			start_load(fs, c, i, 1, 0);
+			start_load(fs, c, i, 1, 0, 0);
 		}
 		if (s->state != S_LOADING)
 			continue;
@@ -340,7 +458,7 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n, int pu
 		uint32_t i = list[k];
 		if (i >= c->n || c->slots[i].state != S_EMPTY)
 			continue;
-		if (start_load(fs, c, i, 0, push) < 0) {
+		if (start_load(fs, c, i, 0, push, NO_USE - 2) < 0) {
 			SFS_ADD(fs, prefetch_skipped, 1);
 			break;
 		}
@@ -375,6 +493,7 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	c->loading--;
 	if (err < 0 || !raw) {
 		if (raw)
 			block_put(c, raw);
@@ -388,7 +507,8 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 	} else {
 		set_state(s, S_READY);
 		s->raw = raw;
-		s->clock = 1;
+		s->tick = ++c->tick;
+		res_add(c, i);
 		if (s->push && s->unused && !s->waiters && fs->o.push) {
 			/* pinned while the worker pushes it; sfs_sheet_put() unpins */
 			s->pins++;
@@ -402,4 +522,112 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	return push;
+}
+
+/*
+ * Load the sheets of the batches ahead of a stream, in the order of first
+ * use, while fewer than -o prefetch loads are in flight and the budget has
+ * room (or holds a sheet used later than the one to load). Locked.
+ */
+static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *st)
+{
+	const struct sfs_plan *pl = st->plan;
+	uint32_t depth = fs->o.prefetch, walked = 0;
+	if (!depth)
+		return;
+	if (st->cursor < st->pos)
+		st->cursor = st->pos;
+	for (uint32_t b = st->cursor; b < pl->nbatches; b++) {
+		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++) {
+			uint32_t i = pl->first_sheet + pl->bsh[k];
+			if (++walked > 65536)
+				return;
+			if (c->slots[i].state != S_EMPTY)
+				continue;
+			if (c->loading >= depth)
+				return;
+			if (start_load(fs, c, i, 0, 0, b - st->pos) < 0) {
+				SFS_ADD(fs, prefetch_skipped, 1);
+				return;
+			}
+			SFS_ADD(fs, prefetch_issued, 1);
+		}
+		st->cursor = b + 1;
+	}
+}
+
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished)
+{
+	struct sfs_cache *c = fs->cache;
+	const struct sfs_plan *pl = sfs_epoch_plan(handle);
+	void *drop = NULL;
+	if (!pl || batch >= pl->nbatches)
+		return;
+	pthread_mutex_lock(&c->lock);
+	struct stream *st = NULL, *lru = NULL;
+	for (uint32_t k = 0; k < NSTREAMS && !st; k++) {
+		struct stream *q = &c->streams[k];
+		if (q->handle == handle)
+			st = q;
+		else if (!lru || (lru->handle && (!q->handle || q->used < lru->used)))
+			lru = q;
+	}
+	if (!st) {
+		st = lru;
+		drop = st->handle;
+		sfs_epoch_pin(fs, handle); /* lock order: cache, then epochs */
+		*st = (struct stream){.handle = handle,
+				      .plan = pl,
+				      .pos = batch,
+				      .high = batch,
+				      .cursor = batch,
+				      .start_bytes = c->split_read[pl->split]};
+		c->current = (uint32_t)(st - c->streams);
+	}
+	st->used = ++c->tick;
+	if (batch < st->pos) {
+		/* read again from further back: a new pass over the same order */
+		st->pos = st->high = st->cursor = batch;
+		st->fin = 0;
+	}
+	if (batch > st->high)
+		st->high = batch;
+	if (finished && batch - st->pos < FINWIN)
+		st->fin |= 1ull << (batch - st->pos);
+	/* the oldest batch not read to its end; a reader that skips batches moves it on */
+	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
+		st->fin >>= 1;
+		st->pos++;
+	}
+	stream_prefetch(fs, c, st);
+	pthread_mutex_unlock(&c->lock);
+	if (drop)
+		sfs_epoch_put(fs, drop);
+}
+
+void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io)
+{
+	struct sfs_cache *c = fs->cache;
+	memset(io, 0, sizeof(*io));
+	pthread_mutex_lock(&c->lock);
+	const struct stream *st = &c->streams[c->current];
+	if (st->handle) {
+		io->active = 1;
+		io->split = st->plan->split;
+		io->read_bytes = c->split_read[st->plan->split] - st->start_bytes;
+		io->batch = st->high;
+		io->batches = st->plan->nbatches;
+	}
+	for (uint32_t k = 0; k < SPRITE_MAX_SPLITS; k++)
+		io->total_read += c->split_read[k];
+	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp)
+{
+	uint64_t block = ((fs->max_raw + 4095) & ~4095ull) ? (fs->max_raw + 4095) & ~4095ull : 4096;
+	uint64_t sheets = sp->window ? 2ull * sp->window : sp->nsheets;
+	if (sheets > sp->nsheets)
+		sheets = sp->nsheets;
+	return (sheets + 2) * block;
 }

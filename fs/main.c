@@ -125,9 +125,9 @@ static void usage(FILE *f)
 		"be\n"
 		"                     looked up by name)\n"
 		"  -o batch=N         samples per epoch-view batch file (default %u)\n"
-		"  -o window=N        sheets per shuffle window (default 0: full shuffle when the\n"
-		"                     split fits in 3/4 of the cache, else a window of half the "
-		"cache)\n"
+		"  -o window=N|full   epoch views in another order than the data set's: N sheets\n"
+		"                     per window, or the full shuffle (default: the data set's\n"
+		"                     order, recorded by spritefs-pack --window; dataset.json)\n"
 		"  -o workers=N       decode threads (default: number of CPUs)\n"
 		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
 		"  -o kernel_open=0|1 let the kernel open files without asking the daemon (FUSE\n"
@@ -408,6 +408,54 @@ static uint64_t default_cache(void)
 	return c > MAX_DEFAULT_CACHE ? MAX_DEFAULT_CACHE : c;
 }
 
+/*
+ * The budget against the sheets and the epoch views' working set: fewer than
+ * two sheets cannot serve a batch that straddles two (refused, naming the
+ * smallest budget that works); below a split's working set its views read
+ * sheets more than once (said, naming the budget that would do). Where a
+ * split is windowed, the working set is said in any case.
+ */
+static int check_budget(struct sfs *fs)
+{
+	char a[32], b[32], w[32];
+	uint64_t block = (fs->max_raw + 4095) & ~4095ull;
+	if (fs->o.cache_bytes < 2 * block) {
+		fprintf(stderr,
+			"spritefs: -o cache=%s holds fewer than 2 sheets of %s: the smallest budget "
+			"that works is %s\n",
+			sprite_fmt_size(fs->o.cache_bytes, a, sizeof(a)),
+			sprite_fmt_size(fs->max_raw, b, sizeof(b)),
+			sprite_fmt_size(2 * block, w, sizeof(w)));
+		return -1;
+	}
+	const struct sfs_split *big = NULL;
+	uint64_t ws = 0;
+	int windowed = 0;
+	for (uint32_t k = 0; k < fs->info->nsplits; k++) {
+		uint64_t x = sfs_working_set(fs, &fs->splits[k]);
+		windowed |= fs->splits[k].window != 0;
+		if (!big || x > ws) {
+			big = &fs->splits[k];
+			ws = x;
+		}
+	}
+	if (windowed || ws > fs->o.cache_bytes) {
+		if (big->window)
+			snprintf(b, sizeof(b), "2 windows of %u sheets", big->window);
+		else
+			snprintf(b, sizeof(b), "all %u sheets: full order", big->nsheets);
+		fprintf(stderr, "spritefs: %sworking set of split %s: %s (%s), cache %s%s\n",
+			ws > fs->o.cache_bytes ? "warning: " : "", big->name,
+			sprite_fmt_size(ws, w, sizeof(w)), b,
+			sprite_fmt_size(fs->o.cache_bytes, a, sizeof(a)),
+			ws > fs->o.cache_bytes
+				? ": its epoch views will read sheets more than once; give -o cache= "
+				  "at least the working set"
+				: "");
+	}
+	return 0;
+}
+
 static int apply_options(struct cli *c, struct sfs_opts *o)
 {
 	o->cache_bytes = default_cache();
@@ -455,7 +503,9 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 		return -1;
 	if (c->seed && parse_u64("seed", c->seed, 0, UINT64_MAX, &o->seed))
 		return -1;
-	if (c->window && parse_u32("window", c->window, 0, UINT32_MAX, &o->window))
+	if (c->window && !strcmp(c->window, "full"))
+		o->window = SFS_WINDOW_FULL;
+	else if (c->window && parse_u32("window", c->window, 0, UINT32_MAX - 1, &o->window))
 		return -1;
 	if (c->batch && parse_u32("batch", c->batch, 1, SFS_MAX_BATCH, &o->batch))
 		return -1;
@@ -606,11 +656,9 @@ int main(int argc, char *argv[])
 			err[0] ? err : sprite_strerror(-r));
 		goto out_tree;
 	}
-	if (fs->max_raw > fs->o.cache_bytes / 2) {
-		char a[32], b[32];
-		fprintf(stderr, "spritefs: warning: cache=%s holds fewer than 2 sheets of %s\n",
-			sprite_fmt_size(fs->o.cache_bytes, a, sizeof(a)),
-			sprite_fmt_size(fs->max_raw, b, sizeof(b)));
+	if (check_budget(fs) < 0) {
+		ret = 2;
+		goto out_tree;
 	}
 	if (sfs_cache_create(fs) < 0 || sfs_epochs_create(fs) < 0) {
 		fprintf(stderr, "spritefs: out of memory\n");

@@ -98,8 +98,14 @@ void sfs_readahead(struct sfs *fs, const struct sfs_reader *r)
 					       split_end, 0);
 		break;
 	case SFS_K_EPOCH_BATCH:
-		/* once per batch file, when its first bytes are read */
-		if (r->off == 0)
+		/*
+		 * The order's plan, when there was memory for it: the cache follows
+		 * the reader and loads in order of first use (cache.c). Else once
+		 * per batch file, when its first bytes are read.
+		 */
+		if (sfs_epoch_plan(r->handle))
+			sfs_cache_stream(fs, r->handle, r->n, 0);
+		else if (r->off == 0)
 			epoch_ahead(fs, sp, r->perm, (uint64_t)r->n * fs->o.batch);
 		break;
 	}
@@ -536,9 +542,14 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	struct sprite_batch_header h;
 	sprite_batch_init(hb, cnt, in->tile_h, in->tile_w, in->tile_c, sp->index);
 	memcpy(&h, hb, sizeof(h));
-	struct sfs_reader ra = {
-		.kind = SFS_K_EPOCH_BATCH, .sp = sp, .off = pos, .perm = perm, .n = n};
+	struct sfs_reader ra = {.kind = SFS_K_EPOCH_BATCH,
+				.sp = sp,
+				.off = pos,
+				.perm = perm,
+				.handle = handle,
+				.n = n};
 	sfs_readahead(fs, &ra);
+	const uint64_t fend = end;
 
 	struct memo m = {.raw = NULL};
 	const uint64_t tb = fs->tile_bytes;
@@ -599,6 +610,9 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	}
 	if (m.raw)
 		sfs_sheet_put(fs, m.sheet);
+	/* read to its end: the sheets only this batch and earlier ones use are done */
+	if (r == 0 && fend >= h.total_size && sfs_epoch_plan(handle))
+		sfs_cache_stream(fs, handle, n, 1);
 	sfs_epoch_put(fs, handle);
 	return r;
 }

@@ -32,7 +32,7 @@ struct sfs_opts {
 	uint32_t prefetch;	 /* sheets ahead of a reader */
 	uint32_t epochs;	 /* epoch views listed per seed */
 	uint64_t seed;		 /* seed listed under epochs/ */
-	uint32_t window;	 /* sheets per shuffle window; 0 = automatic */
+	uint32_t window;	 /* views' window: SFS_WINDOW_DATASET, SFS_WINDOW_FULL or sheets */
 	uint32_t batch;		 /* samples per epoch-view batch file */
 	uint32_t workers;	 /* decode threads */
 	int direct;		 /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
@@ -41,6 +41,8 @@ struct sfs_opts {
 	int foreground, debug;
 };
 
+#define SFS_WINDOW_DATASET 0u	       /* -o window= not given: the data set's order */
+#define SFS_WINDOW_FULL	   UINT32_MAX /* -o window=full */
 #define SFS_EPOCH_BITS	    11u	   /* of an epoch view inode's 21-bit field, the rest: seed slot */
 #define SFS_MAX_SEEDS	    1024u  /* distinct seeds looked up under epochs/ (10 bits) */
 #define SFS_MAX_EPOCHS	    2047u  /* epochs 0..2046 can be opened (11 bits) */
@@ -84,7 +86,8 @@ struct sfs_split {
 	char npy_labels[128];
 	uint32_t npy_labels_len;
 	uint32_t epoch_batches; /* batch files per epoch view */
-	uint32_t window;	/* 0: full shuffle (sprite_perm), else sheets per window */
+	uint32_t window;	/* of the views: 0 full order (sprite_perm), else sheets per window */
+	uint32_t dataset_window; /* the data set's order for this split, the same way */
 	int digits_batches, digits_samples, digits_epoch_batches, digits_sheets;
 
 	/* Label table, built on first need by decoding every sheet of the split. */
@@ -179,6 +182,28 @@ void sfs_sheet_prefetch(struct sfs *fs, const uint32_t *list, uint32_t n, int pu
 /* Prefetch sheets [from, from+n) clipped to [lo, hi). */
 void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t lo, uint32_t hi,
 			    int push);
+/*
+ * A reader is reading batch `batch` of the epoch view whose pinned order is
+ * handle (finished 1: it has now read it to its end): follow the position
+ * (the cache pins the order while it follows it; sheets used only by
+ * batches read to their end are done) and load the sheets of the batches
+ * ahead in their order of first use, within the budget. Never blocks on I/O.
+ */
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished);
+/* Store bytes read for the epoch view read last (stats.json). */
+struct sfs_epoch_io {
+	int active;
+	uint32_t split, batch, batches;
+	uint64_t read_bytes; /* stored bytes of the sheets loaded for its split since it began */
+	uint64_t total_read; /* stored bytes of every sheet loaded since mounting */
+};
+void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io);
+/*
+ * Budget the split's epoch views need to read each stored byte once: two
+ * windows of sheets (the one being served and the next, loading) and two
+ * more for readers in flight; the whole split for a full order.
+ */
+uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp);
 /* Nonzero when sheet i is resident or on its way. */
 int sfs_sheet_present(struct sfs *fs, uint32_t i);
 /*
@@ -215,6 +240,17 @@ int sfs_prefetch_direct(struct sfs *fs);
 
 /* ---- epoch.c ----------------------------------------------------------- */
 
+/*
+ * The access plan of an epoch order, immutable once built (sheet numbers are
+ * split-local): batch b of the view needs sheets bsh[boff[b] .. boff[b+1]),
+ * in the order of their first use; sheet s is used by batches
+ * suse[soff[s] .. soff[s+1]), ascending.
+ */
+struct sfs_plan {
+	uint32_t split, first_sheet, nsheets, nbatches;
+	const uint32_t *boff, *bsh, *soff, *suse;
+};
+
 int sfs_epochs_create(struct sfs *fs);
 void sfs_epochs_destroy(struct sfs *fs);
 /*
@@ -224,6 +260,10 @@ void sfs_epochs_destroy(struct sfs *fs);
 int sfs_epoch_get(struct sfs *fs, uint32_t seed_slot, uint32_t epoch, uint32_t split,
 		  const uint32_t **perm, void **handle);
 void sfs_epoch_put(struct sfs *fs, void *handle);
+/* The plan of a pinned order, or NULL when there was no memory for it. */
+const struct sfs_plan *sfs_epoch_plan(void *handle);
+/* One more pin on a pinned order (for the cache's streams); sfs_epoch_put() drops it. */
+void sfs_epoch_pin(struct sfs *fs, void *handle);
 /* Seed slot of seed (registering it), or -ENOSPC when the table is full. */
 int sfs_seed_slot(struct sfs *fs, uint64_t seed);
 uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot);
@@ -365,7 +405,8 @@ struct sfs_reader {
 	const struct sfs_split *sp; /* its split */
 	uint32_t sheet;		    /* the sheet the request starts in (not epoch views) */
 	uint64_t off, len;	    /* the request: offset in the file, bytes left to serve */
-	const uint32_t *perm;	    /* epoch views: the epoch's sample order... */
+	const uint32_t *perm;	    /* epoch views: the epoch's sample order, */
+	void *handle;		    /* its pinned handle (for the cache's stream)... */
 	uint32_t n;		    /* ...and the batch file's number */
 	int direct;		    /* an O_DIRECT reader: no page cache to push sheets to */
 };

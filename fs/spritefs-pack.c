@@ -34,6 +34,7 @@
 #include "common/batch.h"
 #include "common/image.h"
 #include "common/pack.h"
+#include "common/perm.h"
 #include "common/store.h"
 #include "common/util.h"
 
@@ -74,6 +75,9 @@ static void usage(FILE *f)
 		"  --sheet N           tiles per sheet (default: as many as fill 4 MiB\n"
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
+		"  --window N|full     the data set's sample order: N sheets per shuffle window\n"
+		"                      (default: as many as hold 128 MiB of tiles; a split of\n"
+		"                      no more sheets than that gets the full shuffle)\n"
 		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
 		"                      name, cut to 63 bytes between UTF-8 characters)\n"
 		"pack and --export options:\n"
@@ -289,6 +293,11 @@ static int do_info(const char *path)
 	       in->tile_h * in->tile_w * in->tile_c);
 	printf("sheet tiles: %u\n", in->sheet_tiles);
 	printf("sheets:      %u\n", in->nsheets);
+	if (in->order_window)
+		printf("order:       windowed, %u sheets per window, where a split has more%s\n",
+		       in->order_window, in->version < 2 ? " (version-1 store: the default)" : "");
+	else
+		printf("order:       full shuffle\n");
 	for (uint32_t i = 0; i < in->nsplits; i++) {
 		const struct sprite_split_entry *sp = &in->splits[i];
 		tiles += sp->count;
@@ -644,6 +653,7 @@ enum {
 	OPT_TILE = 256,
 	OPT_SHEET,
 	OPT_COMPRESS,
+	OPT_WINDOW,
 	OPT_JOBS,
 	OPT_STRICT,
 	OPT_NAME,
@@ -672,6 +682,7 @@ static const struct {
 	{OPT_TILE, "--tile", MODE_PACK},
 	{OPT_SHEET, "--sheet", MODE_PACK},
 	{OPT_COMPRESS, "--compress", MODE_PACK},
+	{OPT_WINDOW, "--window", MODE_PACK},
 	{OPT_NAME, "--name", MODE_PACK},
 	{OPT_JOBS, "--jobs", MODE_PACK | MODE_EXPORT},
 	{OPT_STRICT, "--strict", MODE_PACK | MODE_EXPORT},
@@ -725,6 +736,7 @@ int main(int argc, char **argv)
 		{"tile", required_argument, NULL, OPT_TILE},
 		{"sheet", required_argument, NULL, OPT_SHEET},
 		{"compress", required_argument, NULL, OPT_COMPRESS},
+		{"window", required_argument, NULL, OPT_WINDOW},
 		{"jobs", required_argument, NULL, OPT_JOBS},
 		{"strict", no_argument, NULL, OPT_STRICT},
 		{"name", required_argument, NULL, OPT_NAME},
@@ -766,6 +778,16 @@ int main(int argc, char **argv)
 			    o.sheet_tiles == 0) {
 				fprintf(stderr, PROG ": bad --sheet '%s' (1..%u)\n", optarg,
 					SPRITE_MAX_SHEET_TILES);
+				return 2;
+			}
+			break;
+		case OPT_WINDOW:
+			if (!strcmp(optarg, "full")) {
+				o.order_window = SPRITE_ORDER_FULL;
+			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) < 0 ||
+				   o.order_window == 0) {
+				fprintf(stderr, PROG ": bad --window '%s' (1..%u sheets, or full)\n",
+					optarg, SPRITE_ORDER_WINDOW_MAX);
 				return 2;
 			}
 			break;

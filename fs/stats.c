@@ -51,6 +51,40 @@ uint64_t sfs_rss_bytes(void)
 	return rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/*
+ * The store bytes read for the epoch view read last, against the bytes that
+ * epoch needs (its split's stored sheets, each read once): the read
+ * amplification, 1.0 at the end of an epoch served within the working set.
+ */
+static void epoch_io_json(struct sfs *fs, struct sprite_str *s)
+{
+	struct sfs_epoch_io io;
+	sfs_cache_epoch_io(fs, &io);
+	sprite_str_printf(s, "  \"store_bytes_read\": %llu,\n", (unsigned long long)io.total_read);
+	const struct sfs_split *sp = &fs->splits[io.active ? io.split : 0];
+	if (!io.active)
+		for (uint32_t k = 1; k < fs->info->nsplits; k++)
+			if (fs->splits[k].raw_bytes > sp->raw_bytes)
+				sp = &fs->splits[k];
+	sprite_str_printf(s, "  \"working_set\": %llu,\n",
+			  (unsigned long long)sfs_working_set(fs, sp));
+	if (!io.active) {
+		sprite_str_printf(s, "  \"epoch\": null,\n");
+		return;
+	}
+	uint64_t need = 0;
+	for (uint32_t i = sp->first_sheet; i < sp->first_sheet + sp->nsheets; i++)
+		need += fs->info->sheets[i].stored_size;
+	sprite_str_printf(s, "  \"epoch\": {\"split\": ");
+	sprite_str_json(s, sp->name);
+	sprite_str_printf(s,
+			  ", \"batch\": %u, \"batches\": %u, \"store_bytes_read\": %llu, "
+			  "\"stored_bytes\": %llu, \"read_amplification\": %.4f},\n",
+			  io.batch, io.batches, (unsigned long long)io.read_bytes,
+			  (unsigned long long)need,
+			  need ? (double)io.read_bytes / (double)need : 0.0);
+}
+
 char *sfs_stats_json(struct sfs *fs, size_t *len)
 {
 	struct sprite_str s = {0};
@@ -80,6 +114,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(prefetch_issued);
 	C(prefetch_hits);
 	C(prefetch_skipped);
+	epoch_io_json(fs, &s);
 	C(inflight);
 	C(uring_reads);
 	C(uring_bytes);

@@ -155,7 +155,7 @@ static void build_dataset_json(struct sfs *fs)
 	struct sprite_str s = {0};
 	sprite_str_printf(&s, "{\n  \"name\": ");
 	sprite_str_json(&s, in->name);
-	sprite_str_printf(&s, ",\n  \"format_version\": %u,\n", SPRITE_VERSION);
+	sprite_str_printf(&s, ",\n  \"format_version\": %u,\n", in->version);
 	sprite_str_printf(&s, "  \"store\": ");
 	sprite_str_json(&s, fs->store_path);
 	sprite_str_printf(&s, ",\n  \"tile\": {\"h\": %u, \"w\": %u, \"c\": %u},\n", in->tile_h,
@@ -179,6 +179,7 @@ static void build_dataset_json(struct sfs *fs)
 	sprite_str_printf(&s,
 			  "  \"epochs\": {\"seed\": %" PRIu64 ", \"count\": %u, \"batch\": %u},\n",
 			  fs->o.seed, fs->o.epochs, fs->o.batch);
+	sprite_str_printf(&s, "  \"order_window\": %u,\n", in->order_window);
 	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];
@@ -186,9 +187,10 @@ static void build_dataset_json(struct sfs *fs)
 		sprite_str_json(&s, sp->name);
 		sprite_str_printf(&s,
 				  ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
-				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u}",
+				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u, "
+				  "\"dataset_window\": %u}",
 				  sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
-				  sp->window ? "windowed" : "full", sp->window);
+				  sp->window ? "windowed" : "full", sp->window, sp->dataset_window);
 	}
 	sprite_str_printf(&s, "\n  }\n}\n");
 	fs->dataset_json = s.p;
@@ -248,14 +250,15 @@ int sfs_tree_init(struct sfs *fs, char *err)
 		sp->npy_labels_len =
 			npy_header(sp->npy_labels, fs->label_bytes == 1 ? "|u1" : "<u2", shape);
 		sp->epoch_batches = (uint32_t)((sp->count + fs->o.batch - 1) / fs->o.batch);
-		if (fs->o.window)
-			sp->window = fs->o.window;
-		else if (sp->raw_bytes <= fs->o.cache_bytes / 4 * 3)
+		/* the order is the data set's; -o window= may ask for another one explicitly */
+		uint32_t dw = in->order_window;
+		sp->dataset_window = dw && sp->nsheets > dw ? dw : 0;
+		if (fs->o.window == SFS_WINDOW_DATASET)
+			sp->window = sp->dataset_window;
+		else if (fs->o.window == SFS_WINDOW_FULL || fs->o.window >= sp->nsheets)
 			sp->window = 0;
-		else {
-			uint64_t w = fs->o.cache_bytes / 2 / (split_max_raw ? split_max_raw : 1);
-			sp->window = w ? (uint32_t)(w > sp->nsheets ? sp->nsheets : w) : 1;
-		}
+		else
+			sp->window = fs->o.window;
 		sp->digits_batches = digits(sp->nsheets ? sp->nsheets - 1 : 0);
 		sp->digits_sheets = sp->digits_batches;
 		sp->digits_samples = digits(sp->count ? sp->count - 1 : 0);

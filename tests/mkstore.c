@@ -26,7 +26,7 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] "
-			"[--sheet S] [--classes K] [--codec lz4|none] [--seed X] [--name NAME] "
+			"[--sheet S] [--window N|full] [--classes K] [--codec lz4|none] [--seed X] [--name NAME] "
 			"[--class-names FILE]\n");
 	exit(2);
 }
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL, *name = "synthetic", *names_file = NULL;
 	unsigned long long ntrain = 1000, ntest = 200, seed = 1;
-	unsigned th = 28, tw = 28, tc = 1, sheet = 0, classes = 10;
+	unsigned th = 28, tw = 28, tc = 1, sheet = 0, classes = 10, window = 0;
 	enum sprite_codec codec = SPRITE_CODEC_LZ4;
 
 	for (int i = 1; i < argc; i++) {
@@ -105,6 +105,8 @@ int main(int argc, char **argv)
 			seed = num(v);
 		else if (!strcmp(a, "--sheet"))
 			sheet = (unsigned)num(v);
+		else if (!strcmp(a, "--window"))
+			window = !strcmp(v, "full") ? SPRITE_ORDER_FULL : (unsigned)num(v);
 		else if (!strcmp(a, "--classes"))
 			classes = (unsigned)num(v);
 		else if (!strcmp(a, "--name"))
@@ -153,6 +155,7 @@ int main(int argc, char **argv)
 		.tile_w = tw,
 		.tile_c = tc,
 		.sheet_tiles = sheet,
+		.order_window = window,
 		.codec = codec,
 		.nclasses = classes,
 		.class_names = (const char *const *)names,

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
-"$MKSTORE" "$T/big.sprites" --count-train 45000 --count-test 5000 --tile 56x56x1 --sheet 1024 \
+"$MKSTORE" "$T/big.sprites" --count-train 45000 --count-test 5000 --tile 56x56x1 --sheet 1024 --window 3 \
 	>"$T/mkstore.log" 2>&1 || fail "mkstore"
 budget=$((32 << 20))
 sfs_mount "$T/spritefs.log" "$T/big.sprites" "$T/mnt" -o cache=32M,batch=512

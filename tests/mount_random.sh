@@ -35,8 +35,9 @@ for ((r = 1; r <= rounds; r++)); do
 	pick 1 300; one_of 0 "$REPLY"; ntest=$REPLY
 	one_of lz4 none; codec=$REPLY
 	mk="--count-train $ntrain --count-test $ntest --tile ${h}x${w}x${c} --sheet $sheet"
+	pick 0 6; ((REPLY)) && mk+=" --window $REPLY" # the data set's order; 0: the default
 	mk+=" --classes $classes --codec $codec --seed $r"
-	one_of 1M 2M 4M 64M; opts="cache=$REPLY"
+	one_of 1M 2M 4M 64M; cache=$REPLY; opts="cache=$cache"
 	pick 0 16; opts+=",prefetch=$REPLY"
 	pick 1 4; opts+=",workers=$REPLY"
 	pick 1 500; opts+=",batch=$REPLY"
@@ -59,6 +60,17 @@ for ((r = 1; r <= rounds; r++)); do
 		"$MOUNT_CHECK" --corrupt "$T/s.sprites" "$bad" >/dev/null || fail "[$case_] --corrupt $bad"
 		case_+="; sheet $bad damaged"
 		want_bad=1
+	fi
+	# a budget below 2 sheets is refused, naming the smallest that works
+	big=$((ntrain > ntest ? ntrain : ntest)); ((big > sheet)) && big=$sheet
+	ids=$(((64 + 2 * big + 63) / 64 * 64)); tiles=$(((ids + 4 * big + 63) / 64 * 64))
+	block=$(((tiles + big * h * w * c + 4095) / 4096 * 4096))
+	if ((${cache%M} << 20 < 2 * block)); then
+		rc=0
+		"$SPRITEFS" -f -o "$opts" "$T/s.sprites" "$T/mnt" >"$T/refused.log" 2>&1 || rc=$?
+		[[ $rc -eq 2 ]] && grep -q "holds fewer than 2 sheets of .*: the smallest budget that works is" \
+			"$T/refused.log" || fail "[$case_] cache=$cache below 2 sheets: exit $rc, $(cat "$T/refused.log")"
+		opts=${opts/cache=$cache/cache=$((2 * block))}
 	fi
 	sfs_mount "$T/spritefs.log" "$T/s.sprites" "$T/mnt" -o "$opts"
 	# shellcheck disable=SC2086

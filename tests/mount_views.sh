@@ -14,7 +14,7 @@ need_fuse
 # name | mkstore args | spritefs -o options | mount_check args
 matrix=(
 	"gray-lz4|--count-train 3000 --count-test 517 --sheet 256|cache=64M|--epochs 2 --order 3"
-	"rgb-raw-windowed|--count-train 1003 --count-test 100 --tile 32x30x3 --sheet 64 --codec none --classes 7|cache=2M,batch=100,prefetch=4,seed=11|--seed 11 --epochs 2"
+	"rgb-raw-windowed|--count-train 1003 --count-test 100 --tile 32x30x3 --sheet 64 --codec none --classes 7 --window 4|cache=2M,batch=100,prefetch=4,seed=11|--seed 11 --epochs 2"
 	"rgba-buffered|--count-train 500 --count-test 0 --tile 9x7x4 --sheet 50 --classes 3|cache=16M,direct=0,batch=33,window=3,kernel_open=0|--epochs 1"
 	"gray-one-sheet|--count-train 10 --count-test 1 --sheet 1024 --classes 2|cache=8M,batch=3,workers=1,prefetch=0|--epochs 3 --direct"
 )

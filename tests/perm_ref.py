@@ -51,14 +51,24 @@ def perm_windowed(seed, epoch, n, sheet_tiles, window):
         sheet_tiles = n
     window = max(window, 1)
     nsheets = (n + sheet_tiles - 1) // sheet_tiles
+    if window >= nsheets:
+        return perm(seed, epoch, n)
+    nwin = (nsheets + window - 1) // window
     rng = Rng(seed, epoch)
-    order = list(range(nsheets))
-    shuffle(rng, order)
+    worder = list(range(nwin))
+    shuffle(rng, worder)
+    strata = []
+    for first in range(0, nsheets, nwin):
+        members = list(range(first, min(first + nwin, nsheets)))
+        shuffle(rng, members)
+        strata.append(members)
     out = []
-    for k in range(0, nsheets, window):
+    for w in worder:
         samples = []
-        for sheet in order[k:k + window]:
-            samples.extend(range(sheet * sheet_tiles, min((sheet + 1) * sheet_tiles, n)))
+        for members in strata:
+            if w < len(members):
+                s = members[w]
+                samples.extend(range(s * sheet_tiles, min((s + 1) * sheet_tiles, n)))
         shuffle(rng, samples)
         out.extend(samples)
     return out

@@ -63,35 +63,115 @@ static int valid(const uint32_t *p, uint32_t n)
 	return ok;
 }
 
-/* Every window holds whole sheets, at most `window` of them, contiguously. */
+/*
+ * Every window holds whole sheets, at most `window` of them, contiguously,
+ * and at most one sheet of each stratum (nwin consecutive sheets). A window
+ * is seen to end when the samples of every sheet it has shown are out (a
+ * window may so look like two: each still obeys the rules).
+ */
 static int windows_ok(const uint32_t *p, const struct pcase *c)
 {
 	uint32_t T = c->sheet > c->n ? c->n : c->sheet;
 	uint32_t nsheets = (c->n + T - 1) / T;
+	if (c->window >= nsheets)
+		return 1; /* the full order */
+	uint32_t nwin = (nsheets + c->window - 1) / c->window;
 	uint32_t *win = malloc(nsheets * sizeof(*win));
+	uint32_t *strat = malloc(nsheets * sizeof(*strat));
 	for (uint32_t i = 0; i < nsheets; i++)
-		win[i] = UINT32_MAX;
+		win[i] = strat[i] = UINT32_MAX;
 	uint32_t cur = 0, cur_sheets = 0;
 	uint64_t left = 0;
 	int ok = 1;
 	for (uint32_t i = 0; i < c->n && ok; i++) {
 		uint32_t sh = p[i] / T;
 		if (win[sh] != cur) {
-			if (win[sh] != UINT32_MAX || cur_sheets == c->window) {
+			if (win[sh] != UINT32_MAX || cur_sheets == c->window ||
+			    strat[sh / nwin] == cur) {
 				ok = 0;
 				break;
 			}
 			win[sh] = cur;
+			strat[sh / nwin] = cur;
 			cur_sheets++;
 			left += (sh + 1 == nsheets) ? c->n - sh * T : T;
 		}
-		if (--left == 0 && cur_sheets == c->window) {
+		if (--left == 0) {
 			cur++;
 			cur_sheets = 0;
 		}
 	}
 	free(win);
+	free(strat);
 	return ok;
+}
+
+/*
+ * Mean over the batches of an epoch of Pearson's chi-square of the batch's
+ * class counts against the split's proportions, for a split stored in class
+ * order (what a packed folder gives): k classes of n/k samples each.
+ * Also the number of batches that hold a single class.
+ */
+static double batch_chi2(const uint32_t *p, uint32_t n, uint32_t k, uint32_t batch,
+			 uint32_t *single)
+{
+	double sum = 0;
+	uint32_t nb = 0, per = n / k;
+	*single = 0;
+	for (uint32_t b0 = 0; b0 + batch <= n; b0 += batch, nb++) {
+		uint32_t cnt[64] = {0}, classes = 0;
+		for (uint32_t i = b0; i < b0 + batch; i++)
+			cnt[p[i] / per]++;
+		double e = (double)batch / k, x = 0;
+		for (uint32_t c = 0; c < k; c++) {
+			x += (cnt[c] - e) * (cnt[c] - e) / e;
+			classes += cnt[c] > 0;
+		}
+		sum += x;
+		*single += classes == 1;
+	}
+	return sum / nb;
+}
+
+/*
+ * The statistical test of mixing, over 5 epochs of splits stored in class
+ * order (sheets of 100, batches of 64): with windows of 32 sheets (the
+ * default for 4 MiB sheets), the mean per-batch chi-square of the windowed
+ * order is at most 1.25 times the full shuffle's (whose expectation is
+ * k - 1), for 5 and 10 classes; with windows of 8, no batch holds a single
+ * class. A window's class shares are the split's to within 1/window: each
+ * of its sheets comes from another stratum.
+ */
+static void check_mixing(void)
+{
+	const struct {
+		uint32_t n, k, W;
+	} cs[] = {{20000, 5, 32}, {60000, 10, 32}, {20000, 5, 8}, {60000, 10, 8}};
+	const uint32_t T = 100, B = 64;
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+		uint32_t n = cs[c].n, k = cs[c].k, W = cs[c].W;
+		uint32_t *p = malloc(n * sizeof(*p));
+		double full = 0, win = 0;
+		uint32_t single, singles = 0;
+		for (uint32_t e = 0; e < 5; e++) {
+			sprite_perm(42, e, n, p);
+			full += batch_chi2(p, n, k, B, &single);
+			CHECK(sprite_perm_windowed(42, e, n, T, W, p) == 0, "windowed order");
+			win += batch_chi2(p, n, k, B, &single);
+			singles += single;
+		}
+		if (W >= 32)
+			CHECK(win <= 1.25 * full,
+			      "%u classes, window %u: batches mix worse than a full shuffle: mean "
+			      "chi2 %.2f against %.2f",
+			      k, W, win / 5, full / 5);
+		CHECK(singles == 0, "%u classes, window %u: %u batches hold a single class", k, W,
+		      singles);
+		printf("test_perm: %u classes, window %u: mean per-batch chi2 %.2f, full shuffle "
+		       "%.2f\n",
+		       k, W, win / 5, full / 5);
+		free(p);
+	}
 }
 
 /* Run the Python reference; returns malloc'd numbers, *count set, or NULL. */
@@ -158,6 +238,7 @@ int main(int argc, char **argv)
 		CHECK(u >= 0.0f && u < 1.0f, "uniform %f", (double)u);
 	}
 	sprite_perm_windowed(1, 1, 0, 10, 2, NULL); /* n = 0 touches nothing */
+	check_mixing();
 
 	if (argc < 2 || access("/usr/bin/python3", X_OK) != 0) {
 		if (failures)

@@ -28,6 +28,7 @@
 #include <xxhash.h>
 
 #include "common/batch.h"
+#include "common/perm.h"
 #include "common/store.h"
 #include "common/util.h"
 #include "tests/check.h"
@@ -66,7 +67,8 @@ static int write_store(const char *path, const struct shape *sh)
 			       "sandal",  "shirt",   "sneaker",	 "bag",	  "ankle boot"};
 	struct sprite_writer_params p = {
 		"unit",	   sh->h,     sh->w,	    sh->c,
-		sh->sheet, sh->codec, sh->nclasses, sh->nclasses <= 10 ? names : NULL};
+		sh->sheet, sh->codec, sh->nclasses, sh->nclasses <= 10 ? names : NULL,
+		0};
 	sprite_writer *w;
 	int r = sprite_writer_open(path, &p, &w, err);
 	if (r < 0) {
@@ -363,6 +365,54 @@ static void expect_open(const char *what, uint8_t *b, size_t len, int code, cons
 	free(b);
 }
 
+/* Open b (expected fine) and return its order window, or -1. */
+static int64_t window_of(uint8_t *b, uint32_t *version)
+{
+	char path[256], err[SPRITE_ERR_MAX] = "";
+	snprintf(path, sizeof(path), "%s/win.sprites", dir);
+	spit(path, b, base_len);
+	free(b);
+	sprite_store *s = NULL;
+	if (sprite_store_open(path, &s, err) < 0) {
+		CHECK(0, "order window: %s", err);
+		return -1;
+	}
+	int64_t w = sprite_store_info(s)->order_window;
+	*version = sprite_store_info(s)->version;
+	sprite_store_close(s);
+	return w;
+}
+
+/*
+ * The order window is the header's in a version-2 store, whatever the value
+ * (0 is the full order), and sprite_order_window()'s default in a version-1
+ * store, whose header bytes there are padding.
+ */
+static void check_order_window(const struct sprite_header *h0)
+{
+	uint32_t v = 0;
+	uint32_t def = sprite_order_window(h0->sheet_tiles,
+					   (uint64_t)h0->tile_h * h0->tile_w * h0->tile_c);
+	int64_t w = window_of(copy(), &v);
+	CHECK(w == def && v == 2, "written store: window %lld version %u, want %u, 2", (long long)w,
+	      v, def);
+	const uint32_t vals[] = {0, 1, 7, UINT32_MAX};
+	for (size_t k = 0; k < sizeof(vals) / sizeof(vals[0]); k++) {
+		uint8_t *b = copy();
+		HDR(b)->order_window = vals[k];
+		fix_header(b);
+		w = window_of(b, &v);
+		CHECK(w == vals[k], "version 2, order_window %u: read %lld", vals[k], (long long)w);
+	}
+	uint8_t *b = copy();
+	HDR(b)->version = 1;
+	HDR(b)->order_window = 0;
+	fix_header(b);
+	w = window_of(b, &v);
+	CHECK(w == def && v == 1, "version 1: window %lld version %u, want the default %u",
+	      (long long)w, v, def);
+}
+
 /* Open b (expected fine), read sheet i, expect code and message. */
 static void expect_sheet(const char *what, uint8_t *b, uint32_t i, int code, const char *want)
 {
@@ -436,12 +486,13 @@ static void check_damage(void)
 	expect_open("bad magic", b, base_len, SPRITE_EBADMAGIC, "not a sprite store (bad magic)");
 	b = copy();
 	HDR(b)->version = 7;
-	expect_open("version 7", b, base_len, SPRITE_EVERSION, "version 7 is newer than 1");
+	expect_open("version 7", b, base_len, SPRITE_EVERSION, "version 7 is newer than 2");
 	b = copy();
-	HDR(b)->version = 2;
+	HDR(b)->version = 3;
 	fix_header(b);
-	expect_open("version 2 with checksum", b, base_len, SPRITE_EVERSION,
-		    "version 2 is newer than 1");
+	expect_open("version 3 with checksum", b, base_len, SPRITE_EVERSION,
+		    "version 3 is newer than 2");
+	check_order_window(h0);
 	b = realloc(copy(), base_len + 4096);
 	memset(b + base_len, 0, 4096);
 	expect_open("trailing data", b, base_len + 4096, SPRITE_ECORRUPT, "header says");
@@ -670,7 +721,7 @@ static void check_writer(void)
 	char path[256], err[SPRITE_ERR_MAX];
 	struct stat st;
 	uint8_t tile[16] = {0};
-	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL};
+	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0};
 	sprite_writer *w;
 	snprintf(path, sizeof(path), "%s/w.sprites", dir);
 
