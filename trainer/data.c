@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/batch.h"
+#include "common/folder.h"
 #include "common/image.h"
 #include "common/perm.h"
 #include "common/store.h"
@@ -932,27 +933,6 @@ static int mount_read(hn_source *s, int split, const uint32_t *idx, int n, uint8
 
 /* ---- image folder ----------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/*
- * The tree is listed exactly as spritefs-pack lists it (common/pack.c), so
- * that sample i here is sample i of a store packed from the same tree:
- * hidden entries ignored, names in byte order at every level, a class
- * folder walked depth first with files and subfolders merged by name, every
- * regular file taken (a file that does not decode is skipped when it is
- * first read, see image_sample), split folders used when a top folder named
- * train/test/val/valid/validation has subfolders, and the classes the sorted
- * union of the class folders of every split.
- */
-static int is_split_name(const char *n)
-{
-	return !strcmp(n, "train") || !strcmp(n, "test") || !strcmp(n, "val") ||
-	       !strcmp(n, "valid") || !strcmp(n, "validation");
-}
-
 /*
  * An entry of the tree that is not an image of a class folder: named through
  * on_ignore and counted, or with --strict, when it is neither a file nor a
@@ -973,60 +953,12 @@ static int ignore_entry(hn_source *s, const char *path, int unreadable, const ch
 	return 0;
 }
 
-/*
- * Sorted names of the visible folders in dir (the files below are
- * sprite_walk_files'). With rep, the other entries are told to ignore_entry
- * (files too: they lie outside the class folders).
- */
-static int list_dir(hn_source *rep, const char *dir, char ***out, size_t *count, char *err)
+static int ignore_entries(hn_source *s, const struct sprite_folder_entries *l, char *err)
 {
-	struct sprite_dirent **e;
-	size_t ne, n = 0;
-	char shown[HN_ERR_MAX], p[8192];
-	int rc = sprite_list_dir(dir, &e, &ne);
-	if (rc < 0)
-		return fail(err, rc, "%s: %s", sprite_escape(dir, shown, sizeof shown),
-			    strerror(-rc));
-	char **v = calloc(ne ? ne : 1, sizeof *v);
-	if (!v)
-		rc = fail(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; rc == 0 && i < ne; i++) {
-		if (e[i]->kind == 'd') {
-			if (!(v[n++] = strdup(e[i]->name)))
-				rc = fail(err, -ENOMEM, "out of memory");
-		} else if (rep) {
-			snprintf(p, sizeof p, "%s/%s", dir, e[i]->name);
-			rc = e[i]->kind ? ignore_entry(rep, p, 0, "not in a class folder", err)
-					: ignore_entry(rep, p, 1, e[i]->why, err);
-		}
-	}
-	sprite_dirents_free(e, ne);
-	if (rc < 0) {
-		for (size_t i = 0; v && i < n; i++)
-			free(v[i]);
-		free(v);
-		return rc;
-	}
-	*out = v;
-	*count = n;
-	return 0;
-}
-
-static void free_list(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-static int has_subdir(const char *dir)
-{
-	char **v;
-	size_t n;
-	if (list_dir(NULL, dir, &v, &n, NULL) < 0)
-		return 0;
-	free_list(v, n);
-	return n > 0;
+	int rc = 0;
+	for (size_t i = 0; i < l->n && rc == 0; i++)
+		rc = ignore_entry(s, l->v[i].path, l->v[i].unreadable, l->v[i].why, err);
+	return rc;
 }
 
 struct file_list {
@@ -1034,10 +966,9 @@ struct file_list {
 	size_t n, cap;
 };
 
-/* sprite_walk_files' callbacks: files of one class, the order spritefs-pack lists them in. */
+/* sprite_folder_walk's callbacks: the files of one split, in the order spritefs-pack packs them. */
 struct walk_ctx {
 	struct file_list *fl;
-	uint16_t label;
 	hn_source *s;
 	char *err;
 };
@@ -1048,7 +979,7 @@ static int walk_ignored(void *ctx, const char *path, int unreadable, const char 
 	return ignore_entry(c->s, path, unreadable, why, c->err);
 }
 
-static int walk_file(void *ctx, char *path)
+static int walk_file(void *ctx, char *path, uint16_t label)
 {
 	struct walk_ctx *c = ctx;
 	struct file_list *fl = c->fl;
@@ -1063,17 +994,9 @@ static int walk_file(void *ctx, char *path)
 		fl->cap = nc;
 	}
 	fl->v[fl->n].path = path;
-	fl->v[fl->n].label = c->label;
+	fl->v[fl->n].label = label;
 	fl->n++;
 	return 0;
-}
-
-static int class_index(const hn_source *s, const char *name)
-{
-	for (uint32_t i = 0; i < s->info.nclasses; i++)
-		if (!strcmp(s->info.class_names[i], name))
-			return (int)i;
-	return -1;
 }
 
 /*
@@ -1135,119 +1058,52 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	const char *base = strrchr(path, '/');
 	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
 
-	/* Files at the top are outside the class folders in either layout: told here. */
-	char **top;
-	size_t ntop;
-	int rc = list_dir(s, path, &top, &ntop, err);
-	if (rc < 0)
-		return rc;
-	/* The split folders (those with subfolders), or the root as "train". */
-	char **sdirs = calloc(ntop + 1, sizeof *sdirs);
-	const char **snames = calloc(ntop + 1, sizeof *snames);
-	size_t nsplit = 0;
-	int split_layout = 0;
-	char p[4400];
-	for (size_t i = 0; sdirs && i < ntop; i++) {
-		snprintf(p, sizeof p, "%s/%s", path, top[i]);
-		if (is_split_name(top[i]) && has_subdir(p))
-			split_layout = 1;
-	}
-	if (!sdirs || !snames) {
-		rc = -ENOMEM;
-	} else if (!split_layout) {
-		sdirs[0] = strdup(path);
-		snames[0] = "train";
-		nsplit = 1;
-	} else {
-		for (size_t i = 0; i < ntop; i++) {
-			snprintf(p, sizeof p, "%s/%s", path, top[i]);
-			if (has_subdir(p)) {
-				sdirs[nsplit] = strdup(p);
-				snames[nsplit++] = top[i];
-			}
-		}
-	}
-	/* Classes: the sorted union over every split folder. */
-	char **all = NULL;
-	size_t nall = 0, capall = 0;
-	for (size_t k = 0; rc == 0 && k < nsplit; k++) {
-		char **cl;
-		size_t ncl;
-		if ((rc = list_dir(NULL, sdirs[k], &cl, &ncl, err)) < 0)
-			break;
-		for (size_t i = 0; i < ncl; i++) {
-			if (nall == capall) {
-				capall = capall ? capall * 2 : 64;
-				char **na = realloc(all, capall * sizeof *all);
-				if (!na) {
-					rc = -ENOMEM;
-					break;
-				}
-				all = na;
-			}
-			all[nall++] = cl[i];
-			cl[i] = NULL;
-		}
-		free_list(cl, ncl);
-	}
-	size_t m = 0;
-	if (rc == 0 && nall) {
-		sprite_sort(all, nall, sizeof *all, cmp_str);
-		for (size_t i = 0; i < nall; i++)
-			if (!m || strcmp(all[m - 1], all[i]))
-				all[m++] = all[i];
-			else
-				free(all[i]), all[i] = NULL;
-		nall = m;
-	}
-	if (rc == 0 && m == 0)
+	/*
+	 * The tree as spritefs-pack lists it (common/folder.c). Entries outside
+	 * the class folders are told for the top, then for each split this run
+	 * reads, before its files.
+	 */
+	struct sprite_folder f;
+	int rc = sprite_folder_list(path, &f, err, HN_ERR_MAX);
+	if (rc == 0)
+		rc = ignore_entries(s, &f.outside, err);
+	if (rc == 0 && f.nclasses == 0)
 		rc = fail(err, -ENOENT,
 			  "%s: no class folders (expected %s/<class>/<images> or "
 			  "%s/train/<class>/<images>)",
 			  path, path, path);
-	else if (rc == 0 && m > HN_MAX_CLASSES)
+	else if (rc == 0 && f.nclasses > HN_MAX_CLASSES)
 		rc = fail(err, -EINVAL, "%s: too many classes", path);
 	else if (rc == 0)
-		rc = set_classes(s, (uint32_t)m, (const char *const *)all);
-	free_list(all, nall);
+		rc = set_classes(s, (uint32_t)f.nclasses, (const char *const *)f.classes);
 
 	/* The two splits this run uses. */
 	int want_test = !no_test(o->test_split);
 	for (int k = 0; rc == 0 && k < 1 + want_test; k++) {
 		const char *name = k == 0 ? o->train_split : o->test_split;
 		size_t j = 0;
-		while (j < nsplit && strcmp(snames[j], name))
+		while (j < f.nsplits && strcmp(f.splits[j].name, name))
 			j++;
-		if (j == nsplit) {
-			if (k == 1 && !split_layout)
+		if (j == f.nsplits) {
+			if (k == 1 && !f.split_layout)
 				break; /* class folders directly: no test split, train only */
 			rc = fail(err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
 				  k ? " (--test-split none trains without evaluation)" : "");
 			break;
 		}
-		/* the other entries of a split folder, unless it is the top, told above */
-		char **cl;
-		size_t ncl;
-		if ((rc = list_dir(split_layout ? s : NULL, sdirs[j], &cl, &ncl, err)) < 0)
-			break;
 		struct file_list fl = {0};
-		for (size_t i = 0; rc == 0 && i < ncl; i++) {
-			snprintf(p, sizeof p, "%s/%s", sdirs[j], cl[i]);
-			struct walk_ctx wc = {&fl, (uint16_t)class_index(s, cl[i]), s, err};
-			rc = sprite_walk_files(p, walk_file, walk_ignored, &wc, err, HN_ERR_MAX);
-		}
-		free_list(cl, ncl);
+		struct walk_ctx wc = {&fl, s, err};
+		rc = ignore_entries(s, &f.splits[j].outside, err);
+		if (rc == 0)
+			rc = sprite_folder_walk(&f, j, walk_file, walk_ignored, &wc, err,
+						HN_ERR_MAX);
 		s->files[k] = fl.v;
 		s->nfiles[k] = fl.n;
 		s->info.full_count[k] = fl.n;
 		if (rc == 0 && !(s->bad[k] = calloc(fl.n ? fl.n : 1, 1)))
 			rc = -ENOMEM;
 	}
-	for (size_t k = 0; k < nsplit; k++)
-		free(sdirs[k]);
-	free(sdirs);
-	free(snames);
-	free_list(top, ntop);
+	sprite_folder_free(&f);
 	if (rc < 0)
 		return rc;
 	if (s->info.full_count[0] == 0)
