@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/folder.h"
 #include "common/image.h"
 #include "common/store.h"
 #include "common/util.h"
@@ -71,123 +72,6 @@ static void prefix_err(char *err, const char *path)
 
 /* ---- listing ----------------------------------------------------------- */
 
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
-static int strv_push(struct strv *s, const char *str)
-{
-	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 16;
-		char **nv = realloc(s->v, ncap * sizeof *nv);
-		if (!nv)
-			return -ENOMEM;
-		s->v = nv;
-		s->cap = ncap;
-	}
-	if (!(s->v[s->n] = strdup(str)))
-		return -ENOMEM;
-	s->n++;
-	return 0;
-}
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof *s);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/*
- * Entries of the source that are not packed, told through on_ignore before
- * decoding starts: files outside the class folders, entries that are neither
- * a file nor a folder (unreadable: bad input under --strict), link loops.
- */
-struct passed {
-	char *path, *why;
-	int unreadable;
-};
-
-struct passed_list {
-	struct passed *v;
-	size_t n, cap;
-};
-
-static int passed_push(struct passed_list *l, const char *path, int unreadable, const char *why)
-{
-	if (l->n == l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 16;
-		struct passed *nv = realloc(l->v, ncap * sizeof *nv);
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-		l->cap = ncap;
-	}
-	struct passed *e = &l->v[l->n];
-	e->path = strdup(path);
-	e->why = strdup(why);
-	e->unreadable = unreadable;
-	if (!e->path || !e->why) {
-		free(e->path);
-		free(e->why);
-		return -ENOMEM;
-	}
-	l->n++;
-	return 0;
-}
-
-static void passed_free(struct passed_list *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->v[i].path);
-		free(l->v[i].why);
-	}
-	free(l->v);
-}
-
-/*
- * Sorted names of the visible entries of dir of the given kind (0: any).
- * With kind 'd' and ign, the other entries go to ign in name order: a file
- * is "not in a class folder", the rest unreadable.
- */
-static int list_dir(const char *dir, int kind, struct strv *out, struct passed_list *ign, char *err)
-{
-	struct sprite_dirent **v;
-	size_t n;
-	char shown[SPRITE_ERR_MAX];
-	int r = sprite_list_dir(dir, &v, &n);
-	if (r < 0) {
-		sprite_escape(dir, shown, sizeof shown);
-		if (r == -ENOMEM)
-			seterr(err, "out of memory listing %s", shown);
-		else
-			seterr(err, "%s: cannot open: %s", shown, strerror(-r));
-		return r;
-	}
-	for (size_t i = 0; i < n && r == 0; i++) {
-		if (!kind || v[i]->kind == kind) {
-			r = strv_push(out, v[i]->name);
-		} else if (ign && kind == 'd') {
-			char *p = sprite_path_join(dir, v[i]->name);
-			r = !p		 ? -ENOMEM
-			    : v[i]->kind ? passed_push(ign, p, 0, "not in a class folder")
-					 : passed_push(ign, p, 1, v[i]->why);
-			free(p);
-		}
-	}
-	sprite_dirents_free(v, n);
-	if (r < 0)
-		seterr(err, "out of memory listing %s", sprite_escape(dir, shown, sizeof shown));
-	return r;
-}
-
 struct item {
 	char *path;
 	uint32_t split; /* index into the source's split list */
@@ -213,18 +97,28 @@ static int items_push(struct items *it, char *path, uint32_t split, uint16_t lab
 	return 0;
 }
 
-/* sprite_walk_files' callbacks: files become items of one split and class. */
-struct walk_ctx {
-	struct items *it;
-	struct passed_list *ign;
-	uint32_t split;
-	uint16_t label;
+/*
+ * The tree as common/folder.c lists it, its files in store order, and the
+ * entries that are not packed, in the order on_ignore is told them before
+ * decoding starts: files outside the class folders, the folders beside the
+ * splits that hold none, then what the walk of each split passed over.
+ */
+struct source {
+	struct sprite_folder f;
+	struct items items;
+	struct sprite_folder_entries ignored;
 };
 
-static int walk_item(void *ctx, char *path)
+/* sprite_folder_walk's callbacks: files become items of one split. */
+struct walk_ctx {
+	struct source *s;
+	uint32_t split;
+};
+
+static int walk_item(void *ctx, char *path, uint16_t label)
 {
 	struct walk_ctx *c = ctx;
-	int r = items_push(c->it, path, c->split, c->label);
+	int r = items_push(&c->s->items, path, c->split, label);
 	if (r < 0)
 		free(path);
 	return r;
@@ -233,154 +127,62 @@ static int walk_item(void *ctx, char *path)
 static int walk_ignored(void *ctx, const char *path, int unreadable, const char *why)
 {
 	struct walk_ctx *c = ctx;
-	return passed_push(c->ign, path, unreadable, why);
+	return sprite_folder_entries_push(&c->s->ignored, path, unreadable, why);
 }
-
-struct source {
-	struct strv split_names; /* store split names, "train" first */
-	struct strv split_dirs;
-	struct strv classes; /* sorted union of class folder names */
-	struct items items;  /* in store order */
-	struct passed_list ignored;
-};
 
 static void source_free(struct source *s)
 {
-	strv_free(&s->split_names);
-	strv_free(&s->split_dirs);
-	strv_free(&s->classes);
-	passed_free(&s->ignored);
+	sprite_folder_free(&s->f);
+	sprite_folder_entries_free(&s->ignored);
 	for (size_t i = 0; i < s->items.n; i++)
 		free(s->items.v[i].path);
 	free(s->items.v);
 }
 
-static int has_subdir(const char *dir)
+/* Append the entries of l to the ignored list. */
+static int pass_over(struct source *s, const struct sprite_folder_entries *l)
 {
-	struct strv v = {0};
-	int r = list_dir(dir, 'd', &v, NULL, NULL);
-	int yes = r == 0 && v.n > 0;
-	strv_free(&v);
-	return yes;
-}
-
-static int is_split_name(const char *n)
-{
-	return !strcmp(n, "train") || !strcmp(n, "test") || !strcmp(n, "val") ||
-	       !strcmp(n, "valid") || !strcmp(n, "validation");
+	int r = 0;
+	for (size_t i = 0; i < l->n && r == 0; i++)
+		r = sprite_folder_entries_push(&s->ignored, l->v[i].path, l->v[i].unreadable,
+					       l->v[i].why);
+	return r;
 }
 
 static int list_folder(const char *src, struct source *s, char *err)
 {
-	struct strv top = {0};
-	struct passed_list top_ign = {0};
-	int r = list_dir(src, 'd', &top, &top_ign, err);
-	int split_layout = 0;
-	for (size_t i = 0; i < top.n && r == 0; i++) {
-		char *p = sprite_path_join(src, top.v[i]);
-		if (p && is_split_name(top.v[i]) && has_subdir(p))
-			split_layout = 1;
-		free(p);
-	}
-	/* Without split folders SOURCE is the split: its files are told below. */
-	if (split_layout) {
-		s->ignored = top_ign;
-		top_ign = (struct passed_list){0};
-	}
-	passed_free(&top_ign);
-	if (r < 0) {
-		strv_free(&top);
-		return r;
-	}
-	if (!split_layout) {
-		r = strv_push(&s->split_names, "train");
-		if (r == 0)
-			r = strv_push(&s->split_dirs, src);
-	} else {
-		/* "train" first, then the other split folders in byte order. */
-		for (int pass = 0; pass < 2 && r == 0; pass++)
-			for (size_t i = 0; i < top.n && r == 0; i++) {
-				if ((pass == 0) != !strcmp(top.v[i], "train"))
-					continue;
-				char *p = sprite_path_join(src, top.v[i]);
-				if (!p) {
-					r = -ENOMEM;
-					break;
-				}
-				if (has_subdir(p)) {
-					if (strlen(top.v[i]) >= SPRITE_SPLIT_NAME_MAX) {
-						char shown[SPRITE_ERR_MAX];
-						seterr(err, "%s: split name longer than %u bytes",
-						       sprite_escape(p, shown, sizeof shown),
-						       SPRITE_SPLIT_NAME_MAX - 1);
-						r = -ENAMETOOLONG;
-					} else if (s->split_names.n == SPRITE_MAX_SPLITS) {
-						seterr(err, "%s: more than %u splits", src,
-						       SPRITE_MAX_SPLITS);
-						r = -E2BIG;
-					} else if ((r = strv_push(&s->split_names, top.v[i])) ==
-						   0) {
-						r = strv_push(&s->split_dirs, p);
-					}
-				} else {
-					r = passed_push(&s->ignored, p, 0,
-							"no class folders in it");
-				}
-				free(p);
-			}
-	}
-	strv_free(&top);
-	if (r < 0) {
-		if (r == -ENOMEM)
-			seterr(err, "out of memory");
-		return r;
-	}
-
-	/* Classes: the sorted union of class folder names over all splits. */
-	struct strv *per = calloc(s->split_dirs.n, sizeof *per);
-	if (!per) {
-		seterr(err, "out of memory");
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < s->split_dirs.n && r == 0; i++) {
-		r = list_dir(s->split_dirs.v[i], 'd', &per[i], &s->ignored, err);
-		for (size_t k = 0; k < per[i].n && r == 0; k++)
-			r = strv_push(&s->classes, per[i].v[k]);
-	}
-	if (r == 0) {
-		sprite_sort(s->classes.v, s->classes.n, sizeof *s->classes.v, cmp_str);
-		size_t u = 0;
-		for (size_t i = 0; i < s->classes.n; i++) {
-			if (u && !strcmp(s->classes.v[u - 1], s->classes.v[i]))
-				free(s->classes.v[i]);
-			else
-				s->classes.v[u++] = s->classes.v[i];
-		}
-		s->classes.n = u;
-		if (u > SPRITE_MAX_CLASSES) {
-			seterr(err, "%s: %zu classes, more than %u", src, u, SPRITE_MAX_CLASSES);
+	const struct sprite_folder *f = &s->f;
+	int r = sprite_folder_list(src, &s->f, err, SPRITE_ERR_MAX);
+	/* What a store can hold: split names and splits. */
+	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
+		char shown[SPRITE_ERR_MAX];
+		if (strlen(f->splits[k].name) >= SPRITE_SPLIT_NAME_MAX) {
+			seterr(err, "%s: split name longer than %u bytes",
+			       sprite_escape(f->splits[k].dir, shown, sizeof shown),
+			       SPRITE_SPLIT_NAME_MAX - 1);
+			r = -ENAMETOOLONG;
+		} else if (k == SPRITE_MAX_SPLITS) {
+			seterr(err, "%s: more than %u splits", src, SPRITE_MAX_SPLITS);
 			r = -E2BIG;
 		}
 	}
-	for (size_t i = 0; i < s->split_dirs.n && r == 0; i++) {
-		for (size_t k = 0; k < per[i].n && r == 0; k++) {
-			char **hit = bsearch(&per[i].v[k], s->classes.v, s->classes.n,
-					     sizeof *s->classes.v, cmp_str);
-			uint16_t label = (uint16_t)(hit - s->classes.v);
-			char *p = sprite_path_join(s->split_dirs.v[i], per[i].v[k]);
-			if (!p) {
-				r = -ENOMEM;
-				seterr(err, "out of memory");
-				break;
-			}
-			struct walk_ctx wc = {&s->items, &s->ignored, (uint32_t)i, label};
-			r = sprite_walk_files(p, walk_item, walk_ignored, &wc, err, SPRITE_ERR_MAX);
-			free(p);
-		}
+	if (r == 0 && f->nclasses > SPRITE_MAX_CLASSES) {
+		seterr(err, "%s: %zu classes, more than %u", src, f->nclasses, SPRITE_MAX_CLASSES);
+		r = -E2BIG;
 	}
-	for (size_t i = 0; i < s->split_dirs.n; i++)
-		strv_free(&per[i]);
-	free(per);
+	if (r == 0)
+		r = pass_over(s, &f->outside);
+	for (size_t i = 0; i < f->nbare && r == 0; i++)
+		r = sprite_folder_entries_push(&s->ignored, f->bare[i], 0,
+					       SPRITE_FOLDER_NO_CLASSES);
+	for (size_t k = 0; k < f->nsplits && r == 0; k++)
+		r = pass_over(s, &f->splits[k].outside);
+	if (r == -ENOMEM)
+		seterr(err, "out of memory");
+	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
+		struct walk_ctx wc = {s, (uint32_t)k};
+		r = sprite_folder_walk(f, k, walk_item, walk_ignored, &wc, err, SPRITE_ERR_MAX);
+	}
 	return r;
 }
 
@@ -764,7 +566,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < s.ignored.n; i++) {
-		const struct passed *e = &s.ignored.v[i];
+		const struct sprite_folder_entry *e = &s.ignored.v[i];
 		if (e->unreadable && o->strict) {
 			char shown[SPRITE_ERR_MAX];
 			seterr(err, "stopped at %s: %s (--strict)",
@@ -797,14 +599,14 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	R.tc = o->tile_c ? o->tile_c : c;
 	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
 
-	const char **cn = malloc((s.classes.n ? s.classes.n : 1) * sizeof *cn);
+	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);
 	if (!cn) {
 		r = -ENOMEM;
 		seterr(err, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < s.classes.n; i++)
-		cn[i] = s.classes.v[i];
+	for (size_t i = 0; i < s.f.nclasses; i++)
+		cn[i] = s.f.classes[i];
 	struct sprite_writer_params wp = {
 		.name = dsname,
 		.tile_h = R.th,
@@ -813,7 +615,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
 		.codec = o->codec,
-		.nclasses = (uint32_t)s.classes.n,
+		.nclasses = (uint32_t)s.f.nclasses,
 		.class_names = cn,
 	};
 	r = sprite_writer_open(store, &wp, &w, err);
@@ -886,7 +688,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 			if ((int64_t)it->split != cur_split) {
 				cur_split = it->split;
 				store_split++;
-				r = sprite_writer_begin_split(w, s.split_names.v[it->split]);
+				r = sprite_writer_begin_split(w, s.f.splits[it->split].name);
 			}
 			if (r == 0)
 				r = sprite_writer_add(w, R.tiles + (i % R.nslots) * R.tile_bytes,

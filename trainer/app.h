@@ -41,15 +41,6 @@ struct hn_loader_config {
 	const cpu_set_t *mask; /* affinity for the loader threads, or NULL */
 };
 
-struct hn_batch {
-	uint64_t epoch;
-	int split;	  /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
-	uint64_t index;	  /* batch number within the split's pass */
-	int n;		  /* samples */
-	uint8_t *tiles;	  /* n * h*w*c */
-	uint16_t *labels; /* n */
-};
-
 typedef struct hn_loader hn_loader;
 
 int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err);

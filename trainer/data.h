@@ -1,9 +1,10 @@
 /*
  * data.h - where hntrain's samples come from (private to trainer/).
  *
- * Four kinds of source sit behind one small interface, so that the loader
- * threads, the sample order and therefore the trained weights do not depend
- * on the medium:
+ * Five kinds of source sit behind one small interface (each a file of its
+ * own behind struct hn_source_ops, source.h), so that the loader threads,
+ * the sample order and therefore the trained weights do not depend on the
+ * medium:
  *
  *   store   a sprite store file (*.sprites): sheets are read with pread and
  *           decoded (lz4 + checksums) by the loader threads themselves, then
@@ -14,10 +15,12 @@
  *           with pread in permutation order;
  *   images  an ImageFolder tree of TIFF/PNG/JPEG files (ROOT/<split>/<class>/
  *           or class folders directly under ROOT, which form "train"),
- *           classes and files in byte order of their names as spritefs-pack
- *           lists them, decoded and fitted to the tile on the loader threads
- *           (a file that does not decode is reported and left out);
- *   idx     a folder of IDX files (train-*, t10k-* for "test"), loaded whole.
+ *           listed by common/folder.c exactly as spritefs-pack lists it,
+ *           decoded and fitted to the tile on the loader threads (a file
+ *           that does not decode is reported and left out);
+ *   idx     a folder of IDX files (train-*, t10k-* for "test"), loaded whole;
+ *   memory  what an IDX folder is once loaded, and any source after
+ *           hn_source_preload().
  *
  * Sample i of a split is the same picture in every source (the store keeps
  * the pack order, the mount serves the store), so reading samples in the
@@ -39,7 +42,7 @@
 #define HN_MAX_CLASSES 65535
 
 struct hn_source_info {
-	char kind[16]; /* "store", "mount", "images", "idx" (+ "preloaded" when --preload) */
+	char kind[16]; /* "store", "mount", "images", "idx" (+ "+preload" when --preload) */
 	char name[64]; /* data set name */
 	uint32_t h, w, c;
 	uint32_t nclasses;
@@ -116,16 +119,29 @@ void hn_source_close(hn_source *s); /* NULL is fine */
 const struct hn_source_info *hn_source_info(const hn_source *s);
 
 /*
- * Read n samples of split (HN_SPLIT_*) into tiles (n*h*w*c bytes) and labels.
- * idx lists the sample indices; for the training split they are batch
- * number `batch_index` of epoch `epoch` in permutation order, which lets a
+ * A batch of samples: what hn_source_read() fills and the loader delivers.
+ * idx lists the sample indices of the split; for the training split they are
+ * batch number `index` of epoch `epoch` in permutation order, which lets a
  * mount serve the batch from an epoch view file (the ids in it are checked
- * against idx). Returns the samples read: n, or fewer (0 too) from an image
- * folder whose files did not all decode, the good ones packed first in idx
- * order. Thread-safe.
+ * against idx).
  */
-int hn_source_read(hn_source *s, int split, uint64_t epoch, uint64_t batch_index,
-		   const uint32_t *idx, int n, uint8_t *tiles, uint16_t *labels, char *err);
+struct hn_batch {
+	uint64_t epoch;
+	int split;	  /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
+	uint64_t index;	  /* batch number within the split's pass */
+	int n;		  /* samples */
+	uint32_t *idx;	  /* n sample indices */
+	uint8_t *tiles;	  /* n * h*w*c */
+	uint16_t *labels; /* n */
+};
+
+/*
+ * Read the b->n samples b->idx[] of b->split into b->tiles and b->labels.
+ * Returns the samples read: n, or fewer (0 too) from an image folder whose
+ * files did not all decode, the good ones packed first in idx order (b->n
+ * is left for the caller to update). Thread-safe.
+ */
+int hn_source_read(hn_source *s, const struct hn_batch *b, char *err);
 
 /*
  * Read every sample of both splits into memory (using nthreads threads) and

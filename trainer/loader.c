@@ -24,8 +24,7 @@
 enum { SLOT_FREE, SLOT_LOADING, SLOT_READY };
 
 struct slot {
-	struct hn_batch b;
-	uint32_t *idx;
+	struct hn_batch b; /* b.idx: the sample indices, copied at claim time */
 	uint64_t seq;
 	int state;
 };
@@ -72,7 +71,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 			l->perm_epoch = e;
 			l->have_perm = 1;
 		}
-		memcpy(q->idx, l->perm + first, n * sizeof *q->idx);
+		memcpy(q->b.idx, l->perm + first, n * sizeof *q->b.idx);
 		q->b.n = (int)n;
 	} else {
 		q->b.split = HN_SPLIT_TEST;
@@ -81,7 +80,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 		uint64_t n = l->ntest - first < (uint64_t)l->c.batch ? l->ntest - first
 								     : (uint64_t)l->c.batch;
 		for (uint64_t i = 0; i < n; i++)
-			q->idx[i] = (uint32_t)(first + i);
+			q->b.idx[i] = (uint32_t)(first + i);
 		q->b.n = (int)n;
 	}
 }
@@ -106,8 +105,7 @@ static void *loader_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 
 		err[0] = 0;
-		int rc = hn_source_read(l->c.src, q->b.split, q->b.epoch, q->b.index, q->idx,
-					q->b.n, q->b.tiles, q->b.labels, err);
+		int rc = hn_source_read(l->c.src, &q->b, err);
 
 		pthread_mutex_lock(&l->lock);
 		if (rc < 0) {
@@ -158,8 +156,8 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 		struct slot *q = &l->slots[i];
 		q->b.tiles = malloc((size_t)c->batch * l->tile_bytes);
 		q->b.labels = malloc((size_t)c->batch * sizeof *q->b.labels);
-		q->idx = malloc((size_t)c->batch * sizeof *q->idx);
-		if (!q->b.tiles || !q->b.labels || !q->idx)
+		q->b.idx = malloc((size_t)c->batch * sizeof *q->b.idx);
+		if (!q->b.tiles || !q->b.labels || !q->b.idx)
 			rc = -ENOMEM;
 	}
 	if (rc < 0) {
@@ -234,7 +232,7 @@ void hn_loader_stop(hn_loader *l)
 		for (int i = 0; i < l->c.queue; i++) {
 			free(l->slots[i].b.tiles);
 			free(l->slots[i].b.labels);
-			free(l->slots[i].idx);
+			free(l->slots[i].b.idx);
 		}
 	free(l->slots);
 	free(l->threads);

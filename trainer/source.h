@@ -1,0 +1,81 @@
+/*
+ * source.h - the interface between data.c and the data sources behind it
+ * (private to trainer/; the public side is data.h).
+ *
+ * Each kind of source is one file that fills a `struct hn_source_ops`, as
+ * each backend fills `struct hn_backend_ops`: source_store.c (a store
+ * file), source_mount.c (a spritefs mount), source_folder.c (an image
+ * folder), source_idx.c (an IDX folder) and source_mem.c (samples in
+ * memory: an IDX folder once loaded, and any source after --preload).
+ * data.c decides the kind, opens it, checks and limits what it found, and
+ * dispatches reads; what is common to every source (its info, counters and
+ * description) lives in struct hn_source, what is a source's own in priv.
+ */
+#ifndef HN_SOURCE_H
+#define HN_SOURCE_H
+
+#include "trainer/data.h"
+
+struct hn_source_ops {
+	const char *name;
+	/*
+	 * Open path: set s->priv (also on failure, for close), s->info (kind,
+	 * name, tile shape, classes, full_count, sheet_tiles) and s->describe.
+	 */
+	int (*open)(hn_source *s, const char *path, const struct hn_source_options *o, char *err);
+	/*
+	 * Optional: called once s->info.count holds the counts after --limit
+	 * and s->tile_bytes is set, before any read (a mount loads its labels).
+	 */
+	int (*start)(hn_source *s, const struct hn_source_options *o, char *err);
+	/*
+	 * Read b->n samples b->idx[] of b->split into b->tiles and b->labels;
+	 * returns the samples read (see hn_source_read). Thread-safe.
+	 */
+	int (*read)(hn_source *s, const struct hn_batch *b, char *err);
+	/*
+	 * Optional: as read, but never from epoch views, whatever the batch
+	 * (--preload reads in index order through it).
+	 */
+	int (*gather)(hn_source *s, const struct hn_batch *b, char *err);
+	void (*close)(hn_source *s); /* frees s->priv */
+};
+
+extern const struct hn_source_ops hn_source_store_ops;
+extern const struct hn_source_ops hn_source_mount_ops;
+extern const struct hn_source_ops hn_source_folder_ops;
+extern const struct hn_source_ops hn_source_idx_ops;
+extern const struct hn_source_ops hn_source_mem_ops;
+
+struct hn_source {
+	const struct hn_source_ops *ops;
+	void *priv;
+	struct hn_source_info info;
+	char describe[512];
+	char root[4096]; /* the --data path, for messages */
+	size_t tile_bytes;
+	uint64_t nskipped; /* image files that did not decode (atomic) */
+	uint64_t nignored; /* entries of an image folder passed to on_ignore */
+};
+
+/* The samples of a source in memory (source_mem.c): px[k] and lab[k] per split. */
+struct hn_mem {
+	uint8_t *px[2];
+	uint16_t *lab[2];
+};
+
+/* ---- helpers of data.c for the sources ---- */
+
+/* err = the formatted message (HN_ERR_MAX bytes; err may be NULL); returns rc. */
+int hn_source_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Whether a --test-split value means no evaluation (NULL, "", "none"). */
+int hn_source_no_test(const char *split);
+/* s->info.class_names from n names (NULL names, or a NULL name: its index). */
+int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
+/* An IDX folder reads as memory: source_mem.c's read and close. */
+int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err);
+void hn_source_mem_close(hn_source *s);
+/* Whether dir holds train-images-idx3-ubyte[.gz] (source_idx.c). */
+int hn_source_idx_has(const char *dir);
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * source_folder.c - an ImageFolder tree as a data source (data.h: "images").
+ *
+ * The tree is listed by common/folder.c, as spritefs-pack lists it, so that
+ * sample i here is sample i of a store packed from the same tree. Files are
+ * decoded and fitted to the tile on the loader threads when a batch asks
+ * for them; a file that does not decode is reported once and skipped from
+ * then on (a batch then holds fewer samples), or with --strict ends the run.
+ * The tile shape is given (--tile) or that of the first training image that
+ * decodes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/folder.h"
+#include "common/image.h"
+#include "common/store.h"
+#include "common/util.h"
+#include "trainer/source.h"
+
+/* An image file of the tree. */
+struct img_file {
+	char *path;
+	uint16_t label;
+};
+
+struct folder_src {
+	struct img_file *files[2];
+	uint64_t nfiles[2];
+	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
+	int strict;
+	void (*on_skip)(void *ctx, const char *why);
+	void (*on_ignore)(void *ctx, const char *path, const char *why);
+	void *skip_ctx;
+};
+
+/*
+ * An entry of the tree that is not an image of a class folder: named through
+ * on_ignore and counted, or with --strict, when it is neither a file nor a
+ * folder (a dangling link, a FIFO), the end of the open like a bad image.
+ */
+static int ignore_entry(hn_source *s, const char *path, int unreadable, const char *why, char *err)
+{
+	struct folder_src *fs = s->priv;
+	if (unreadable && fs->strict) {
+		char shown[HN_ERR_MAX];
+		return hn_source_fail(
+			err, -EINVAL,
+			"%s: %s (--strict stops at an entry that is neither a file nor a folder)",
+			sprite_escape(path, shown, sizeof shown), why);
+	}
+	s->nignored++;
+	if (fs->on_ignore)
+		fs->on_ignore(fs->skip_ctx, path, why);
+	return 0;
+}
+
+static int ignore_entries(hn_source *s, const struct sprite_folder_entries *l, char *err)
+{
+	int rc = 0;
+	for (size_t i = 0; i < l->n && rc == 0; i++)
+		rc = ignore_entry(s, l->v[i].path, l->v[i].unreadable, l->v[i].why, err);
+	return rc;
+}
+
+struct file_list {
+	struct img_file *v;
+	size_t n, cap;
+};
+
+/* sprite_folder_walk's callbacks: the files of one split, in the order spritefs-pack packs them. */
+struct walk_ctx {
+	struct file_list *fl;
+	hn_source *s;
+	char *err;
+};
+
+static int walk_ignored(void *ctx, const char *path, int unreadable, const char *why)
+{
+	struct walk_ctx *c = ctx;
+	return ignore_entry(c->s, path, unreadable, why, c->err);
+}
+
+static int walk_file(void *ctx, char *path, uint16_t label)
+{
+	struct walk_ctx *c = ctx;
+	struct file_list *fl = c->fl;
+	if (fl->n == fl->cap) {
+		size_t nc = fl->cap ? fl->cap * 2 : 1024;
+		struct img_file *nv = realloc(fl->v, nc * sizeof *nv);
+		if (!nv) {
+			free(path);
+			return -ENOMEM;
+		}
+		fl->v = nv;
+		fl->cap = nc;
+	}
+	fl->v[fl->n].path = path;
+	fl->v[fl->n].label = label;
+	fl->n++;
+	return 0;
+}
+
+/*
+ * Decode file i of split into tile, fitted to the source's tile shape (h, w,
+ * c 0: take the image's own). A file that does not decode is marked bad and
+ * reported once through on_skip, and then returns 1 (skip it), or with
+ * --strict fails; 0 when the tile holds the sample.
+ */
+static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
+			struct sprite_image *keep, char *err)
+{
+	struct folder_src *fs = s->priv;
+	const struct img_file *f = &fs->files[split][i];
+	if (__atomic_load_n(&fs->bad[split][i], __ATOMIC_RELAXED))
+		return 1;
+	struct sprite_image im;
+	char why[SPRITE_ERR_MAX] = "";
+	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
+	int rc = sprite_image_load(f->path, &im, why); /* why names the file (escaped) */
+	sprite_escape(f->path, shown, sizeof shown);
+	if (rc == -ENOMEM)
+		return hn_source_fail(err, rc, "%s: out of memory", shown);
+	if (rc < 0 && !why[0])
+		snprintf(why, sizeof why, "%s: %s", shown, strerror(-rc));
+	if (rc == 0 && keep) {
+		*keep = im;
+		return 0;
+	}
+	if (rc == 0) {
+		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c, tile);
+		sprite_image_free(&im);
+		if (rc == -ENOMEM)
+			return hn_source_fail(err, rc, "%s: out of memory", shown);
+		if (rc < 0)
+			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", shown,
+				 s->info.h, s->info.w, s->info.c, strerror(-rc));
+	}
+	if (rc == 0)
+		return 0;
+	/* the decoder's message names the file */
+	if (fs->strict)
+		return hn_source_fail(err, rc, "%s (--strict stops at a file that does not decode)",
+				      why);
+	if (!__atomic_exchange_n(&fs->bad[split][i], 1, __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&s->nskipped, 1, __ATOMIC_RELAXED);
+		if (fs->on_skip)
+			fs->on_skip(fs->skip_ctx, why);
+	}
+	return 1;
+}
+
+static int images_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
+{
+	struct folder_src *fs = calloc(1, sizeof *fs);
+	if (!fs)
+		return hn_source_fail(err, -ENOMEM, "out of memory");
+	s->priv = fs;
+	fs->strict = o->strict;
+	fs->on_skip = o->on_skip;
+	fs->on_ignore = o->on_ignore;
+	fs->skip_ctx = o->skip_ctx;
+	snprintf(s->info.kind, sizeof s->info.kind, "images");
+	const char *base = strrchr(path, '/');
+	snprintf(s->info.name, sizeof s->info.name, "%s", base && base[1] ? base + 1 : path);
+
+	/*
+	 * The tree as spritefs-pack lists it (common/folder.c). Entries outside
+	 * the class folders are told for the top, then for each split this run
+	 * reads, before its files.
+	 */
+	struct sprite_folder f;
+	int rc = sprite_folder_list(path, &f, err, HN_ERR_MAX);
+	if (rc == 0)
+		rc = ignore_entries(s, &f.outside, err);
+	if (rc == 0 && f.nclasses == 0)
+		rc = hn_source_fail(err, -ENOENT,
+				    "%s: no class folders (expected %s/<class>/<images> or "
+				    "%s/train/<class>/<images>)",
+				    path, path, path);
+	else if (rc == 0 && f.nclasses > HN_MAX_CLASSES)
+		rc = hn_source_fail(err, -EINVAL, "%s: too many classes", path);
+	else if (rc == 0)
+		rc = hn_source_set_classes(s, (uint32_t)f.nclasses, (const char *const *)f.classes);
+
+	/* The two splits this run uses. */
+	int want_test = !hn_source_no_test(o->test_split);
+	for (int k = 0; rc == 0 && k < 1 + want_test; k++) {
+		const char *name = k == 0 ? o->train_split : o->test_split;
+		size_t j = 0;
+		while (j < f.nsplits && strcmp(f.splits[j].name, name))
+			j++;
+		if (j == f.nsplits) {
+			if (k == 1 && !f.split_layout)
+				break; /* class folders directly: no test split, train only */
+			rc = hn_source_fail(
+				err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
+				k ? " (--test-split none trains without evaluation)" : "");
+			break;
+		}
+		struct file_list fl = {0};
+		struct walk_ctx wc = {&fl, s, err};
+		rc = ignore_entries(s, &f.splits[j].outside, err);
+		if (rc == 0)
+			rc = sprite_folder_walk(&f, j, walk_file, walk_ignored, &wc, err,
+						HN_ERR_MAX);
+		fs->files[k] = fl.v;
+		fs->nfiles[k] = fl.n;
+		s->info.full_count[k] = fl.n;
+		if (rc == 0 && !(fs->bad[k] = calloc(fl.n ? fl.n : 1, 1)))
+			rc = -ENOMEM;
+	}
+	sprite_folder_free(&f);
+	if (rc < 0)
+		return rc;
+	if (s->info.full_count[0] == 0)
+		return hn_source_fail(err, -ENOENT, "%s: no image files in the training split",
+				      path);
+
+	/* Tile shape: given, or that of the first training image that decodes. */
+	s->info.h = o->tile_h;
+	s->info.w = o->tile_w;
+	s->info.c = o->tile_c;
+	if (!s->info.h || !s->info.w || !s->info.c) {
+		struct sprite_image im;
+		uint64_t i = 0;
+		while (i < s->info.full_count[0] &&
+		       (rc = image_sample(s, 0, i, NULL, &im, err)) == 1)
+			i++;
+		if (rc < 0)
+			return rc;
+		if (i == s->info.full_count[0])
+			return hn_source_fail(err, -EINVAL,
+					      "%s: no file of the training split decodes", path);
+		if (!s->info.h || !s->info.w) {
+			s->info.h = im.h;
+			s->info.w = im.w;
+		}
+		if (!s->info.c)
+			s->info.c = im.c;
+		sprite_image_free(&im);
+		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
+			return hn_source_fail(err, -EINVAL,
+					      "%s: first image %ux%u is larger than a tile may be "
+					      "(use --tile)",
+					      path, s->info.h, s->info.w);
+	}
+	s->info.sheet_tiles = 1024;
+	snprintf(s->describe, sizeof s->describe,
+		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads",
+		 path, s->info.full_count[0], s->info.full_count[1]);
+	return 0;
+}
+
+/* The samples that decode, packed in idx order; returns how many. */
+static int images_read(hn_source *s, const struct hn_batch *b, char *err)
+{
+	struct folder_src *fs = s->priv;
+	int split = b->split, n = b->n, m = 0;
+	const uint32_t *idx = b->idx;
+	uint8_t *tiles = b->tiles;
+	uint16_t *labels = b->labels;
+	for (int k = 0; k < n; k++) {
+		if (idx[k] >= s->info.full_count[split])
+			return hn_source_fail(err, -ERANGE, "%s: sample %u out of range", s->root,
+					      idx[k]);
+		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, NULL,
+				      err);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			labels[m++] = fs->files[split][idx[k]].label;
+	}
+	return m;
+}
+
+static void images_close(hn_source *s)
+{
+	struct folder_src *fs = s->priv;
+	if (!fs)
+		return;
+	for (int k = 0; k < 2; k++) {
+		for (uint64_t i = 0; fs->files[k] && i < fs->nfiles[k]; i++)
+			free(fs->files[k][i].path);
+		free(fs->files[k]);
+		free(fs->bad[k]);
+	}
+	free(fs);
+	s->priv = NULL;
+}
+
+const struct hn_source_ops hn_source_folder_ops = {
+	.name = "images",
+	.open = images_open,
+	.read = images_read,
+	.close = images_close,
+};
