@@ -41,8 +41,8 @@ struct sfs_opts {
 	int foreground, debug;
 };
 
-#define SFS_WINDOW_DATASET 0u	       /* -o window= not given: the data set's order */
-#define SFS_WINDOW_FULL	   UINT32_MAX /* -o window=full */
+#define SFS_WINDOW_DATASET  0u	       /* -o window= not given: the data set's order */
+#define SFS_WINDOW_FULL	    UINT32_MAX /* -o window=full */
 #define SFS_EPOCH_BITS	    11u	   /* of an epoch view inode's 21-bit field, the rest: seed slot */
 #define SFS_MAX_SEEDS	    1024u  /* distinct seeds looked up under epochs/ (10 bits) */
 #define SFS_MAX_EPOCHS	    2047u  /* epochs 0..2046 can be opened (11 bits) */
@@ -86,7 +86,7 @@ struct sfs_split {
 	char npy_labels[128];
 	uint32_t npy_labels_len;
 	uint32_t epoch_batches; /* batch files per epoch view */
-	uint32_t window;	/* of the views: 0 full order (sprite_perm), else sheets per window */
+	uint32_t window; /* of the views: 0 full order (sprite_perm), else sheets per window */
 	uint32_t dataset_window; /* the data set's order for this split, the same way */
 	int digits_batches, digits_samples, digits_epoch_batches, digits_sheets;
 
