@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "common/perm.h"
+#include "common/store.h"
 #include <unistd.h>
 
 #include "common/perm.h"
@@ -205,15 +208,20 @@ int hn_source_read(hn_source *s, const struct hn_batch *b, char *err)
 	return s->ops->read(s, b, err);
 }
 
+void hn_source_default_order(hn_source *s)
+{
+	s->info.sheet_tiles = sprite_default_sheet_tiles(s->info.h, s->info.w, s->info.c);
+	s->info.order_window = sprite_order_window(s->info.sheet_tiles,
+						   (uint64_t)s->info.h * s->info.w * s->info.c);
+}
+
 void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
 		    uint32_t *perm)
 {
 	uint32_t n = (uint32_t)s->info.count[0];
-	if (window)
-		sprite_perm_windowed(seed, epoch, n,
-				     s->info.sheet_tiles ? s->info.sheet_tiles : 1024, window,
-				     perm);
-	else
+	/* the permutation of a split of 2^32 samples fits; without memory, the full order */
+	if (sprite_order(seed, epoch, n, s->info.sheet_tiles ? s->info.sheet_tiles : 1024, window,
+			 perm) < 0)
 		sprite_perm(seed, epoch, n, perm);
 }
 

@@ -37,9 +37,10 @@
 
 #include "trainer/backend.h"
 
-#define HN_SPLIT_TRAIN 0
-#define HN_SPLIT_TEST  1
-#define HN_MAX_CLASSES 65535
+#define HN_WINDOW_DATASET UINT32_MAX /* no --window: the data set's order */
+#define HN_SPLIT_TRAIN	  0
+#define HN_SPLIT_TEST	  1
+#define HN_MAX_CLASSES	  65535
 
 struct hn_source_info {
 	char kind[16]; /* "store", "mount", "images", "idx" (+ "+preload" when --preload) */
@@ -49,7 +50,14 @@ struct hn_source_info {
 	char **class_names;	/* nclasses strings */
 	uint64_t count[2];	/* samples in train / test after --limit (test 0: none) */
 	uint64_t full_count[2]; /* samples before --limit */
-	uint32_t sheet_tiles;	/* samples per sheet for --window (store, mount); 0 if none */
+	uint32_t sheet_tiles; /* samples per sheet (a folder's or IDX file's: the packer's default)
+			       */
+	/*
+	 * The data set's order (common/perm.h): sheets per window, 0 the full
+	 * shuffle. A store's or mount's is recorded; a folder's or IDX file's is
+	 * sprite_order_window()'s default, as spritefs-pack would record it.
+	 */
+	uint32_t order_window;
 	int has_test;
 };
 
@@ -59,10 +67,11 @@ struct hn_source_options {
 	uint64_t limit;			 /* first N training samples; 0 = all */
 	uint64_t test_limit;		 /* first N test samples; 0 = all */
 	uint32_t tile_h, tile_w, tile_c; /* images: fit to this tile; 0 = from the first image */
-	uint32_t window;		 /* --window (sheets shuffled together), 0 = full shuffle */
-	uint64_t seed;			 /* for a mount's epoch views */
-	uint32_t batch;			 /* for a mount's epoch views */
-	uint64_t cache_bytes;		 /* store: sheet cache budget (0 = whole split) */
+	uint32_t window; /* --window: sheets per window, 0 the full shuffle, HN_WINDOW_DATASET not
+			    given */
+	uint64_t seed;	 /* for a mount's epoch views */
+	uint32_t batch;	 /* for a mount's epoch views */
+	uint64_t cache_bytes; /* store: sheet cache budget (0 = whole split) */
 	/*
 	 * Image folders: a file that does not decode (or fit the tile) is
 	 * skipped from then on and passed to on_skip (the message names the
@@ -158,6 +167,8 @@ uint64_t hn_source_ignored(const hn_source *s);
 /* A line describing how the source is read ("mount /mnt/x: epoch views (batch 64)"). */
 const char *hn_source_describe(const hn_source *s);
 
+/* A folder's or IDX file's sheet_tiles and order_window: what spritefs-pack records. */
+void hn_source_default_order(hn_source *s);
 /* The training order of one epoch: full shuffle or windowed. */
 void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
 		    uint32_t *perm);

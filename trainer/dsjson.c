@@ -206,6 +206,12 @@ int hn_dsjson_parse(const char *json, size_t len, const char *path, const char *
 	int rc = parse_classes(json, end, path, d, err);
 	if (rc < 0)
 		return rc;
+	const char *ow = js_find(json, end, "order_window");
+	d->order_window = -1;
+	if (ow && isdigit((unsigned char)*ow)) {
+		unsigned long long v = strtoull(ow, NULL, 10);
+		d->order_window = v <= UINT32_MAX ? (int64_t)v : -1;
+	}
 	const char *st = js_find(json, end, "sheet_tiles");
 	if (st && isdigit((unsigned char)*st)) {
 		unsigned long v = strtoul(st, NULL, 10);

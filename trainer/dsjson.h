@@ -24,6 +24,7 @@ struct hn_dsjson {
 	uint64_t view_epochs; /* "epochs": {"count"}: views exist for epochs below it */
 	char order[32];	      /* "splits": {SPLIT: {"order"}}: "full" or "windowed" */
 	uint64_t window;      /* "splits": {SPLIT: {"window"}} */
+	int64_t order_window; /* "order_window": the data set's; -1 absent (an older mount) */
 };
 
 /*

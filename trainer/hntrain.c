@@ -71,7 +71,7 @@ static int open_source(const struct hn_opts *o, hn_source **src)
 		.tile_h = o->tile_h,
 		.tile_w = o->tile_w,
 		.tile_c = o->tile_c,
-		.window = o->window,
+		.window = o->given_window ? o->window : HN_WINDOW_DATASET,
 		.seed = o->seed,
 		.batch = (uint32_t)o->batch,
 		.cache_bytes = o->cache,
@@ -278,6 +278,8 @@ int main(int argc, char **argv)
 	if (open_source(&o, &src) < 0)
 		goto out_ckpt;
 	t.src = src;
+	if (!o.given_window) /* the order is the data set's */
+		o.window = hn_source_info(src)->order_window;
 	if (build_model(&o, &ck, hn_source_info(src), &m) < 0)
 		goto out_source;
 	if (o.plan) {

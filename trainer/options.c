@@ -62,8 +62,8 @@ static void usage(FILE *f)
 		"                       report it and train without it)\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
-		"  --window N           windowed order: shuffle N sheets at a time (larger than "
-		"RAM)\n"
+		"  --window N|full      the sample order: N sheets per shuffle window, or the full\n"
+		"                       shuffle (default: the data set's, as a store records it)\n"
 		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
 		"  --loaders N          loader threads (2)\n"
 		"  --queue N            batches read ahead (8)\n"
@@ -478,7 +478,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			break;
 		}
 		case O_WINDOW:
-			o->window = (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
+			o->window = !strcmp(optarg, "full")
+					    ? 0
+					    : (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
 			o->given_window = 1;
 			break;
 		case O_CACHE:
@@ -737,6 +739,7 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 	o->batch = (int)ck->batch;
 	o->accum = (int)ck->accum;
 	o->window = ck->window;
+	o->given_window = 1; /* the run's order, whatever the data set's says now */
 	resume_schedule(o, ck);
 }
 

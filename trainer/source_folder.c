@@ -248,7 +248,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 					      "(use --tile)",
 					      path, s->info.h, s->info.w);
 	}
-	s->info.sheet_tiles = 1024;
+	hn_source_default_order(s);
 	snprintf(s->describe, sizeof s->describe,
 		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads",
 		 path, s->info.full_count[0], s->info.full_count[1]);

@@ -100,7 +100,7 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 	int rc = hn_source_set_classes(s, (uint32_t)maxlab + 1, NULL);
 	if (rc < 0)
 		return rc;
-	s->info.sheet_tiles = 1024;
+	hn_source_default_order(s);
 	snprintf(s->describe, sizeof s->describe, "IDX folder %s, loaded in memory", path);
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/batch.h"
+#include "common/perm.h"
 #include "common/store.h"
 #include "common/util.h"
 #include "trainer/dsjson.h"
@@ -39,6 +40,7 @@ struct mount_src {
 	void (*on_note)(void *ctx, const char *note);
 	void *note_ctx;
 	int views_match;      /* dataset.json says the views use our batch and order */
+	char views_why[300];  /* why not */
 	uint64_t view_epochs; /* views exist for epochs below this */
 	char train_split[SPRITE_SPLIT_NAME_MAX + 1], test_split[SPRITE_SPLIT_NAME_MAX + 1];
 };
@@ -179,14 +181,29 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
  * Views are read for the epochs the mount lists, < "count"; later epochs
  * are gathered, with a note as for a view that does not open.
  */
-static void views_check(struct mount_src *m, const struct hn_dsjson *d,
+static void views_check(const hn_source *s, struct mount_src *m, const struct hn_dsjson *d,
 			const struct hn_source_options *o)
 {
 	m->view_epochs = d->view_epochs;
-	m->views_match =
-		d->view_batch == o->batch && d->view_batch > 0 &&
-		((!strcmp(d->order, "full") && o->window == 0) ||
-		 (!strcmp(d->order, "windowed") && d->window == o->window && d->window > 0));
+	uint32_t want = o->window == HN_WINDOW_DATASET ? s->info.order_window : o->window;
+	/* a window of all the split's sheets or more is the full order */
+	uint64_t T = s->info.sheet_tiles ? s->info.sheet_tiles : 1024,
+		 sheets = (s->info.full_count[0] + T - 1) / T;
+	if (want >= sheets)
+		want = 0;
+	m->views_match = d->view_batch == o->batch && d->view_batch > 0 &&
+			 ((!strcmp(d->order, "full") && want == 0) ||
+			  (!strcmp(d->order, "windowed") && d->window == want && want > 0));
+	if (!m->views_match)
+		snprintf(m->views_why, sizeof m->views_why,
+			 "its epoch views hold batches of %u in the %s order%s, this run wants "
+			 "batches of %u in the %s order (window %u): mount it with -o batch=%u%s "
+			 "to read them",
+			 d->view_batch, d->order, "", o->batch, want ? "windowed" : "full", want,
+			 o->batch,
+			 o->window == HN_WINDOW_DATASET ? ""
+			 : want				? ",window=N (this N)"
+							: ",window=full");
 }
 
 static int mount_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
@@ -213,15 +230,23 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 		if (d.sheet_tiles)
 			s->info.sheet_tiles = d.sheet_tiles;
 		snprintf(s->info.name, sizeof s->info.name, "%s", d.name);
-		views_check(m, &d, o);
+	}
+	if (rc == 0)
+		rc = mount_open_split(s, 0, o->train_split, err);
+	if (rc == 0 && !hn_source_no_test(o->test_split))
+		rc = mount_open_split(s, 1, o->test_split, err);
+	if (rc == 0) {
+		/* a mount from before the order was the data set's: the default */
+		s->info.order_window =
+			d.order_window >= 0
+				? (uint32_t)d.order_window
+				: sprite_order_window(s->info.sheet_tiles ? s->info.sheet_tiles
+									  : 1024,
+						      (uint64_t)s->info.h * s->info.w * s->info.c);
+		views_check(s, m, &d, o);
 	}
 	hn_dsjson_free(&d);
 	if (rc < 0)
-		return rc;
-	if ((rc = mount_open_split(s, 0, o->train_split, err)) < 0)
-		return rc;
-	if (!hn_source_no_test(o->test_split) &&
-	    (rc = mount_open_split(s, 1, o->test_split, err)) < 0)
 		return rc;
 	snprintf(p, sizeof p, "%s/%s/epochs", path, o->train_split);
 	struct stat st;
@@ -484,6 +509,8 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 			return rc;
 	m->on_note = o->on_note;
 	m->note_ctx = o->note_ctx;
+	if (m->epochs_dir && !m->views_match && !o->limit)
+		views_note(m, m->views_why);
 	if (m->epochs_dir && m->views_match && !o->limit) {
 		/* The mount may refuse this seed (ENOSPC: too many seeds in use). */
 		char p[4400];

@@ -196,6 +196,7 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	s->info.w = si->tile_w;
 	s->info.c = si->tile_c;
 	s->info.sheet_tiles = si->sheet_tiles;
+	s->info.order_window = si->order_window;
 	if ((rc = hn_source_set_classes(s, si->nclasses, si->class_names)) < 0)
 		return hn_source_fail(err, rc, "out of memory");
 	st->split[0] = sprite_store_find_split(st->store, o->train_split);
