@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# mount_larger.sh - a store larger than the cache budget: 125 sheets of 1 MiB
+# (131 MB decoded) whose order has windows of 8 sheets, mounted with
+# cache=20M (6.3x smaller than the store, at least the 18 MiB working set
+# the mount announces). One pass over epoch 0's views in batch order, as a
+# trainer reads them, must read each stored byte once (read amplification
+# at most 1.05 in stats.json); at half the working set (cache=10M), at most
+# 2x. Then every view of two epochs is checked byte for byte against the
+# store (mount_check), and the order is the data set's whatever the budget.
+source "$(dirname "$0")/mount_lib.sh"
+need_fuse
+
+"$MKSTORE" "$T/big.sprites" --count-train 32000 --count-test 256 --tile 64x64x1 --sheet 256 \
+	--window 8 --classes 10 >"$T/mkstore.log" 2>&1 || fail "mkstore"
+
+# one pass over the views of epoch 0 in batch order; prints the stats.json epoch fields
+one_pass() {
+	local n=0
+	for f in "$T"/mnt/train/epochs/0/0/*.sprite; do
+		cat "$f" >/dev/null || fail "reading $f"
+		n=$((n + 1))
+	done
+	((n == 500)) || fail "epoch 0 has $n views, expected 500"
+	/usr/bin/python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+e = s["epoch"]
+assert e is not None and e["split"] == "train" and e["batch"] == e["batches"] - 1, e
+print(e["read_amplification"], s["working_set"], s["cache_budget"])' "$T/mnt/.spritefs/stats.json"
+}
+
+for budget in 20M 10M; do
+	sfs_mount "$T/spritefs.$budget.log" "$T/big.sprites" "$T/mnt" -o cache=$budget,batch=64
+	grep -q '"order": "windowed", "window": 8' "$T/mnt/dataset.json" ||
+		fail "cache=$budget: the data set's windowed order is not served: $(grep '"train"' "$T/mnt/dataset.json")"
+	grep -q "working set of split train: 18.1 MiB (2 windows of 8 sheets)" "$T/spritefs.$budget.log" ||
+		fail "cache=$budget: no working set said at mount: $(cat "$T/spritefs.$budget.log")"
+	size=$(stat -c %s "$T/mnt/train/images.npy") # the decoded tiles
+	read -r amp ws cache < <(one_pass)
+	echo "cache=$budget: decoded store $((size >> 20)) MiB, working set $((ws >> 20)) MiB, read amplification $amp"
+	if [[ $budget == 20M ]]; then
+		((cache >= ws && size >= 6 * cache)) || fail "the test's own premise: store $size, budget $cache, working set $ws"
+		awk -v a="$amp" 'BEGIN { exit !(a <= 1.05) }' || fail "read amplification $amp > 1.05 within the working set"
+		# the bytes: every view of two epochs, and the other files
+		"$MOUNT_CHECK" "$T/big.sprites" "$T/mnt" --epochs 2 --only epochs >"$T/check.log" 2>&1 ||
+			fail "mount_check: $(tail -3 "$T/check.log")"
+		tail -1 "$T/check.log"
+		order20=$(sha1sum <"$T/mnt/train/epochs/0/1/000.sprite")
+	else
+		grep -q "warning: working set .* cache 10.0 MiB" "$T/spritefs.$budget.log" ||
+			fail "no warning below the working set: $(cat "$T/spritefs.$budget.log")"
+		awk -v a="$amp" 'BEGIN { exit !(a <= 2) }' || fail "read amplification $amp > 2 at half the working set"
+		[[ $(sha1sum <"$T/mnt/train/epochs/0/1/000.sprite") == "$order20" ]] ||
+			fail "epoch 1's first view differs between cache=20M and cache=10M"
+	fi
+	sfs_umount "$T/mnt"
+done
+echo "PASS"
