@@ -19,7 +19,7 @@ mkdir -p "$T/mnt"
 MOUNTS+=("$T/mnt")
 for c in "TERM $T/mnt" "INT $T/mnt" "HUP $T/mnt" "TERM mnt" "INT mnt"; do
 	read -r sig mp <<<"$c"
-	(cd "$T" && exec "$SPRITEFS" -f s.sprites "$mp") >"$T/spritefs.log" 2>&1 &
+	(cd "$T" && exec env --default-signal=HUP "$SPRITEFS" -f s.sprites "$mp") >"$T/spritefs.log" 2>&1 &
 	SFS_PID=$!
 	PIDS+=("$SFS_PID")
 	for _ in $(seq 200); do

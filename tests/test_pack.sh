@@ -393,8 +393,9 @@ expect_rc 1 "$PACK" "$T/idxbad" "$T/idxbad.sprites" &&
 "$MKTREE" gray "$T/big" 1500 >/dev/null || fail "mktree big"
 for sig in TERM INT HUP PIPE; do
 	rm -f "$T"/killed.sprites*
-	# (a background job starts with SIGINT ignored, which the pack leaves ignored)
-	env --default-signal=INT "$PACK" --jobs 1 --tile 256x256x1 "$T/big" "$T/killed.sprites" \
+	# (a background job starts with SIGINT ignored, and under nohup SIGHUP is; the
+	# pack leaves an ignored signal ignored, so both are reset to the default)
+	env --default-signal=INT,HUP "$PACK" --jobs 1 --tile 256x256x1 "$T/big" "$T/killed.sprites" \
 		>"$T/out" 2>&1 &
 	pid=$!
 	for _ in $(seq 500); do
