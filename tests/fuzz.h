@@ -1,6 +1,7 @@
 /*
  * fuzz.h - fuzz targets for every parser of outside bytes: the store, batch
- * files, images (TIFF, PNG, JPEG), IDX files and hntrain checkpoints.
+ * files, images (TIFF, PNG, JPEG), IDX files, hntrain checkpoints, and the
+ * .npy headers and dataset.json that hntrain reads from a mount.
  *
  * Each target (tests/fuzz_<name>.c) defines LLVMFuzzerTestOneInput(), so the
  * same file builds into a libFuzzer binary (`./run fuzz`, clang) and, linked
