@@ -75,7 +75,18 @@ struct sprite_header {
 	struct sprite_split_entry splits[SPRITE_MAX_SPLITS];
 	uint64_t header_checksum; /* XXH3-64 of the first 4096 bytes with this field zeroed */
 	uint32_t order_window;	  /* version 2: sheets per window of the order, 0 full */
-	uint8_t pad[SPRITE_HEADER_SIZE - 436];
+	uint32_t fit;		  /* enum sprite_fit; 0 (stretch) in stores before it */
+	/* version 3: the label table and the source-path table (0 offset: none) */
+	uint64_t labels_offset, labels_size, labels_checksum;
+	uint64_t paths_offset, paths_size, paths_checksum;
+	uint8_t pad[SPRITE_HEADER_SIZE - 488];
+};
+
+/* How an image of another size became a tile (struct sprite_header.fit). */
+enum sprite_fit {
+	SPRITE_FIT_STRETCH = 0, /* both sides scaled to the tile: aspect not kept */
+	SPRITE_FIT_CROP = 1,	/* shorter side to the tile, centre cropped */
+	SPRITE_FIT_PAD = 2,	/* longer side to the tile, letterboxed */
 };
 
 struct sprite_sheet_entry {
@@ -118,6 +129,9 @@ struct sprite_batch_header {
 
 _Static_assert(sizeof(struct sprite_split_entry) == 32, "split entry layout");
 _Static_assert(sizeof(struct sprite_header) == SPRITE_HEADER_SIZE, "header layout");
+_Static_assert(__builtin_offsetof(struct sprite_header, fit) == 436 &&
+		       __builtin_offsetof(struct sprite_header, labels_offset) == 440,
+	       "header layout: version 3 fields");
 _Static_assert(sizeof(struct sprite_sheet_entry) == 48, "sheet entry layout");
 _Static_assert(sizeof(struct sprite_batch_header) == SPRITE_BATCH_HEADER_SIZE, "batch layout");
 
