@@ -595,6 +595,7 @@ static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
 static struct sigaction fatal_saved[NFATAL];
 static int fatal_caught[NFATAL];
+static sigset_t fatal_unblocked; /* caught signals that were blocked on entry */
 static const char *volatile fatal_note; /* sprite_writer_signal_note() */
 
 static int tmp_register(const char *path)
@@ -645,6 +646,9 @@ int sprite_writer_catch_signals(void)
 	sa.sa_handler = on_fatal_signal;
 	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
+	sigset_t cur;
+	if (pthread_sigmask(SIG_SETMASK, NULL, &cur) != 0)
+		sigemptyset(&cur);
 	for (size_t i = 0; i < NFATAL; i++) {
 		if (fatal_caught[i])
 			continue;
@@ -656,6 +660,18 @@ int sprite_writer_catch_signals(void)
 		if (sigaction(fatal_signals[i], &sa, NULL) < 0)
 			return -errno;
 		fatal_caught[i] = 1;
+		/*
+		 * A signal blocked by whoever started us (some job runners block
+		 * SIGINT) would stay pending and the pack would run to its end:
+		 * a signal we catch is one we take, so let it in.
+		 */
+		if (sigismember(&cur, fatal_signals[i]) == 1) {
+			sigset_t one;
+			sigemptyset(&one);
+			sigaddset(&one, fatal_signals[i]);
+			sigaddset(&fatal_unblocked, fatal_signals[i]);
+			pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+		}
 	}
 	return 0;
 }
@@ -668,6 +684,8 @@ void sprite_writer_signal_note(const char *note)
 void sprite_writer_restore_signals(void)
 {
 	fatal_note = NULL;
+	pthread_sigmask(SIG_BLOCK, &fatal_unblocked, NULL);
+	sigemptyset(&fatal_unblocked);
 	for (size_t i = 0; i < NFATAL; i++) {
 		if (!fatal_caught[i])
 			continue;

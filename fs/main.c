@@ -615,10 +615,17 @@ int main(int argc, char *argv[])
 	 * libfuse and the pack's temp file handlers only take over signals left
 	 * at their default; a background job of a non-interactive shell starts
 	 * with SIGINT ignored, and we want both of these to stop a first-use pack
-	 * and to unmount cleanly wherever we were started from.
+	 * and to unmount cleanly wherever we were started from. Some job runners
+	 * start us with SIGINT blocked: let the signals that stop us in.
 	 */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
 
 	/* resolve SOURCE to a store file */
 	struct stat st;
