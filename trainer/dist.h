@@ -31,7 +31,11 @@ struct hn_dist_info {
  */
 int hn_dist_init(int *argc, char ***argv, char *err);
 const struct hn_dist_info *hn_dist(void);
-/* Leave the run at a normal end (every rank calls it). */
+/*
+ * Leave the run together (every rank calls it): wait until every rank has
+ * come here, so that none exits, and makes mpirun stop the others, before
+ * they have said what they had to say; then leave MPI.
+ */
 void hn_dist_finalize(void);
 
 /*
@@ -42,6 +46,14 @@ void hn_dist_finalize(void);
  * its host.
  */
 int hn_dist_agree(int ok, uint64_t hash, char *err);
+
+/*
+ * A rank that cannot start (its message printed; hn_die calls this before
+ * it exits): if the ranks have not compared their settings yet, it takes
+ * part with ok 0, so that the others stop with it instead of waiting, then
+ * leaves MPI. Later, nothing: the rank exits, and mpirun stops the others.
+ */
+void hn_dist_stop_early(void);
 
 /*
  * buf (n floats, each rank's partial sum) becomes the sum over the ranks,

@@ -32,6 +32,7 @@
 
 static struct hn_dist_info info = {.size = 1, .local_size = 1, .impl = "local"};
 static int active;
+static int compared; /* hn_dist_agree has run */
 static double timeout_s = 600;
 
 static double now(void)
@@ -53,8 +54,7 @@ static int mpi_fail(char *err, int code, const char *what)
 	int len = 0;
 	if (MPI_Error_string(code, s, &len) != MPI_SUCCESS)
 		snprintf(s, sizeof s, "MPI error %d", code);
-	snprintf(err, HN_ERR_MAX, "rank %d on %.64s: %s: %.120s (a rank may have died)", info.rank,
-		 info.host, what, s);
+	snprintf(err, HN_ERR_MAX, "%s: %.120s (a rank may have died)", what, s);
 	return -EIO;
 }
 
@@ -96,10 +96,18 @@ const struct hn_dist_info *hn_dist(void)
 	return &info;
 }
 
+static int wait_all(int n, MPI_Request *req, const int *peer, const char *what, char *err);
+
 void hn_dist_finalize(void)
 {
-	if (active)
-		MPI_Finalize();
+	char err[HN_ERR_MAX];
+	MPI_Request req;
+	if (!active)
+		return;
+	if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS &&
+	    wait_all(1, &req, NULL, "leaving", err) < 0)
+		fprintf(stderr, "hntrain: rank %d on %s: %s\n", info.rank, info.host, err);
+	MPI_Finalize();
 	active = 0;
 }
 
@@ -132,14 +140,14 @@ static int wait_all(int n, MPI_Request *req, const int *peer, const char *what, 
 					who = peer ? peer[i] : -1;
 			if (who >= 0)
 				snprintf(err, HN_ERR_MAX,
-					 "rank %d on %s: %s: no answer from rank %d in %g s "
+					 "%s: no answer from rank %d in %g s "
 					 "(HNTRAIN_DIST_TIMEOUT); it died or hangs",
-					 info.rank, info.host, what, who, timeout_s);
+					 what, who, timeout_s);
 			else
 				snprintf(err, HN_ERR_MAX,
-					 "rank %d on %s: %s: not every rank answered in %g s "
+					 "%s: not every rank answered in %g s "
 					 "(HNTRAIN_DIST_TIMEOUT); one died or hangs",
-					 info.rank, info.host, what, timeout_s);
+					 what, timeout_s);
 			return -ETIMEDOUT;
 		}
 		if (++polls < 2000) {
@@ -159,6 +167,7 @@ struct hello {
 
 int hn_dist_agree(int ok, uint64_t hash, char *err)
 {
+	compared = 1;
 	if (!active)
 		return ok ? 0 : -EINVAL;
 	struct hello me = {.hash = hash, .ok = ok}, *all = calloc((size_t)info.size, sizeof me);
@@ -194,6 +203,15 @@ int hn_dist_agree(int ok, uint64_t hash, char *err)
 				 (unsigned long long)all[0].hash);
 	free(all);
 	return rc;
+}
+
+void hn_dist_stop_early(void)
+{
+	char err[HN_ERR_MAX];
+	if (!active || compared)
+		return;
+	if (hn_dist_agree(0, 0, err) == -EINVAL)
+		hn_dist_finalize();
 }
 
 /* Rank s owns parameters [lo(s), lo(s + 1)). */

@@ -144,6 +144,7 @@ void hn_die(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vmessage(fmt, ap);
 	va_end(ap);
+	hn_dist_stop_early();
 	exit(code);
 }
 

@@ -254,6 +254,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 		.batch = (uint32_t)o->batch,
 		.accum = (uint32_t)o->accum,
 		.window = o->window,
+		.nranks = (uint32_t)t->nranks,
 		.train_count = t->ntrain,
 		.has_schedule = 1,
 		.sched = (uint32_t)o->sched,
