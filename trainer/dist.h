@@ -31,6 +31,8 @@ struct hn_dist_info {
  */
 int hn_dist_init(int *argc, char ***argv, char *err);
 const struct hn_dist_info *hn_dist(void);
+/* For --version: what data-parallel runs use ("Open MPI v4.1.4 ...", or that it is not built). */
+const char *hn_dist_library(void);
 /*
  * Leave the run together (every rank calls it): wait until every rank has
  * come here, so that none exits, and makes mpirun stop the others, before

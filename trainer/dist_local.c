@@ -26,6 +26,11 @@ const struct hn_dist_info *hn_dist(void)
 	return &info;
 }
 
+const char *hn_dist_library(void)
+{
+	return "one process (built without MPI: mpirun would start independent runs)";
+}
+
 void hn_dist_finalize(void)
 {
 }

@@ -98,6 +98,17 @@ const struct hn_dist_info *hn_dist(void)
 
 static int wait_all(int n, MPI_Request *req, const int *peer, const char *what, char *err);
 
+const char *hn_dist_library(void)
+{
+	static char lib[MPI_MAX_LIBRARY_VERSION_STRING + 32];
+	char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+	int len = 0;
+	MPI_Get_library_version(v, &len); /* callable before MPI_Init */
+	v[strcspn(v, ",\n")] = 0;
+	snprintf(lib, sizeof lib, "MPI, %s (mpirun -np N)", v);
+	return lib;
+}
+
 void hn_dist_finalize(void)
 {
 	char err[HN_ERR_MAX];

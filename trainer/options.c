@@ -124,6 +124,7 @@ static void print_version(void)
 		printf("gpu: not built (no %s next to hntrain, in %s, or in "
 		       "$HNTRAIN_CUDA_PLUGIN)\n",
 		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
+	printf("ranks: %s\n", hn_dist_library());
 }
 
 /* With several ranks, a message says which rank on which machine it comes from. */
