@@ -34,6 +34,12 @@ struct sfs_opts {
 	uint64_t seed;		 /* seed listed under epochs/ */
 	uint32_t window;	 /* views' window: SFS_WINDOW_DATASET, SFS_WINDOW_FULL or sheets */
 	uint32_t batch;		 /* samples per epoch-view batch file */
+	/*
+	 * -o ranks=R[-R2]/N: this node serves data-parallel ranks [rank_lo,
+	 * rank_hi] of nranks, which read view files b with b % nranks among
+	 * them; prefetch follows only those (nranks 0: every view file).
+	 */
+	uint32_t rank_lo, rank_hi, nranks;
 	uint32_t workers;	 /* decode threads */
 	int direct;		 /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
 	int kernel_open;	 /* 1: FUSE no_open when the kernel offers it */

@@ -57,9 +57,12 @@ grep -qi "note:" "$TMP/stderr" && fail "2 ranks on the mount: $(cat "$TMP/stderr
 h=$(sed -n 's/^weights xxh3 //p' <<<"$views")
 echo "mount, 2 ranks: $h"
 [[ $h == "$ref" ]] || fail "2 ranks on the mount give $h, the store $ref"
-mount_store "$TMP/syn.sprites" "$TMP/mnt2" -o batch=32,seed=7
+# Each of the two nodes' mounts knows its rank (-o ranks=R/N): it prefetches
+# only that rank's view files, and reads the other's correctly all the same.
+mount_store "$TMP/syn.sprites" "$TMP/mnt1" -o batch=32,seed=7,ranks=0/2
+mount_store "$TMP/syn.sprites" "$TMP/mnt2" -o batch=32,seed=7,ranks=1/2
 out=$(timeout "$MPI_LIMIT" "${MPIRUN[@]}" \
-	-np 1 "$HNTRAIN" --quiet --data "$TMP/mnt" --batch 32 --threads 1 "${common[@]}" : \
+	-np 1 "$HNTRAIN" --quiet --data "$TMP/mnt1" --batch 32 --threads 1 "${common[@]}" : \
 	-np 1 "$HNTRAIN" --quiet --data "$TMP/mnt2" --batch 32 --threads 1 "${common[@]}" \
 	2>"$TMP/stderr") || {
 	cat "$TMP/stderr" >&2
@@ -68,6 +71,13 @@ out=$(timeout "$MPI_LIMIT" "${MPIRUN[@]}" \
 h=$(sed -n 's/^weights xxh3 //p' <<<"$out")
 echo "two mounts, one per rank: $h"
 [[ $h == "$ref" ]] || fail "2 ranks on 2 mounts give $h, the store $ref"
+h=$(mpi_hash 2 --data "$TMP/mnt2" --batch 32 --threads 1 "${common[@]}")
+[[ $h == "$ref" ]] || fail "2 ranks on the mount of rank 1 give $h, the store $ref"
+for bad in 2/2 1-0/2 0/0 x/2 0/2x; do
+	"$SPRITEFS" -f -o ranks=$bad "$TMP/syn.sprites" "$TMP/nomnt" 2>"$TMP/err" &&
+		fail "spritefs -o ranks=$bad mounted"
+	grep -q "ranks=$bad: expected R/N" "$TMP/err" || fail "-o ranks=$bad: $(cat "$TMP/err")"
+done
 
 # The log: a comm column, each rank's times, every rank's samples.
 timeout "$MPI_LIMIT" "${MPIRUN[@]}" -np 2 "$HNTRAIN" --quiet --data "$TMP/syn.sprites" \
