@@ -188,8 +188,8 @@ int hn_dist_agree(int ok, uint64_t hash, char *err)
 	}
 	snprintf(me.host, sizeof me.host, "%.47s", info.host);
 	MPI_Request req;
-	int rc = MPI_Iallgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE,
-				MPI_COMM_WORLD, &req);
+	int rc = MPI_Iallgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, MPI_COMM_WORLD,
+				&req);
 	if (rc != MPI_SUCCESS) {
 		free(all);
 		return mpi_fail(err, rc, "comparing the ranks' settings");
@@ -197,21 +197,24 @@ int hn_dist_agree(int ok, uint64_t hash, char *err)
 	rc = wait_all(1, &req, NULL, "comparing the ranks' settings", err);
 	for (int r = 0; rc == 0 && r < info.size; r++) {
 		all[r].host[HOST_MAX - 1] = 0;
-		if (!all[r].ok)
-			rc = -EINVAL, snprintf(err, HN_ERR_MAX,
-					       "rank %d on %s could not start (its message above); "
-					       "every rank stops",
-					       r, all[r].host);
+		if (all[r].ok)
+			continue;
+		snprintf(err, HN_ERR_MAX,
+			 "rank %d on %s could not start (its message above); every rank stops", r,
+			 all[r].host);
+		rc = -EINVAL;
 	}
-	for (int r = 1; rc == 0 && r < info.size; r++)
-		if (all[r].hash != all[0].hash)
-			rc = -EINVAL,
-			snprintf(err, HN_ERR_MAX,
-				 "rank %d on %.32s has other settings or data than rank 0 on "
-				 "%.32s (hash %016llx, not %016llx): every rank needs the same "
-				 "data, model, seed and batch",
-				 r, all[r].host, all[0].host, (unsigned long long)all[r].hash,
-				 (unsigned long long)all[0].hash);
+	for (int r = 1; rc == 0 && r < info.size; r++) {
+		if (all[r].hash == all[0].hash)
+			continue;
+		snprintf(err, HN_ERR_MAX,
+			 "rank %d on %.32s has other settings or data than rank 0 on %.32s (hash "
+			 "%016llx, not %016llx): every rank needs the same data, model, seed and "
+			 "batch",
+			 r, all[r].host, all[0].host, (unsigned long long)all[r].hash,
+			 (unsigned long long)all[0].hash);
+		rc = -EINVAL;
+	}
 	free(all);
 	return rc;
 }
