@@ -390,8 +390,13 @@ expect_rc 1 "$PACK" "$T/idxbad" "$T/idxbad.sprites" &&
 # ---- a pack killed by a signal takes its temp file with it --------------------------
 # 6750 images blown up to 256x256 tiles: a second or more; the signal goes in as
 # soon as the temp file exists, while images are still being decoded.
-"$MKTREE" gray "$T/big" 1500 >/dev/null || fail "mktree big"
-for sig in TERM INT HUP PIPE; do
+# ThreadSanitizer defers a signal to the receiving thread's next intercepted
+# call and drops it if that thread ends first (a pack ran to its end after
+# SIGINT under it): the signal cases run in the plain and ASan passes.
+sigs=(TERM INT HUP PIPE)
+[[ -n ${TSAN_OPTIONS:-} ]] && sigs=()
+((${#sigs[@]})) && { "$MKTREE" gray "$T/big" 1500 >/dev/null || fail "mktree big"; }
+for sig in "${sigs[@]}"; do
 	rm -f "$T"/killed.sprites*
 	# (a background job starts with SIGINT ignored, and under nohup SIGHUP is; the
 	# pack leaves an ignored signal ignored, so both are reset to the default)
