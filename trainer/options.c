@@ -111,15 +111,19 @@ static void usage(FILE *f)
 		"format.\n");
 }
 
-/* Cheap: the plugin is looked for, not loaded, so no CUDA library or GPU is touched. */
+/* The plugin and its CUDA libraries are loaded and named; the GPU is not touched. */
 static void print_version(void)
 {
-	char plugin[PATH_MAX];
+	char plugin[PATH_MAX], err[HN_ERR_MAX];
 	printf("hntrain %s (store format %u)\n", HNTRAIN_VERSION, SPRITE_VERSION);
 	printf("cpu: %s\n", hn_backend_cpu_library());
-	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0)
-		printf("gpu: CUDA plugin %s (--device gpu loads it and looks for a GPU)\n", plugin);
-	else
+	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0) {
+		printf("gpu: CUDA plugin %s (--device gpu looks for a GPU)\n", plugin);
+		if (hn_cuda_plugin_load(err) == 0)
+			hn_cuda_libs_print(stdout);
+		else
+			printf("gpu: %s\n", err);
+	} else
 		printf("gpu: not built (no %s next to hntrain, in %s, or in "
 		       "$HNTRAIN_CUDA_PLUGIN)\n",
 		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
