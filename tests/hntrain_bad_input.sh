@@ -167,5 +167,12 @@ if [[ -n ${SPRITEFS:-} ]]; then
 	want="${want%%,*})"
 	[[ ${v%%$'\n'*} == "$want" ]] || fail "hntrain says '${v%%$'\n'*}', spritefs '$sv'"
 fi
+# OpenBLAS's core: a generic one forced by the user is kept, and the fast one named
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+	OPENBLAS_CORETYPE=Prescott "$HNTRAIN" -V >"$TMP/v" 2>"$TMP/verr" || fail "-V with OPENBLAS_CORETYPE"
+	grep -q '^cpu: OpenBLAS .* Prescott ' "$TMP/v" || fail "the user's core not kept: $(cat "$TMP/v")"
+	grep -Eq '^hntrain: warning: OPENBLAS_CORETYPE=Prescott makes OpenBLAS use its Prescott kernels; this CPU has AVX(2|-512): OPENBLAS_CORETYPE=(Haswell|SkylakeX) is faster$' \
+		"$TMP/verr" || fail "no warning about the generic core: $(cat "$TMP/verr")"
+fi
 echo "ok: $(head -1 <<<"$v")"
 echo "PASS"

@@ -272,6 +272,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	hn_blas_core_check(argv); /* may execute hntrain again with OPENBLAS_CORETYPE set */
 	hn_opts_parse(argc, argv, &o); /* these two exit on a bad command line */
 	hn_opts_check(&o, &ck);
 
