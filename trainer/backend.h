@@ -79,6 +79,7 @@ struct hn_backend_config {
 	int threads;	  /* maths threads (cpu); 0 = default */
 	int max_batch;	  /* largest batch passed to train/eval */
 	int amp;	  /* gpu: mixed precision with dynamic loss scaling */
+	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
 	int device_index; /* gpu ordinal */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
 };

@@ -148,6 +148,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.threads = o->threads,
 		.max_batch = o->batch,
 		.amp = o->amp,
+		.fast = o->fast,
 		.device_index = 0,
 		.seed = o->seed,
 	};

@@ -91,6 +91,8 @@ static void usage(FILE *f)
 		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
 		"had)\n"
 		"  --amp                gpu: mixed precision\n"
+		"  --fast               gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
+		"                       weights then differ run to run (default: deterministic ones)\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
 		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
@@ -392,6 +394,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_AFFINITY,
 		O_LOADER_AFFINITY,
 		O_AMP,
+		O_FAST,
 		O_PLAN,
 		O_CHECKPOINT,
 		O_RESUME,
@@ -432,6 +435,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"affinity", required_argument, 0, O_AFFINITY},
 		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
 		{"amp", no_argument, 0, O_AMP},
+		{"fast", no_argument, 0, O_FAST},
 		{"plan", no_argument, 0, O_PLAN},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
 		{"resume", required_argument, 0, O_RESUME},
@@ -591,6 +595,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		case O_AMP:
 			o->amp = 1;
 			break;
+		case O_FAST:
+			o->fast = 1;
+			break;
 		case O_PLAN:
 			o->plan = 1;
 			break;
@@ -631,6 +638,8 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		o->lr = -1; /* the optimizer's default, once --resume has said which */
 	if (o->amp && strcmp(o->device, "gpu"))
 		hn_die(2, "--amp needs --device gpu");
+	if (o->fast && strcmp(o->device, "gpu"))
+		hn_die(2, "--fast needs --device gpu (the cpu backend has one algorithm)");
 }
 
 static const char *const sched_names[] = {"constant", "step", "cosine"};

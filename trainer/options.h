@@ -44,7 +44,7 @@ struct hn_opts {
 	/* --affinity's CPUs (when given); --loader-affinity's, else those the process had */
 	cpu_set_t pin_mask, loader_mask;
 	const char *device;
-	int amp, plan, quiet;
+	int amp, fast, plan, quiet;
 	const char *checkpoint, *resume, *log;
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
