@@ -104,6 +104,13 @@ const char *sprite_store_sample_path(const sprite_store *s, uint32_t split, uint
  */
 int64_t sprite_store_split_paths(const sprite_store *s, uint32_t split, const char **strings);
 
+/*
+ * The bytes sprite_store_split_paths() gives, without loading the table (two
+ * of its offsets are read): for a listing's sizes. A table that turns out bad
+ * on load fails there.
+ */
+int64_t sprite_store_split_paths_size(const sprite_store *s, uint32_t split);
+
 /* Split index by name ("train", "test"), or -ENOENT. */
 int sprite_store_find_split(const sprite_store *s, const char *name);
 
