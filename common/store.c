@@ -593,6 +593,8 @@ int sprite_store_load_paths(const sprite_store *cs, char *err)
 	sprite_store *s = (sprite_store *)cs; /* loading once is not a visible change */
 	if (!s->paths_offset)
 		return fail(err, ENOENT, "the store has no path table");
+	if (__atomic_load_n(&s->paths_state, __ATOMIC_ACQUIRE) == 1)
+		return 0; /* loaded: no lock for each sample's lookup */
 	pthread_mutex_lock(&s->paths_lock);
 	if (s->paths_state == 0) {
 		int r = load_paths(s, s->paths_err);
