@@ -366,7 +366,9 @@ int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a)
 		if (!sprite_store_has_paths(fs->store))
 			return -ENOENT;
 		int64_t len = sprite_store_split_paths_size(fs->store, split);
-		a->size = len < 0 ? 0 : (uint64_t)len;
+		if (len < 0)
+			return -EIO; /* offsets that no load would accept */
+		a->size = (uint64_t)len;
 		return 0;
 	}
 	case SFS_K_BATCH:
@@ -624,5 +626,12 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 		return -ENOTDIR;
 	}
 	r = sfs_tree_attr(fs, child, a);
+	if (r < 0 && sfs_ino_kind(child) == SFS_K_PATHS_TXT) {
+		/* a bad path table fails paths.txt, not the listing of its split */
+		memset(a, 0, sizeof(*a));
+		a->ino = child;
+		a->nlink = 1;
+		return 1;
+	}
 	return r < 0 ? r : 1;
 }

@@ -7,7 +7,8 @@
 # sheets. paths.txt lists the packed tree's files, one per sample in sample
 # order, each in its label's class folder; IDX samples are named
 # "<images file>#<index>". A store whose label table is damaged is refused
-# at mount with a message naming the store and the table.
+# at mount with a message naming the store and the table; a damaged path
+# table fails paths.txt alone (EIO, one log line).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 PY=/usr/bin/python3
@@ -140,4 +141,28 @@ is_mounted "$T/mbad" && fail "a damaged label table left a mount"
 grep -q "$T/badlab.sprites" "$T/badlab.log" && grep -q "label table: checksum mismatch" "$T/badlab.log" ||
 	fail "message does not name the store and the label table: $(cat "$T/badlab.log")"
 echo "damaged label table: exit $rc: $(head -1 "$T/badlab.log")"
+
+# --- a damaged path table fails paths.txt only --------------------------------
+cp "$T/v3.sprites" "$T/badpath.sprites"
+"$PY" - "$T/badpath.sprites" <<'PYEOF' || fail "corrupting the path table"
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(464)  # struct sprite_header.paths_offset, paths_size
+    off, size = struct.unpack("<QQ", f.read(16))
+    assert off and size
+    f.seek(off + size - 3)  # inside the last path
+    b = f.read(1)
+    f.seek(off + size - 3)
+    f.write(bytes([b[0] ^ 1]))
+PYEOF
+sfs_mount "$T/badpath.log" "$T/badpath.sprites" "$T/mp"
+ls "$T/mp/train" | grep -qx paths.txt || fail "a bad path table hides paths.txt from the listing"
+err=$(cat "$T/mp/test/paths.txt" 2>&1 >/dev/null)
+[[ $err == *"Input/output error"* ]] || fail "paths.txt of a bad path table: expected EIO, got: $err"
+cat "$T/mp/train/paths.txt" >/dev/null 2>&1 && fail "train/paths.txt read from a bad path table"
+cmp <(npy_body "$T/mp/train/labels.npy") "$T/labels3" || fail "a bad path table changed labels.npy"
+[[ $(grep -c "badpath.sprites: path table: checksum mismatch; paths.txt gives EIO" "$T/badpath.log") -eq 1 ]] ||
+	fail "the log does not name the path table once: $(cat "$T/badpath.log")"
+sfs_umount "$T/mp"
+echo "damaged path table: paths.txt gives EIO, one log line, the rest serves"
 echo PASS
