@@ -252,6 +252,16 @@ static int do_verify(const char *path, int quiet)
 	const struct sprite_store_info *in = sprite_store_info(s);
 	struct verify_ctx v = {path, in};
 	int64_t bad = sprite_store_verify_sheets(s, on_bad_sheet, &v, err);
+	/* the path table is checked on first use only: here, that is now */
+	char perr[SPRITE_ERR_MAX] = "";
+	int pr = sprite_store_has_paths(s) ? sprite_store_load_paths(s, perr) : 0;
+	if (pr < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, perr[0] ? perr : strerror(-pr));
+		if (bad == 0) {
+			sprite_store_close(s);
+			return 1;
+		}
+	}
 	if (bad != 0) {
 		if (bad < 0)
 			fprintf(stderr, PROG ": %s: %s\n", path,

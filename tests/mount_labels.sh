@@ -155,6 +155,10 @@ with open(sys.argv[1], "r+b") as f:
     f.seek(off + size - 3)
     f.write(bytes([b[0] ^ 1]))
 PYEOF
+rc=0
+"$SPRITEFS_PACK" --verify "$T/badpath.sprites" >"$T/verify.log" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] && grep -q "badpath.sprites: path table: checksum mismatch" "$T/verify.log" ||
+	fail "spritefs-pack --verify of a bad path table: exit $rc, $(cat "$T/verify.log")"
 sfs_mount "$T/badpath.log" "$T/badpath.sprites" "$T/mp"
 ls "$T/mp/train" | grep -qx paths.txt || fail "a bad path table hides paths.txt from the listing"
 err=$(cat "$T/mp/test/paths.txt" 2>&1 >/dev/null)
