@@ -234,6 +234,7 @@ static uint64_t file_size(const char *path)
 
 struct idx_split {
 	const char *name;
+	const char *file; /* the images file's name without .gz, for the path table */
 	int64_t n;
 	uint32_t h, w;
 	uint8_t *px, *labels;
@@ -267,6 +268,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 		}
 		struct idx_split *s = &sp[nsp++];
 		s->name = bases[i][0];
+		/* without .gz: the same samples give the same store either way */
+		s->file = bases[i][1];
 		s->n = sprite_idx_load_images(ip, &s->h, &s->w, &s->px, err);
 		int64_t nl = s->n < 0 ? 0 : sprite_idx_load_labels(lp, &s->labels, err);
 		rep->bytes_in += file_size(ip) + file_size(lp);
@@ -333,6 +336,7 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 		.tile_c = tc,
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
+		.version = o->store_version,
 		.codec = o->codec,
 		.nclasses = nclasses,
 		.class_names = names,
@@ -360,7 +364,10 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 					break;
 				t = tile;
 			}
-			if ((r = sprite_writer_add(w, t, s->labels[k])) < 0)
+			/* path table: "<images file>#<index in it>" */
+			char where[96];
+			snprintf(where, sizeof where, "%s#%lld", s->file, (long long)k);
+			if ((r = sprite_writer_add_path(w, t, s->labels[k], where)) < 0)
 				break;
 			rep->packed++;
 			rep->split_count[i]++;
@@ -553,6 +560,18 @@ static int probe_shape(const struct items *it, uint32_t *h, uint32_t *w, uint32_
 	return 0;
 }
 
+/* path below src, as the path table keeps it (common/folder.c joins with '/') */
+static const char *rel_path(const char *src, const char *path)
+{
+	size_t n = strlen(src);
+	if (strncmp(path, src, n) != 0)
+		return path;
+	path += n;
+	while (*path == '/')
+		path++;
+	return path;
+}
+
 static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
 		       const char *dsname, struct sprite_pack_report *rep, char *err)
 {
@@ -614,6 +633,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.tile_c = R.tc,
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
+		.version = o->store_version,
 		.codec = o->codec,
 		.nclasses = (uint32_t)s.f.nclasses,
 		.class_names = cn,
@@ -691,8 +711,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 				r = sprite_writer_begin_split(w, s.f.splits[it->split].name);
 			}
 			if (r == 0)
-				r = sprite_writer_add(w, R.tiles + (i % R.nslots) * R.tile_bytes,
-						      it->label);
+				r = sprite_writer_add_path(w,
+							   R.tiles + (i % R.nslots) * R.tile_bytes,
+							   it->label, rel_path(src, it->path));
 			if (r < 0) {
 				seterr(err, "%s: write error: %s", store, strerror(-r));
 			} else {

@@ -40,8 +40,9 @@ struct sprite_pack_options {
 	enum sprite_codec codec;
 	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */
 	uint32_t order_window;
-	int jobs;   /* decode threads; 0: all cores */
-	int strict; /* any bad image fails the pack */
+	uint32_t store_version; /* 0: SPRITE_VERSION; 2: no label or path table */
+	int jobs;		/* decode threads; 0: all cores */
+	int strict;		/* any bad image fails the pack */
 	/*
 	 * Data set name, at most SPRITE_NAME_MAX - 1 bytes (longer: -ENAMETOOLONG);
 	 * NULL: the source folder's base name, cut to fit between UTF-8 characters.

@@ -78,6 +78,8 @@ static void usage(FILE *f)
 		"  --window N|full     the data set's sample order: N sheets per shuffle window\n"
 		"                      (default: as many as hold 128 MiB of tiles; a split of\n"
 		"                      no more sheets than that gets the full shuffle)\n"
+		"  --store-version N   write store format N (default 3); 2 has no label table\n"
+		"                      nor source paths, for readers older than version 3\n"
 		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
 		"                      name, cut to 63 bytes between UTF-8 characters)\n"
 		"pack and --export options:\n"
@@ -250,6 +252,16 @@ static int do_verify(const char *path, int quiet)
 	const struct sprite_store_info *in = sprite_store_info(s);
 	struct verify_ctx v = {path, in};
 	int64_t bad = sprite_store_verify_sheets(s, on_bad_sheet, &v, err);
+	/* the path table is checked on first use only: here, that is now */
+	char perr[SPRITE_ERR_MAX] = "";
+	int pr = sprite_store_has_paths(s) ? sprite_store_load_paths(s, perr) : 0;
+	if (pr < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, perr[0] ? perr : strerror(-pr));
+		if (bad == 0) {
+			sprite_store_close(s);
+			return 1;
+		}
+	}
 	if (bad != 0) {
 		if (bad < 0)
 			fprintf(stderr, PROG ": %s: %s\n", path,
@@ -291,6 +303,11 @@ static int do_info(const char *path)
 	printf("name:        %s\n", in->name);
 	printf("tile:        %ux%ux%u (%u bytes)\n", in->tile_h, in->tile_w, in->tile_c,
 	       in->tile_h * in->tile_w * in->tile_c);
+	printf("format:      version %u, %s\n", in->version,
+	       in->version < 3		    ? "labels in the sheets only"
+	       : !sprite_store_labels(s, 0) ? "no label table"
+	       : sprite_store_has_paths(s)  ? "label table, source-path table"
+					    : "label table, no source paths");
 	printf("sheet tiles: %u\n", in->sheet_tiles);
 	printf("sheets:      %u\n", in->nsheets);
 	if (in->order_window)
@@ -654,6 +671,7 @@ enum {
 	OPT_SHEET,
 	OPT_COMPRESS,
 	OPT_WINDOW,
+	OPT_STORE_VERSION,
 	OPT_JOBS,
 	OPT_STRICT,
 	OPT_NAME,
@@ -683,6 +701,7 @@ static const struct {
 	{OPT_SHEET, "--sheet", MODE_PACK},
 	{OPT_COMPRESS, "--compress", MODE_PACK},
 	{OPT_WINDOW, "--window", MODE_PACK},
+	{OPT_STORE_VERSION, "--store-version", MODE_PACK},
 	{OPT_NAME, "--name", MODE_PACK},
 	{OPT_JOBS, "--jobs", MODE_PACK | MODE_EXPORT},
 	{OPT_STRICT, "--strict", MODE_PACK | MODE_EXPORT},
@@ -737,6 +756,7 @@ int main(int argc, char **argv)
 		{"sheet", required_argument, NULL, OPT_SHEET},
 		{"compress", required_argument, NULL, OPT_COMPRESS},
 		{"window", required_argument, NULL, OPT_WINDOW},
+		{"store-version", required_argument, NULL, OPT_STORE_VERSION},
 		{"jobs", required_argument, NULL, OPT_JOBS},
 		{"strict", no_argument, NULL, OPT_STRICT},
 		{"name", required_argument, NULL, OPT_NAME},
@@ -781,12 +801,22 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_STORE_VERSION:
+			if (parse_u32(optarg, SPRITE_VERSION, &o.store_version) < 0 ||
+			    o.store_version < 2) {
+				fprintf(stderr, PROG ": bad --store-version '%s' (2..%u)\n", optarg,
+					SPRITE_VERSION);
+				return 2;
+			}
+			break;
 		case OPT_WINDOW:
 			if (!strcmp(optarg, "full")) {
 				o.order_window = SPRITE_ORDER_FULL;
-			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) < 0 ||
+			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) <
+					   0 ||
 				   o.order_window == 0) {
-				fprintf(stderr, PROG ": bad --window '%s' (1..%u sheets, or full)\n",
+				fprintf(stderr,
+					PROG ": bad --window '%s' (1..%u sheets, or full)\n",
 					optarg, SPRITE_ORDER_WINDOW_MAX);
 				return 2;
 			}

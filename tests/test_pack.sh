@@ -250,6 +250,17 @@ if expect_rc 0 "$PACK" --jobs 1 "$T/mixed" "$T/m1.sprites"; then
 fi
 expect_rc 0 "$PACK" --jobs 4 "$T/mixed" "$T/m4.sprites" &&
 	{ cmp -s "$T/m1.sprites" "$T/m4.sprites" || fail "store bytes differ between --jobs 1 and 4"; }
+# the store format: version 3 with the label and path tables, or version 2 on request
+expect_rc 0 "$PACK" --info "$T/m1.sprites" &&
+	{ grep -q "format: *version 3, label table, source-path table" "$T/out" ||
+		fail "default format: $(grep format: "$T/out")"; }
+expect_rc 0 "$PACK" -q --store-version 2 "$T/mixed" "$T/m-v2.sprites" &&
+	expect_rc 0 "$PACK" --info "$T/m-v2.sprites" &&
+	{ grep -q "format: *version 2, labels in the sheets only" "$T/out" ||
+		fail "--store-version 2: $(grep format: "$T/out")"; }
+expect_rc 2 "$PACK" --store-version 1 "$T/mixed" "$T/m-v1.sprites" &&
+	{ grep -q "bad --store-version '1' (2..3)" "$T/out" || fail "--store-version 1: $(cat "$T/out")"; }
+expect_rc 2 "$PACK" --store-version 2 --info "$T/m1.sprites"
 expect_rc 1 "$PACK" --strict --jobs 3 "$T/mixed" "$T/strict.sprites" && {
 	grep -q -- "stopped at $T/mixed/ant/zz-cut.jpg: bad JPEG.* (--strict)" "$T/out" ||
 		fail "--strict: message: $(cat "$T/out")"
