@@ -180,6 +180,7 @@ static void build_dataset_json(struct sfs *fs)
 			  "  \"epochs\": {\"seed\": %" PRIu64 ", \"count\": %u, \"batch\": %u},\n",
 			  fs->o.seed, fs->o.epochs, fs->o.batch);
 	sprite_str_printf(&s, "  \"order_window\": %u,\n", in->order_window);
+	sprite_str_printf(&s, "  \"fit\": \"%s\",\n", sprite_fit_name(in->fit));
 	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];

@@ -32,6 +32,7 @@ struct folder_src {
 	uint64_t nfiles[2];
 	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
 	int strict;
+	uint32_t fit; /* enum sprite_fit */
 	void (*on_skip)(void *ctx, const char *why);
 	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *skip_ctx;
@@ -120,7 +121,10 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 	struct sprite_image im;
 	char why[SPRITE_ERR_MAX] = "";
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
-	int rc = sprite_image_load(f->path, &im, why); /* why names the file (escaped) */
+	/* The decode and fit of spritefs-pack, so that a folder and its store train alike. */
+	int rc = keep ? sprite_image_load(f->path, &im, why) /* why names the file (escaped) */
+		      : sprite_image_load_for(f->path, s->info.h, s->info.w,
+					      (enum sprite_fit)fs->fit, &im, why);
 	sprite_escape(f->path, shown, sizeof shown);
 	if (rc == -ENOMEM)
 		return hn_source_fail(err, rc, "%s: out of memory", shown);
@@ -131,7 +135,8 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		return 0;
 	}
 	if (rc == 0) {
-		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c, tile);
+		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
+				      (enum sprite_fit)fs->fit, tile);
 		sprite_image_free(&im);
 		if (rc == -ENOMEM)
 			return hn_source_fail(err, rc, "%s: out of memory", shown);
@@ -160,6 +165,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		return hn_source_fail(err, -ENOMEM, "out of memory");
 	s->priv = fs;
 	fs->strict = o->strict;
+	fs->fit = o->fit;
 	fs->on_skip = o->on_skip;
 	fs->on_ignore = o->on_ignore;
 	fs->skip_ctx = o->skip_ctx;
