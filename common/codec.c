@@ -331,10 +331,11 @@ static int decode_jpeg(const void *data, size_t len, const char *name, uint32_t 
 		sprite_fit_geometry(o >= 5 ? (uint32_t)w : (uint32_t)h,
 				    o >= 5 ? (uint32_t)h : (uint32_t)w, th, tw, fit, &g);
 		uint32_t need_h = o >= 5 ? g.rw : g.rh, need_w = o >= 5 ? g.rh : g.rw;
+		/* h/d >= need_h unrounded, as PIL's draft() picks its scale */
 		for (int d = 8; d >= 2; d /= 2) {
 			tjscalingfactor f = {1, d};
-			if ((uint32_t)TJSCALED(h, f) >= need_h &&
-			    (uint32_t)TJSCALED(w, f) >= need_w) {
+			if ((uint64_t)need_h * d <= (uint64_t)h &&
+			    (uint64_t)need_w * d <= (uint64_t)w) {
 				sh = TJSCALED(h, f);
 				sw = TJSCALED(w, f);
 				break;

@@ -46,8 +46,9 @@ int sprite_image_load(const char *path, struct sprite_image *out, char *err);
 
 /*
  * The same, for fitting to a th x tw tile by fit afterwards: a JPEG may come
- * out reduced by libjpeg's DCT scaling (1/2, 1/4, 1/8), the largest that
- * keeps both sides at least the size the fit resizes to, so that the area
+ * out reduced by libjpeg's DCT scaling by 1/d (d 2, 4 or 8; the image is
+ * then ceil(h/d) x ceil(w/d)), the largest d with h/d and w/d at least the
+ * size the fit resizes to (as PIL's draft() picks it), so that the area
  * filter starts from fewer pixels. th == 0: full size, as sprite_image_decode.
  */
 int sprite_image_decode_for(const void *data, size_t len, const char *name, uint32_t th,
