@@ -413,6 +413,7 @@ struct ring {
 	const struct items *items;
 	uint32_t th, tw, tc;
 	enum sprite_fit fit;
+	int one_size; /* no tile size given: images are decoded whole, to be compared */
 	size_t tile_bytes;
 	size_t nslots, chunk;
 	uint8_t *tiles;
@@ -493,7 +494,9 @@ static void decode_item(struct ring *R, struct worker_buf *wb, size_t i)
 		return;
 	sl->size = len;
 	/* An empty name keeps the path out of the reason: on_skip gets it apart. */
-	if (sprite_image_decode_for(wb->data, len, "", R->th, R->tw, R->fit, &im, sl->why) < 0)
+	/* A scaled decode could make a larger JPEG look the size of the others. */
+	if (sprite_image_decode_for(wb->data, len, "", R->one_size ? 0 : R->th, R->tw, R->fit, &im,
+				    sl->why) < 0)
 		return;
 	sl->h = im.h;
 	sl->w = im.w;
@@ -608,6 +611,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	R.tw = o->tile_w ? o->tile_w : wd;
 	R.tc = o->tile_c ? o->tile_c : c;
 	R.fit = o->fit;
+	R.one_size = one_size;
 	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
 
 	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);

@@ -124,6 +124,13 @@ expect_rc2 "^hntrain: --cache does not apply to an image folder \($TMP/imgs\)" \
 	--data "$TMP/imgs" --cache 1M
 expect_rc2 "^hntrain: --cache does not apply to an IDX folder" --data "$TMP/idx" --cache 1M
 
+# Images of several sizes and no --tile: refused as spritefs-pack refuses them, both
+# sizes named (ant/f0000.tif is 8x8; the other is the first read of another size), not
+# fitted to whichever sorts first.
+"$MKTREE" mixed "$TMP/mixed" 6 >/dev/null || fail "mktree mixed"
+expect_fail "images differ in size, 8x8 and [0-9]+x[0-9]+, and no --tile is given .*ant/f0000.tif is 8x8, .*ant/f0[0-9]+\.[a-z]+ is [0-9]+x[0-9]+" \
+	--data "$TMP/mixed" --model mlp --epochs 1 --test-split none
+
 # A folder inside a spritefs mount (a split folder, its batches/ ...) is not an image folder
 # whose classes are batches, by-class, epochs, sheets: refused, naming the mount's root (exit
 # 2); <split>/by-class is one and trains. Without FUSE, a tree laid out as a mount's.
