@@ -35,7 +35,13 @@
 #define SPRITE_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 struct sprite_pack_options {
-	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
+	/*
+	 * 0: take from the data (IDX dims; an image folder's one size, which
+	 * fails with both sizes named when its images differ in size and no
+	 * tile_h/tile_w is given)
+	 */
+	uint32_t tile_h, tile_w, tile_c;
+	enum sprite_fit fit;		 /* how an image of another size becomes a tile */
 	uint32_t sheet_tiles;		 /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
 	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */

@@ -138,6 +138,8 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 			    SPRITE_MAX_SPLITS);
 	if (h->flags != 0)
 		return fail(err, SPRITE_ECORRUPT, "unknown flags 0x%x", h->flags);
+	if (h->fit > SPRITE_FIT_PAD) /* 0 in stores before the field: stretch, as they did */
+		return fail(err, SPRITE_ECORRUPT, "unknown fit mode %u", h->fit);
 	if (h->file_size < st_size)
 		return fail(err, SPRITE_ECORRUPT, "file is %llu bytes, header says %llu",
 			    (unsigned long long)st_size, (unsigned long long)h->file_size);
@@ -492,6 +494,7 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	in->nsheets = h.nsheets;
 	in->file_size = h.file_size;
 	in->version = h.version;
+	in->fit = h.fit;
 	in->order_window = h.version >= 2
 				   ? h.order_window
 				   : sprite_order_window(h.sheet_tiles,
@@ -1006,6 +1009,8 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 			    p->tile_c);
 	if (t > SPRITE_MAX_SHEET_TILES)
 		return fail(err, EINVAL, "sheet of %u tiles exceeds %u", t, SPRITE_MAX_SHEET_TILES);
+	if ((uint32_t)p->fit > SPRITE_FIT_PAD)
+		return fail(err, EINVAL, "unknown fit mode %u", (unsigned)p->fit);
 	uint64_t raw_max = sheet_raw_size(t, p->tile_h, p->tile_w, p->tile_c);
 	if (raw_max > SPRITE_MAX_SHEET_RAW)
 		return fail(err, EINVAL, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", t,
@@ -1064,6 +1069,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->h.sheet_tiles = t;
 	w->h.nclasses = p->nclasses;
 	w->h.flags = 0;
+	w->h.fit = p->fit;
 	w->h.order_window =
 		p->order_window == SPRITE_ORDER_FULL ? 0
 		: p->order_window

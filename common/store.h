@@ -58,6 +58,7 @@ struct sprite_store_info {
 	 */
 	uint32_t order_window;
 	uint32_t version;
+	uint32_t fit; /* enum sprite_fit: how images of another size became tiles */
 	uint64_t file_size;
 	const struct sprite_split_entry *splits; /* nsplits entries */
 	const struct sprite_sheet_entry *sheets; /* nsheets entries */
@@ -183,6 +184,7 @@ struct sprite_writer_params {
 	 * readers of those.
 	 */
 	uint32_t version;
+	enum sprite_fit fit; /* recorded in the header */
 };
 
 /*

@@ -63,6 +63,9 @@ static void usage(FILE *f)
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG, JPEG or PGM/PPM/PAM files, or a folder\n"
 		"of IDX files (train-images-idx3-ubyte[.gz], ... as Fashion-MNIST ships).\n"
+		"A JPEG is turned upright by its EXIF orientation, and a CMYK one converted\n"
+		"to RGB (docs/FORMAT.md, \"The tile fit rule\"); an image larger than 2^28\n"
+		"pixels or 65536 a side is skipped before it is decoded.\n"
 		"Each image that does not decode is named (\"skipped PATH: REASON\") and left\n"
 		"out; so is each entry that is not an image in a class folder (\"ignored PATH:\n"
 		"REASON\": a file beside the class folders, a folder beside the split folders\n"
@@ -71,7 +74,12 @@ static void usage(FILE *f)
 		"names are shown escaped (\\n, \\xNN).\n"
 		"\n"
 		"pack options:\n"
-		"  --tile HxW[xC]      tile shape (default: the first image's, or the IDX dims)\n"
+		"  --tile HxW[xC]      tile shape (default: the images' size when they all have\n"
+		"                      one, or the IDX dims; images of several sizes need it)\n"
+		"  --fit MODE          how an image of another size becomes a tile: crop\n"
+		"                      (default: shorter side to the tile, centre kept), pad\n"
+		"                      (longer side to the tile, the rest filled with 0), or\n"
+		"                      stretch (both sides to the tile, aspect not kept)\n"
 		"  --sheet N           tiles per sheet (default: as many as fill 4 MiB\n"
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
@@ -114,33 +122,6 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *out)
 	if (errno || end == s || *end || v > max || s[0] == '-')
 		return -EINVAL;
 	*out = (uint32_t)v;
-	return 0;
-}
-
-static int parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c)
-{
-	unsigned long a, b, d = 0;
-	char *e;
-	a = strtoul(s, &e, 10);
-	if (e == s || *e != 'x')
-		return -EINVAL;
-	s = e + 1;
-	b = strtoul(s, &e, 10);
-	if (e == s || (*e && *e != 'x'))
-		return -EINVAL;
-	if (*e == 'x') {
-		s = e + 1;
-		d = strtoul(s, &e, 10);
-		if (e == s || *e)
-			return -EINVAL;
-		if (d != 1 && d != 3 && d != 4)
-			return -EINVAL;
-	}
-	if (a == 0 || b == 0 || a > SPRITE_MAX_TILE_SIDE || b > SPRITE_MAX_TILE_SIDE)
-		return -EINVAL;
-	*h = (uint32_t)a;
-	*w = (uint32_t)b;
-	*c = (uint32_t)d;
 	return 0;
 }
 
@@ -205,8 +186,9 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	sprite_store *s = NULL;
 	if (sprite_store_open(dst, &s, err) == 0) {
 		const struct sprite_store_info *in = sprite_store_info(s);
-		printf(PROG ": %s: %ux%ux%u tiles, %u classes, %u sheets;", dst, in->tile_h,
-		       in->tile_w, in->tile_c, in->nclasses, in->nsheets);
+		printf(PROG ": %s: %ux%ux%u tiles (fit %s), %u classes, %u sheets;", dst,
+		       in->tile_h, in->tile_w, in->tile_c, sprite_fit_name(in->fit), in->nclasses,
+		       in->nsheets);
 		for (uint32_t i = 0; i < in->nsplits; i++)
 			printf(" %s %llu", in->splits[i].name,
 			       (unsigned long long)in->splits[i].count);
@@ -308,6 +290,8 @@ static int do_info(const char *path)
 	       : !sprite_store_labels(s, 0) ? "no label table"
 	       : sprite_store_has_paths(s)  ? "label table, source-path table"
 					    : "label table, no source paths");
+	printf("fit:         %s%s\n", sprite_fit_name(in->fit),
+	       in->fit == SPRITE_FIT_PAD ? " (filled with 0)" : "");
 	printf("sheet tiles: %u\n", in->sheet_tiles);
 	printf("sheets:      %u\n", in->nsheets);
 	if (in->order_window)
@@ -668,6 +652,7 @@ out:
 
 enum {
 	OPT_TILE = 256,
+	OPT_FIT,
 	OPT_SHEET,
 	OPT_COMPRESS,
 	OPT_WINDOW,
@@ -698,6 +683,7 @@ static const struct {
 	unsigned modes;
 } mode_opts[] = {
 	{OPT_TILE, "--tile", MODE_PACK},
+	{OPT_FIT, "--fit", MODE_PACK},
 	{OPT_SHEET, "--sheet", MODE_PACK},
 	{OPT_COMPRESS, "--compress", MODE_PACK},
 	{OPT_WINDOW, "--window", MODE_PACK},
@@ -753,6 +739,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"tile", required_argument, NULL, OPT_TILE},
+		{"fit", required_argument, NULL, OPT_FIT},
 		{"sheet", required_argument, NULL, OPT_SHEET},
 		{"compress", required_argument, NULL, OPT_COMPRESS},
 		{"window", required_argument, NULL, OPT_WINDOW},
@@ -772,7 +759,7 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4};
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .fit = SPRITE_FIT_CROP};
 	int mode_verify = 0, mode_info = 0, quiet = 0, force = 0, opt;
 	const char *export_dir = NULL, *format = "tiff", *split = NULL;
 	uint64_t limit = UINT64_MAX;
@@ -785,11 +772,18 @@ int main(int argc, char **argv)
 			given[opt] = 1;
 		switch (opt) {
 		case OPT_TILE:
-			if (parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
+			if (sprite_parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
 				fprintf(stderr,
 					PROG ": bad --tile '%s' (HxW or HxWxC, sides 1..%u, "
 					     "C 1, 3 or 4)\n",
 					optarg, SPRITE_MAX_TILE_SIDE);
+				return 2;
+			}
+			break;
+		case OPT_FIT:
+			if (sprite_fit_parse(optarg, &o.fit) < 0) {
+				fprintf(stderr, PROG ": bad --fit '%s' (crop, pad or stretch)\n",
+					optarg);
 				return 2;
 			}
 			break;

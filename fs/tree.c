@@ -183,6 +183,7 @@ static void build_dataset_json(struct sfs *fs)
 	sprite_str_printf(&s, "  \"order_window\": %u,\n", in->order_window);
 	sprite_str_printf(&s, "  \"label_table\": %s,\n",
 			  sprite_store_labels(fs->store, 0) ? "true" : "false");
+	sprite_str_printf(&s, "  \"fit\": \"%s\",\n", sprite_fit_name(in->fit));
 	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];

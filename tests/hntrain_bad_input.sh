@@ -113,16 +113,25 @@ expect_rc2 '^hntrain: --threads: expected an integer in \[1, 64\]' "${D[@]}" --t
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
 	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
 # An option that only one kind of source reads is refused for the others (exit 2), before
-# the data is opened: --tile and --strict (image folders), --cache (store files).
+# the data is opened: --tile, --fit and --strict (image folders), --cache (store files).
 mkdir -p "$TMP/idx" "$TMP/imgs/a"
 : >"$TMP/idx/train-images-idx3-ubyte"
 expect_rc2 "^hntrain: --tile does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" \
 	--tile 8x8
 expect_rc2 "^hntrain: --strict does not apply to a store file" "${D[@]}" --strict
+expect_rc2 "^hntrain: --fit does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" --fit pad
+expect_rc2 "^hntrain: --fit: expected crop, pad or stretch, got \"squash\"" "${D[@]}" --fit squash
 expect_rc2 "^hntrain: --tile does not apply to an IDX folder" --data "$TMP/idx" --tile 8x8
 expect_rc2 "^hntrain: --cache does not apply to an image folder \($TMP/imgs\)" \
 	--data "$TMP/imgs" --cache 1M
 expect_rc2 "^hntrain: --cache does not apply to an IDX folder" --data "$TMP/idx" --cache 1M
+
+# Images of several sizes and no --tile: refused as spritefs-pack refuses them, both
+# sizes named (ant/f0000.tif is 8x8; the other is the first read of another size), not
+# fitted to whichever sorts first.
+"$MKTREE" mixed "$TMP/mixed" 6 >/dev/null || fail "mktree mixed"
+expect_fail "images differ in size, 8x8 and [0-9]+x[0-9]+, and no --tile is given .*ant/f0000.tif is 8x8, .*ant/f0[0-9]+\.[a-z]+ is [0-9]+x[0-9]+" \
+	--data "$TMP/mixed" --model mlp --epochs 1 --test-split none
 
 # A folder inside a spritefs mount (a split folder, its batches/ ...) is not an image folder
 # whose classes are batches, by-class, epochs, sheets: refused, naming the mount's root (exit

@@ -79,7 +79,7 @@ static int write_store(const char *path, const struct shape *sh)
 	struct sprite_writer_params p = {
 		"unit",	   sh->h,     sh->w,	    sh->c,
 		sh->sheet, sh->codec, sh->nclasses, sh->nclasses <= 10 ? names : NULL,
-		0,	   0};
+		0,	   0,	      SPRITE_FIT_STRETCH};
 	sprite_writer *w;
 	int r = sprite_writer_open(path, &p, &w, err);
 	if (r < 0) {
@@ -908,7 +908,8 @@ static void check_writer(void)
 	char path[256], err[SPRITE_ERR_MAX];
 	struct stat st;
 	uint8_t tile[16] = {0};
-	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0, 0};
+	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0, 0,
+					 SPRITE_FIT_STRETCH};
 	sprite_writer *w;
 	snprintf(path, sizeof(path), "%s/w.sprites", dir);
 

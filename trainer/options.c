@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/format.h"
+#include "common/image.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -62,6 +63,8 @@ static void usage(FILE *f)
 		"                       report it and train without it)\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
+		"  --fit MODE           image folders: crop (default), pad or stretch, as\n"
+		"                       spritefs-pack --fit\n"
 		"  --window N|full      the sample order: N sheets per shuffle window, or the full\n"
 		"                       shuffle (default: the data set's, as a store records it)\n"
 		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
@@ -299,6 +302,11 @@ static void check_source_options(const struct hn_opts *o, int kind)
 		 "image folders",
 		 HN_SOURCE_IMAGES,
 		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
+		{o->given_fit,
+		 "--fit",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
 		{o->strict,
 		 "--strict",
 		 "image folders",
@@ -371,6 +379,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_TEST_LIMIT,
 		O_PRELOAD,
 		O_TILE,
+		O_FIT,
 		O_WINDOW,
 		O_CACHE,
 		O_LOADERS,
@@ -412,6 +421,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"test-limit", required_argument, 0, O_TEST_LIMIT},
 		{"preload", no_argument, 0, O_PRELOAD},
 		{"tile", required_argument, 0, O_TILE},
+		{"fit", required_argument, 0, O_FIT},
 		{"window", required_argument, 0, O_WINDOW},
 		{"cache", required_argument, 0, O_CACHE},
 		{"loaders", required_argument, 0, O_LOADERS},
@@ -485,6 +495,12 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			o->given_tile = 1;
 			break;
 		}
+		case O_FIT:
+			if (sprite_fit_parse(optarg, &o->fit) < 0)
+				hn_die(2, "--fit: expected crop, pad or stretch, got \"%s\"",
+				       optarg);
+			o->given_fit = 1;
+			break;
 		case O_WINDOW:
 			o->window = !strcmp(optarg, "full")
 					    ? 0
@@ -699,6 +715,7 @@ void hn_opts_parse(int argc, char **argv, struct hn_opts *o)
 	*o = (struct hn_opts){
 		.split = "train",
 		.test_split = "test",
+		.fit = SPRITE_FIT_CROP,
 		.model = "cnn",
 		.optim = {.kind = HN_OPT_MOMENTUM,
 			  .momentum = 0.9f,
