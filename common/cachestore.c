@@ -97,7 +97,8 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, str
 	return r;
 }
 
-int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
+int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w, uint32_t tile_c,
+			    enum sprite_fit fit, uint64_t *out, char *err)
 {
 	struct stat st;
 	if (stat(source, &st) < 0) {
@@ -117,6 +118,13 @@ int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err)
 	XXH3_64bits_reset(h);
 	struct fp_chain ch;
 	int r = fp_walk(h, source, strlen(source), 0, &ch, err);
+	/*
+	 * Then the pack's parameters. A store packed before they were hashed has
+	 * another fingerprint and is packed again once (its tile was the first
+	 * image's and its fit a stretch; the default now is a crop).
+	 */
+	uint32_t how[5] = {0x66697431 /* "fit1" */, tile_h, tile_w, tile_c, (uint32_t)fit};
+	XXH3_64bits_update(h, how, sizeof how);
 	if (r == 0)
 		*out = XXH3_64bits_digest(h);
 	XXH3_freeState(h);

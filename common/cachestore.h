@@ -13,11 +13,16 @@
 
 #include <stdint.h>
 
+#include "common/format.h"
+
 /*
- * A cheap fingerprint of a source (paths, sizes, mtimes of every file) so a
- * cache store can be reused while the source is unchanged.
+ * A cheap fingerprint of a source (paths, sizes, mtimes of every file) and
+ * of what the pack makes of it (the tile shape asked for, 0 for the images'
+ * own, and the fit mode), so a cache store can be reused while the source is
+ * unchanged, and a folder packed two ways has two stores.
  */
-int sprite_pack_fingerprint(const char *source, uint64_t *out, char *err);
+int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w, uint32_t tile_c,
+			    enum sprite_fit fit, uint64_t *out, char *err);
 
 /*
  * Remove the "<name>.sprites.tmp.<pid>" files in a cache folder whose writer

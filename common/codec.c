@@ -174,14 +174,133 @@ static int decode_png(const void *data, size_t len, const char *name, struct spr
 
 /* ---- JPEG ------------------------------------------------------------ */
 
-static int decode_jpeg(const void *data, size_t len, const char *name, struct sprite_image *out,
-		       char *err)
+/* Big- or little-endian 16 and 32-bit reads inside the TIFF block of EXIF. */
+static unsigned exif_u16(const uint8_t *p, int be)
+{
+	return be ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+static uint32_t exif_u32(const uint8_t *p, int be)
+{
+	return be ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+		  : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* The Orientation (0x0112) of IFD0 in an EXIF block, or 1 when absent or malformed. */
+static int exif_orientation(const uint8_t *p, size_t n)
+{
+	if (n < 6 + 8 || memcmp(p, "Exif\0\0", 6) != 0)
+		return 1;
+	p += 6;
+	n -= 6;
+	int be;
+	if (!memcmp(p, "MM\0*", 4))
+		be = 1;
+	else if (!memcmp(p, "II*\0", 4))
+		be = 0;
+	else
+		return 1;
+	uint32_t ifd = exif_u32(p + 4, be);
+	if (ifd < 8 || (uint64_t)ifd + 2 > n)
+		return 1;
+	unsigned count = exif_u16(p + ifd, be);
+	for (unsigned i = 0; i < count; i++) {
+		uint64_t at = (uint64_t)ifd + 2 + 12ull * i;
+		if (at + 12 > n)
+			return 1;
+		const uint8_t *e = p + at;
+		if (exif_u16(e, be) == 0x0112) {
+			/* SHORT, one value, held in the first two bytes of the value field */
+			unsigned v = exif_u16(e + 8, be);
+			if (exif_u16(e + 2, be) != 3 || exif_u32(e + 4, be) != 1 || v < 1 || v > 8)
+				return 1;
+			return (int)v;
+		}
+	}
+	return 1;
+}
+
+/*
+ * The EXIF orientation of a JPEG (1..8), from the APP1 segments before the
+ * first scan; 1 when there is none or it cannot be read: a bad EXIF block
+ * leaves the image as it is stored.
+ */
+static int jpeg_orientation(const uint8_t *p, size_t len)
+{
+	size_t at = 2;
+	for (int seg = 0; seg < 64 && at + 4 <= len; seg++) {
+		if (p[at] != 0xFF)
+			return 1;
+		uint8_t m = p[at + 1];
+		if (m == 0xFF) { /* fill byte */
+			at++;
+			continue;
+		}
+		if (m == 0xDA || m == 0xD9) /* start of scan, end of image */
+			return 1;
+		size_t sl = (size_t)p[at + 2] << 8 | p[at + 3];
+		if (sl < 2 || at + 2 + sl > len)
+			return 1;
+		if (m == 0xE1 && sl - 2 >= 6 && !memcmp(p + at + 4, "Exif\0\0", 6))
+			return exif_orientation(p + at + 4, sl - 2);
+		at += 2 + sl;
+	}
+	return 1;
+}
+
+/*
+ * Turn the h x w x c pixels of src as EXIF orientation o says (the
+ * transform that shows the image upright, as PIL's ImageOps.exif_transpose
+ * does) into dst; orientations 5-8 swap the sides.
+ */
+static void orient(const uint8_t *src, uint32_t h, uint32_t w, uint32_t c, int o, uint8_t *dst)
+{
+	uint32_t oh = o >= 5 ? w : h, ow = o >= 5 ? h : w;
+	for (uint32_t r = 0; r < oh; r++) {
+		for (uint32_t q = 0; q < ow; q++) {
+			uint32_t sy = r, sx = q;
+			switch (o) {
+			case 2: /* mirrored left-right */
+				sx = w - 1 - q;
+				break;
+			case 3: /* rotated 180 */
+				sy = h - 1 - r;
+				sx = w - 1 - q;
+				break;
+			case 4: /* mirrored top-bottom */
+				sy = h - 1 - r;
+				break;
+			case 5: /* transposed */
+				sy = q;
+				sx = r;
+				break;
+			case 6: /* turned 90 degrees clockwise to show */
+				sy = h - 1 - q;
+				sx = r;
+				break;
+			case 7: /* transversed */
+				sy = h - 1 - q;
+				sx = w - 1 - r;
+				break;
+			case 8: /* turned 90 degrees anticlockwise to show */
+				sy = q;
+				sx = w - 1 - r;
+				break;
+			}
+			memcpy(dst + ((size_t)r * ow + q) * c, src + ((size_t)sy * w + sx) * c, c);
+		}
+	}
+}
+
+static int decode_jpeg(const void *data, size_t len, const char *name, uint32_t th, uint32_t tw,
+		       enum sprite_fit fit, struct sprite_image *out, char *err)
 {
 	tjhandle tj = tjInitDecompress();
 	if (!tj) {
 		sprite_image_err(err, name, "cannot start the JPEG decoder");
 		return -ENOMEM;
 	}
+	uint8_t *buf = NULL;
 	int w = 0, h = 0, sub = 0, cs = 0, r;
 	if (len > (size_t)1 << 31) {
 		sprite_image_err(err, name, "JPEG file too large");
@@ -198,27 +317,83 @@ static int decode_jpeg(const void *data, size_t len, const char *name, struct sp
 		r = -SPRITE_ECORRUPT;
 		goto done;
 	}
+	/* The size the header declares, checked before anything is allocated. */
 	r = sprite_image_check_dims((uint64_t)h, (uint64_t)w, name, err);
 	if (r < 0)
 		goto done;
-	if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
-		sprite_image_err(err, name, "CMYK JPEG is not supported");
-		r = -ENOTSUP;
+	int o = jpeg_orientation(data, len);
+	int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+	uint32_t c = cs == TJCS_GRAY ? 1 : 3, cin = cmyk ? 4 : c;
+	int sw = w, sh = h;
+	if (th && tw) {
+		/* What the fit resizes to, turned back to the stored orientation. */
+		struct sprite_fit_geom g;
+		sprite_fit_geometry(o >= 5 ? (uint32_t)w : (uint32_t)h,
+				    o >= 5 ? (uint32_t)h : (uint32_t)w, th, tw, fit, &g);
+		uint32_t need_h = o >= 5 ? g.rw : g.rh, need_w = o >= 5 ? g.rh : g.rw;
+		/* h/d >= need_h unrounded, as PIL's draft() picks its scale */
+		for (int d = 8; d >= 2; d /= 2) {
+			tjscalingfactor f = {1, d};
+			if ((uint64_t)need_h * d <= (uint64_t)h &&
+			    (uint64_t)need_w * d <= (uint64_t)w) {
+				sh = TJSCALED(h, f);
+				sw = TJSCALED(w, f);
+				break;
+			}
+		}
+	}
+	buf = malloc((size_t)sh * sw * cin);
+	if (!buf) {
+		sprite_image_err(err, name, "out of memory for %dx%d pixels", sh, sw);
+		r = -ENOMEM;
 		goto done;
 	}
-	uint32_t c = cs == TJCS_GRAY ? 1 : 3;
-	r = sprite_image_alloc(out, (uint32_t)h, (uint32_t)w, c, name, err);
-	if (r < 0)
-		goto done;
 	/* Warnings (e.g. premature end of data) count as errors: a truncated
 	 * photo is grey at the bottom and would train on garbage. */
-	if (tjDecompress2(tj, data, (unsigned long)len, out->px, w, 0, h,
-			  c == 1 ? TJPF_GRAY : TJPF_RGB, 0) < 0) {
+	if (tjDecompress2(tj, data, (unsigned long)len, buf, sw, 0, sh,
+			  cmyk	   ? TJPF_CMYK
+			  : c == 1 ? TJPF_GRAY
+				   : TJPF_RGB,
+			  0) < 0) {
 		sprite_image_err(err, name, "bad JPEG: %s", tjGetErrorStr2(tj));
-		sprite_image_free(out);
 		r = -SPRITE_ECORRUPT;
+		goto done;
 	}
+	size_t n = (size_t)sh * sw;
+	if (cmyk) {
+		/*
+		 * CMYK and YCCK JPEGs hold inverted inks (Photoshop's convention,
+		 * which PIL assumes too): C' = 255 - C, K' = 255 - K are stored,
+		 * so R = (255-C)(255-K)/255 = C'K'/255, rounded to nearest (a
+		 * product of two bytes over 255 is never a half). No colour
+		 * profile is applied.
+		 */
+		for (size_t i = 0; i < n; i++) {
+			const uint8_t *s = buf + i * 4;
+			unsigned k = s[3];
+			uint8_t rgb[3];
+			for (int j = 0; j < 3; j++)
+				rgb[j] = (uint8_t)((s[j] * k + 127) / 255);
+			memcpy(buf + i * 3, rgb, 3);
+		}
+	}
+	if (o == 1) {
+		/* upright as stored: the buffer is the image */
+		uint8_t *shrunk = cmyk ? realloc(buf, n * c) : buf;
+		out->px = shrunk ? shrunk : buf;
+		out->h = (uint32_t)sh;
+		out->w = (uint32_t)sw;
+		out->c = c;
+		buf = NULL;
+		goto done;
+	}
+	r = sprite_image_alloc(out, o >= 5 ? (uint32_t)sw : (uint32_t)sh,
+			       o >= 5 ? (uint32_t)sh : (uint32_t)sw, c, name, err);
+	if (r < 0)
+		goto done;
+	orient(buf, (uint32_t)sh, (uint32_t)sw, c, o, out->px);
 done:
+	free(buf);
 	tjDestroy(tj);
 	return r;
 }
@@ -374,6 +549,12 @@ static int decode_pnm(const void *data, size_t len, const char *name, struct spr
 int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 			char *err)
 {
+	return sprite_image_decode_for(data, len, name, 0, 0, SPRITE_FIT_STRETCH, out, err);
+}
+
+int sprite_image_decode_for(const void *data, size_t len, const char *name, uint32_t th,
+			    uint32_t tw, enum sprite_fit fit, struct sprite_image *out, char *err)
+{
 	const uint8_t *p = data;
 	out->px = NULL;
 	out->h = out->w = out->c = 0;
@@ -387,7 +568,7 @@ int sprite_image_decode(const void *data, size_t len, const char *name, struct s
 	if (len >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0)
 		return decode_png(data, len, name, out, err);
 	if (len >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF)
-		return decode_jpeg(data, len, name, out, err);
+		return decode_jpeg(data, len, name, th, tw, fit, out, err);
 	if (len >= 3 && p[0] == 'P' && (p[1] == '5' || p[1] == '6' || p[1] == '7') &&
 	    (p[2] == ' ' || p[2] == '\t' || p[2] == '\n' || p[2] == '\r'))
 		return decode_pnm(data, len, name, out, err);
@@ -396,6 +577,12 @@ int sprite_image_decode(const void *data, size_t len, const char *name, struct s
 }
 
 int sprite_image_load(const char *path, struct sprite_image *out, char *err)
+{
+	return sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH, out, err);
+}
+
+int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprite_fit fit,
+			  struct sprite_image *out, char *err)
 {
 	out->px = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -448,7 +635,7 @@ int sprite_image_load(const char *path, struct sprite_image *out, char *err)
 		got += (size_t)n;
 	}
 	close(fd);
-	int r = sprite_image_decode(buf, got, path, out, err);
+	int r = sprite_image_decode_for(buf, got, path, th, tw, fit, out, err);
 	if (buf != small)
 		free(buf);
 	return r;

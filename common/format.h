@@ -17,6 +17,9 @@
  *                 batch file without copying
  *   index_offset  struct sprite_sheet_entry[nsheets]   (4 KiB-aligned)
  *   names_offset  class names: nclasses NUL-terminated UTF-8 strings
+ *   labels_offset version 3: label table, uint16 per sample (4 KiB-aligned)
+ *   paths_offset  version 3, optional: path table, uint64 offsets[n + 1] then
+ *                 n NUL-terminated paths (4 KiB-aligned)
  *
  * The header carries XXH3-64 checksums of itself, of the index and of the
  * names block; each index entry carries the checksum of its stored bytes and
@@ -28,7 +31,11 @@
 #include <stdint.h>
 
 #define SPRITE_MAGIC	      "SPRITES\0" /* 8 bytes */
-#define SPRITE_VERSION	      2u /* 2 added order_window; a version-1 store reads as the default */
+/*
+ * 2 added order_window (a version-1 store reads as the default); 3 added the
+ * label table and the source-path table after the names (labels_*, paths_*).
+ */
+#define SPRITE_VERSION	      3u
 #define SPRITE_HEADER_SIZE    4096u
 #define SPRITE_ALIGN	      4096u /* sheets and index start on this boundary */
 #define SPRITE_MAX_SPLITS     8u

@@ -7,12 +7,14 @@
  * and return -SPRITE_ECORRUPT / -ENOTSUP with a message naming the file and
  * the problem in err (SPRITE_ERR_MAX bytes).
  *
- * Fit rule (documented in docs/FORMAT.md): channels first (gray->RGB by
- * replication, RGB->gray by BT.601 luma 0.299/0.587/0.114, alpha dropped
- * after compositing on black, palette expanded, 16-bit scaled >> 8), then
- * size: an image whose size differs from the tile is resized with an
- * area-average filter when shrinking and bilinear when enlarging, aspect
- * ratio not kept (the whole image fills the tile).
+ * Fit rule (documented in docs/FORMAT.md, "How an image becomes a tile"):
+ * channels first (gray->RGB by replication, RGB->gray by BT.601 luma
+ * 0.299/0.587/0.114, alpha dropped after compositing on black, palette
+ * expanded, 16-bit scaled to 8, CMYK JPEG to RGB), then size by the fit mode
+ * (enum sprite_fit, format.h): stretch to the tile, crop (shorter side to
+ * the tile, centre cut out) or pad (longer side to the tile, centred on 0).
+ * Resizes use an area-average filter when shrinking and bilinear when
+ * enlarging. A JPEG's EXIF orientation is applied at decode.
  *
  * Where it lives: codec.c (kind from magic bytes, PNG, JPEG, Netpbm, file
  * reading, PNG and PNM writing), tiff.c (TIFF reading and writing), fit.c
@@ -23,6 +25,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/format.h"
 
 struct sprite_image {
 	uint32_t h, w, c; /* c in 1, 3 after decode (alpha/palette resolved) */
@@ -40,9 +44,39 @@ int sprite_image_decode(const void *data, size_t len, const char *name, struct s
 /* Read a file and decode it. */
 int sprite_image_load(const char *path, struct sprite_image *out, char *err);
 
+/*
+ * The same, for fitting to a th x tw tile by fit afterwards: a JPEG may come
+ * out reduced by libjpeg's DCT scaling by 1/d (d 2, 4 or 8; the image is
+ * then ceil(h/d) x ceil(w/d)), the largest d with h/d and w/d at least the
+ * size the fit resizes to (as PIL's draft() picks it), so that the area
+ * filter starts from fewer pixels. th == 0: full size, as sprite_image_decode.
+ */
+int sprite_image_decode_for(const void *data, size_t len, const char *name, uint32_t th,
+			    uint32_t tw, enum sprite_fit fit, struct sprite_image *out, char *err);
+int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprite_fit fit,
+			  struct sprite_image *out, char *err);
+
+/*
+ * Where an h x w image goes in a th x tw tile: it is resized to rh x rw;
+ * crop then takes the tile from rows crop_y.. and columns crop_x.. of that,
+ * pad writes it at row pad_y, column pad_x of a tile filled with 0.
+ */
+struct sprite_fit_geom {
+	uint32_t rh, rw;
+	uint32_t crop_y, crop_x;
+	uint32_t pad_y, pad_x;
+};
+void sprite_fit_geometry(uint32_t h, uint32_t w, uint32_t th, uint32_t tw, enum sprite_fit fit,
+			 struct sprite_fit_geom *g);
+
 /* Fit im into a tile of h*w*c bytes (HWC) by the rule above. */
 int sprite_image_fit(const struct sprite_image *im, uint32_t h, uint32_t w, uint32_t c,
-		     uint8_t *tile);
+		     enum sprite_fit fit, uint8_t *tile);
+
+/* "stretch", "crop", "pad"; NULL for another value. */
+const char *sprite_fit_name(uint32_t fit);
+/* The mode of one of those names; -EINVAL for another string. */
+int sprite_fit_parse(const char *s, enum sprite_fit *out);
 
 /*
  * IDX files (MNIST, Fashion-MNIST), plain or gzip: images (magic 0x00000803,

@@ -234,6 +234,7 @@ static uint64_t file_size(const char *path)
 
 struct idx_split {
 	const char *name;
+	const char *file; /* the images file's name without .gz, for the path table */
 	int64_t n;
 	uint32_t h, w;
 	uint8_t *px, *labels;
@@ -267,6 +268,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 		}
 		struct idx_split *s = &sp[nsp++];
 		s->name = bases[i][0];
+		/* without .gz: the same samples give the same store either way */
+		s->file = bases[i][1];
 		s->n = sprite_idx_load_images(ip, &s->h, &s->w, &s->px, err);
 		int64_t nl = s->n < 0 ? 0 : sprite_idx_load_labels(lp, &s->labels, err);
 		rep->bytes_in += file_size(ip) + file_size(lp);
@@ -333,6 +336,8 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 		.tile_c = tc,
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
+		.version = o->store_version,
+		.fit = o->fit,
 		.codec = o->codec,
 		.nclasses = nclasses,
 		.class_names = names,
@@ -356,11 +361,14 @@ static int pack_idx(const char *src, const char *store, const struct sprite_pack
 			struct sprite_image im = {s->h, s->w, 1, s->px + (size_t)k * isz};
 			const uint8_t *t = im.px;
 			if (th != s->h || tw != s->w || tc != 1) {
-				if ((r = sprite_image_fit(&im, th, tw, tc, tile)) < 0)
+				if ((r = sprite_image_fit(&im, th, tw, tc, o->fit, tile)) < 0)
 					break;
 				t = tile;
 			}
-			if ((r = sprite_writer_add(w, t, s->labels[k])) < 0)
+			/* path table: "<images file>#<index in it>" */
+			char where[96];
+			snprintf(where, sizeof where, "%s#%lld", s->file, (long long)k);
+			if ((r = sprite_writer_add_path(w, t, s->labels[k], where)) < 0)
 				break;
 			rep->packed++;
 			rep->split_count[i]++;
@@ -402,6 +410,7 @@ struct slot {
 	int ready;     /* decoded (or failed) and not yet consumed */
 	int bad;       /* why says what is wrong; tile is garbage */
 	uint64_t size; /* source bytes */
+	uint32_t h, w; /* the decoded image's size */
 	char why[SPRITE_ERR_MAX];
 };
 
@@ -410,6 +419,8 @@ struct ring {
 	pthread_cond_t cv_ready, cv_space;
 	const struct items *items;
 	uint32_t th, tw, tc;
+	enum sprite_fit fit;
+	int one_size; /* no tile size given: images are decoded whole, to be compared */
 	size_t tile_bytes;
 	size_t nslots, chunk;
 	uint8_t *tiles;
@@ -490,9 +501,13 @@ static void decode_item(struct ring *R, struct worker_buf *wb, size_t i)
 		return;
 	sl->size = len;
 	/* An empty name keeps the path out of the reason: on_skip gets it apart. */
-	if (sprite_image_decode(wb->data, len, "", &im, sl->why) < 0)
+	/* A scaled decode could make a larger JPEG look the size of the others. */
+	if (sprite_image_decode_for(wb->data, len, "", R->one_size ? 0 : R->th, R->tw, R->fit, &im,
+				    sl->why) < 0)
 		return;
-	int r = sprite_image_fit(&im, R->th, R->tw, R->tc, tile);
+	sl->h = im.h;
+	sl->w = im.w;
+	int r = sprite_image_fit(&im, R->th, R->tw, R->tc, R->fit, tile);
 	sprite_image_free(&im);
 	if (r < 0) {
 		snprintf(sl->why, SPRITE_ERR_MAX, "cannot fit to the tile: %s", strerror(-r));
@@ -537,8 +552,8 @@ static int online_cpus(void)
 	return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
-/* Shape of the first image that decodes, or 0 when none does. */
-static int probe_shape(const struct items *it, uint32_t *h, uint32_t *w, uint32_t *c)
+/* Shape of the first image that decodes (its index in *at), or 0 when none does. */
+static int probe_shape(const struct items *it, uint32_t *h, uint32_t *w, uint32_t *c, size_t *at)
 {
 	for (size_t i = 0; i < it->n; i++) {
 		struct sprite_image im;
@@ -546,11 +561,24 @@ static int probe_shape(const struct items *it, uint32_t *h, uint32_t *w, uint32_
 			*h = im.h;
 			*w = im.w;
 			*c = im.c;
+			*at = i;
 			sprite_image_free(&im);
 			return 1;
 		}
 	}
 	return 0;
+}
+
+/* path below src, as the path table keeps it (common/folder.c joins with '/') */
+static const char *rel_path(const char *src, const char *path)
+{
+	size_t n = strlen(src);
+	if (strncmp(path, src, n) != 0)
+		return path;
+	path += n;
+	while (*path == '/')
+		path++;
+	return path;
 }
 
 static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
@@ -589,14 +617,20 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	}
 
 	uint32_t h = 0, wd = 0, c = 0;
+	size_t first = 0;
+	/* No tile size given: every image must have the first one's (checked as they come). */
+	int one_size = !o->tile_h || !o->tile_w;
 	if (!o->tile_h || !o->tile_w || !o->tile_c) {
-		if (!probe_shape(&s.items, &h, &wd, &c)) {
+		if (!probe_shape(&s.items, &h, &wd, &c, &first)) {
 			h = wd = c = 1; /* nothing decodes: the loop reports every file */
+			one_size = 0;
 		}
 	}
 	R.th = o->tile_h ? o->tile_h : h;
 	R.tw = o->tile_w ? o->tile_w : wd;
 	R.tc = o->tile_c ? o->tile_c : c;
+	R.fit = o->fit;
+	R.one_size = one_size;
 	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
 
 	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);
@@ -614,6 +648,8 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		.tile_c = R.tc,
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
+		.version = o->store_version,
+		.fit = o->fit,
 		.codec = o->codec,
 		.nclasses = (uint32_t)s.f.nclasses,
 		.class_names = cn,
@@ -684,6 +720,20 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 			rep->skipped++;
 			if (o->on_skip)
 				o->on_skip(o->ctx, it->path, sl->why);
+		} else if (r == 0 && one_size && (sl->h != R.th || sl->w != R.tw)) {
+			/*
+			 * Stretching or cropping every image to whichever sorts
+			 * first would be a guess: say what differs and what to pass.
+			 */
+			char a[SPRITE_ERR_MAX], b[SPRITE_ERR_MAX];
+			sprite_escape(s.items.v[first].path, a, sizeof a);
+			sprite_escape(it->path, b, sizeof b);
+			seterr(err,
+			       "images differ in size, %ux%u and %ux%u, and no tile size is "
+			       "given (spritefs-pack --tile HxWxC, spritefs -o tile=HxWxC; "
+			       "e.g. 64x64x3): %s is %ux%u, %s is %ux%u",
+			       R.th, R.tw, sl->h, sl->w, a, R.th, R.tw, b, sl->h, sl->w);
+			r = -EINVAL;
 		} else if (r == 0) {
 			if ((int64_t)it->split != cur_split) {
 				cur_split = it->split;
@@ -691,8 +741,9 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 				r = sprite_writer_begin_split(w, s.f.splits[it->split].name);
 			}
 			if (r == 0)
-				r = sprite_writer_add(w, R.tiles + (i % R.nslots) * R.tile_bytes,
-						      it->label);
+				r = sprite_writer_add_path(w,
+							   R.tiles + (i % R.nslots) * R.tile_bytes,
+							   it->label, rel_path(src, it->path));
 			if (r < 0) {
 				seterr(err, "%s: write error: %s", store, strerror(-r));
 			} else {
@@ -801,6 +852,10 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 	    (o->tile_c && o->tile_c != 1 && o->tile_c != 3 && o->tile_c != 4)) {
 		seterr(err, "bad tile shape %ux%ux%u (sides up to %u, channels 1, 3 or 4)",
 		       o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
+		return -EINVAL;
+	}
+	if ((uint32_t)o->fit > SPRITE_FIT_PAD) {
+		seterr(err, "unknown fit mode %u", (unsigned)o->fit);
 		return -EINVAL;
 	}
 	if (o->name && strlen(o->name) >= SPRITE_NAME_MAX) {

@@ -35,13 +35,20 @@
 #define SPRITE_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 struct sprite_pack_options {
-	uint32_t tile_h, tile_w, tile_c; /* 0: take from the data (first image / IDX dims) */
+	/*
+	 * 0: take from the data (IDX dims; an image folder's one size, which
+	 * fails with both sizes named when its images differ in size and no
+	 * tile_h/tile_w is given)
+	 */
+	uint32_t tile_h, tile_w, tile_c;
+	enum sprite_fit fit;		 /* how an image of another size becomes a tile */
 	uint32_t sheet_tiles;		 /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
 	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */
 	uint32_t order_window;
-	int jobs;   /* decode threads; 0: all cores */
-	int strict; /* any bad image fails the pack */
+	uint32_t store_version; /* 0: SPRITE_VERSION; 2: no label or path table */
+	int jobs;		/* decode threads; 0: all cores */
+	int strict;		/* any bad image fails the pack */
 	/*
 	 * Data set name, at most SPRITE_NAME_MAX - 1 bytes (longer: -ENAMETOOLONG);
 	 * NULL: the source folder's base name, cut to fit between UTF-8 characters.

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <lz4.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,6 +49,18 @@ struct sprite_store {
 	struct sprite_sheet_entry *sheets;
 	char *names;	    /* the names block */
 	const char **class; /* nclasses pointers into names */
+
+	/* Version 3 tables: samples of all splits in split order, then sample order. */
+	uint64_t nsamples;
+	uint64_t base[SPRITE_MAX_SPLITS]; /* table index of each split's first sample */
+	uint16_t *labels;		  /* nsamples, checked at open; NULL: no table */
+	uint64_t paths_offset, paths_size, paths_checksum; /* 0 offset: no table */
+	pthread_mutex_t paths_lock;
+	int paths_state; /* 0 not loaded, 1 loaded, else -error */
+	char paths_err[SPRITE_ERR_MAX];
+	uint64_t *path_off; /* nsamples + 1 offsets into path_str (in the loaded block) */
+	const char *path_str;
+	void *paths_block; /* the table as read */
 };
 
 static int fail(char *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -125,6 +138,8 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 			    SPRITE_MAX_SPLITS);
 	if (h->flags != 0)
 		return fail(err, SPRITE_ECORRUPT, "unknown flags 0x%x", h->flags);
+	if (h->fit > SPRITE_FIT_PAD) /* 0 in stores before the field: stretch, as they did */
+		return fail(err, SPRITE_ECORRUPT, "unknown fit mode %u", h->fit);
 	if (h->file_size < st_size)
 		return fail(err, SPRITE_ECORRUPT, "file is %llu bytes, header says %llu",
 			    (unsigned long long)st_size, (unsigned long long)h->file_size);
@@ -285,6 +300,84 @@ static int load_names(sprite_store *s, const struct sprite_header *h, char *err)
 	return 0;
 }
 
+/*
+ * Version 3: where the label table and the path table lie. Both follow the
+ * names, 4 KiB-aligned, the path table after the label table; their sizes
+ * follow from the split counts (the path table's at least), so that a header
+ * cannot make a reader allocate more than the file holds.
+ */
+static int check_tables(const struct sprite_header *h, uint64_t nsamples, char *err)
+{
+	uint64_t end = h->names_offset + h->names_size;
+	if (h->labels_offset) {
+		if (h->labels_offset % SPRITE_ALIGN || h->labels_offset < end ||
+		    h->labels_offset > h->file_size)
+			return fail(err, SPRITE_ECORRUPT, "label table: offset %llu out of range",
+				    (unsigned long long)h->labels_offset);
+		if (h->labels_size != nsamples * 2)
+			return fail(err, SPRITE_ECORRUPT,
+				    "label table: %llu bytes, %llu samples need %llu",
+				    (unsigned long long)h->labels_size,
+				    (unsigned long long)nsamples, (unsigned long long)nsamples * 2);
+		if (h->labels_size > h->file_size - h->labels_offset)
+			return fail(err, SPRITE_ECORRUPT, "label table: extends past end of file");
+		end = h->labels_offset + h->labels_size;
+	} else if (h->labels_size || h->labels_checksum) {
+		return fail(err, SPRITE_ECORRUPT,
+			    "label table: size or checksum without an offset");
+	}
+	if (h->paths_offset) {
+		if (h->paths_offset % SPRITE_ALIGN || h->paths_offset < end ||
+		    h->paths_offset > h->file_size)
+			return fail(err, SPRITE_ECORRUPT, "path table: offset %llu out of range",
+				    (unsigned long long)h->paths_offset);
+		if (h->paths_size > h->file_size - h->paths_offset)
+			return fail(err, SPRITE_ECORRUPT, "path table: extends past end of file");
+		/* nsamples + 1 offsets and one NUL per sample at least */
+		if (h->paths_size / 9 < nsamples || h->paths_size - nsamples * 9 < 8)
+			return fail(err, SPRITE_ECORRUPT,
+				    "path table: %llu bytes cannot hold %llu paths",
+				    (unsigned long long)h->paths_size,
+				    (unsigned long long)nsamples);
+	} else if (h->paths_size || h->paths_checksum) {
+		return fail(err, SPRITE_ECORRUPT, "path table: size or checksum without an offset");
+	}
+	return 0;
+}
+
+/* The label table, read and checked whole: labels.npy and by-class/ trust it. */
+static int load_labels(sprite_store *s, const struct sprite_header *h, char *err)
+{
+	size_t n = (size_t)h->labels_size;
+	s->labels = malloc(n ? n : 1);
+	if (!s->labels)
+		return fail(err, ENOMEM, "label table: out of memory for %llu labels",
+			    (unsigned long long)s->nsamples);
+	int r = pread_full(s->fd, s->labels, n, h->labels_offset);
+	if (r < 0)
+		return fail(err, -r, "label table: read: %s", strerror(-r));
+	if (sprite_checksum(s->labels, n) != h->labels_checksum)
+		return fail(err, SPRITE_ECHECKSUM, "label table: checksum mismatch");
+	uint32_t bad = 0;
+	for (uint64_t i = 0; i < s->nsamples; i++)
+		bad |= (uint32_t)(s->labels[i] >= h->nclasses);
+	if (bad) {
+		for (uint64_t i = 0; i < s->nsamples; i++) {
+			uint32_t sp = 0;
+			while (sp + 1 < h->nsplits && i >= s->base[sp + 1])
+				sp++;
+			if (s->labels[i] >= h->nclasses)
+				return fail(err, SPRITE_ECORRUPT,
+					    "label table: %s sample %llu has label %u, only %u "
+					    "classes",
+					    h->splits[sp].name,
+					    (unsigned long long)(i - s->base[sp]), s->labels[i],
+					    h->nclasses);
+		}
+	}
+	return 0;
+}
+
 int sprite_store_open(const char *path, sprite_store **out, char *err)
 {
 	struct sprite_header h;
@@ -295,6 +388,7 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	sprite_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return fail(err, ENOMEM, "out of memory");
+	pthread_mutex_init(&s->paths_lock, NULL);
 	s->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (s->fd < 0) {
 		r = fail(err, errno, "%s", strerror(errno));
@@ -373,6 +467,20 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	r = load_names(s, &h, err);
 	if (r < 0)
 		goto out;
+	for (uint32_t i = 0; i < h.nsplits; i++) {
+		s->base[i] = s->nsamples;
+		s->nsamples += h.splits[i].count;
+	}
+	if (h.version >= 3) {
+		r = check_tables(&h, s->nsamples, err);
+		if (r == 0 && h.labels_offset)
+			r = load_labels(s, &h, err);
+		if (r < 0)
+			goto out;
+		s->paths_offset = h.paths_offset;
+		s->paths_size = h.paths_size;
+		s->paths_checksum = h.paths_checksum;
+	}
 
 	memcpy(s->splits, h.splits, sizeof(s->splits));
 	struct sprite_store_info *in = &s->info;
@@ -386,9 +494,11 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	in->nsheets = h.nsheets;
 	in->file_size = h.file_size;
 	in->version = h.version;
-	in->order_window = h.version >= 2 ? h.order_window
-					  : sprite_order_window(h.sheet_tiles,
-								(uint64_t)h.tile_h * h.tile_w * h.tile_c);
+	in->fit = h.fit;
+	in->order_window = h.version >= 2
+				   ? h.order_window
+				   : sprite_order_window(h.sheet_tiles,
+							 (uint64_t)h.tile_h * h.tile_w * h.tile_c);
 	in->splits = s->splits;
 	in->sheets = s->sheets;
 	in->class_names = s->class;
@@ -408,6 +518,9 @@ void sprite_store_close(sprite_store *s)
 	free(s->sheets);
 	free(s->names);
 	free(s->class);
+	free(s->labels);
+	free(s->paths_block);
+	pthread_mutex_destroy(&s->paths_lock);
 	free(s);
 }
 
@@ -419,6 +532,127 @@ const struct sprite_store_info *sprite_store_info(const sprite_store *s)
 int sprite_store_fd(const sprite_store *s)
 {
 	return s->fd;
+}
+
+const uint16_t *sprite_store_labels(const sprite_store *s, uint32_t split)
+{
+	if (!s->labels || split >= s->info.nsplits)
+		return NULL;
+	return s->labels + s->base[split];
+}
+
+int sprite_store_has_paths(const sprite_store *s)
+{
+	return s->paths_offset != 0;
+}
+
+/* Read and check the path table (under paths_lock). */
+static int load_paths(sprite_store *s, char *err)
+{
+	const uint64_t n = s->nsamples;
+	const size_t size = (size_t)s->paths_size;
+	uint8_t *b = malloc(size);
+	if (!b)
+		return fail(err, ENOMEM, "path table: out of memory for %zu bytes", size);
+	s->paths_block = b;
+	int r = pread_full(s->fd, b, size, s->paths_offset);
+	if (r < 0)
+		return fail(err, -r, "path table: read: %s", strerror(-r));
+	if (sprite_checksum(b, size) != s->paths_checksum)
+		return fail(err, SPRITE_ECHECKSUM, "path table: checksum mismatch");
+	uint64_t *off = (uint64_t *)(void *)b; /* malloc's alignment suits uint64_t */
+	const char *str = (const char *)b + 8 * (n + 1);
+	const uint64_t slen = size - 8 * (n + 1); /* check_tables made it fit */
+	if (off[n] != slen)
+		return fail(err, SPRITE_ECORRUPT, "path table: strings hold %llu bytes, not %llu",
+			    (unsigned long long)slen, (unsigned long long)off[n]);
+	/* One pass: each path starts where the last one's NUL ended, and is one line. */
+	uint64_t pos = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (off[i] != pos)
+			return fail(err, SPRITE_ECORRUPT,
+				    "path table: path %llu starts at %llu, expected %llu",
+				    (unsigned long long)i, (unsigned long long)off[i],
+				    (unsigned long long)pos);
+		while (pos < slen && (unsigned char)str[pos] >= 0x20)
+			pos++;
+		if (pos == slen || str[pos] != 0)
+			return fail(err, SPRITE_ECORRUPT, "path table: path %llu %s",
+				    (unsigned long long)i,
+				    pos == slen ? "is not NUL-terminated"
+						: "has a control character");
+		pos++;
+	}
+	if (pos != slen)
+		return fail(err, SPRITE_ECORRUPT, "path table: %llu trailing bytes",
+			    (unsigned long long)(slen - pos));
+	s->path_off = off;
+	s->path_str = str;
+	return 0;
+}
+
+int sprite_store_load_paths(const sprite_store *cs, char *err)
+{
+	sprite_store *s = (sprite_store *)cs; /* loading once is not a visible change */
+	if (!s->paths_offset)
+		return fail(err, ENOENT, "the store has no path table");
+	if (__atomic_load_n(&s->paths_state, __ATOMIC_ACQUIRE) == 1)
+		return 0; /* loaded: no lock for each sample's lookup */
+	pthread_mutex_lock(&s->paths_lock);
+	if (s->paths_state == 0) {
+		int r = load_paths(s, s->paths_err);
+		if (r < 0) {
+			free(s->paths_block);
+			s->paths_block = NULL;
+		}
+		__atomic_store_n(&s->paths_state, r < 0 ? r : 1, __ATOMIC_RELEASE);
+	}
+	int r = s->paths_state < 0 ? s->paths_state : 0;
+	if (r < 0 && err)
+		memcpy(err, s->paths_err, SPRITE_ERR_MAX);
+	pthread_mutex_unlock(&s->paths_lock);
+	return r;
+}
+
+const char *sprite_store_sample_path(const sprite_store *s, uint32_t split, uint64_t sample)
+{
+	if (split >= s->info.nsplits || sample >= s->splits[split].count ||
+	    sprite_store_load_paths(s, NULL) < 0)
+		return NULL;
+	return s->path_str + s->path_off[s->base[split] + sample];
+}
+
+int64_t sprite_store_split_paths_size(const sprite_store *s, uint32_t split)
+{
+	if (split >= s->info.nsplits)
+		return -ERANGE;
+	if (!s->paths_offset)
+		return -ENOENT;
+	uint64_t a = s->base[split], b = a + s->splits[split].count;
+	if (__atomic_load_n(&s->paths_state, __ATOMIC_ACQUIRE) == 1)
+		return (int64_t)(s->path_off[b] - s->path_off[a]);
+	/* Two offsets, not the table: unchecked, but what a load would check. */
+	uint64_t oa, ob;
+	int r = pread_full(s->fd, &oa, 8, s->paths_offset + 8 * a);
+	if (r == 0)
+		r = pread_full(s->fd, &ob, 8, s->paths_offset + 8 * b);
+	if (r < 0)
+		return r;
+	if (oa > ob || ob > s->paths_size)
+		return -SPRITE_ECORRUPT;
+	return (int64_t)(ob - oa);
+}
+
+int64_t sprite_store_split_paths(const sprite_store *s, uint32_t split, const char **strings)
+{
+	if (split >= s->info.nsplits)
+		return -ERANGE;
+	int r = sprite_store_load_paths(s, NULL);
+	if (r < 0)
+		return r;
+	uint64_t a = s->base[split], b = a + s->splits[split].count;
+	*strings = s->path_str + s->path_off[a];
+	return (int64_t)(s->path_off[b] - s->path_off[a]);
 }
 
 int sprite_store_find_split(const sprite_store *s, const char *name)
@@ -489,6 +723,18 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 				return fail(err, SPRITE_ECORRUPT,
 					    "sheet %u: slot %u has id %u, expected %u", i, k,
 					    b.ids[k], first + k);
+		}
+	}
+	/* A sheet never disagrees with the label table that labels.npy is served from. */
+	if (s->labels) {
+		const uint16_t *t = s->labels + s->base[e->split] + first;
+		if (memcmp(b.labels, t, (size_t)b.count * 2) != 0) {
+			uint32_t k = 0;
+			while (b.labels[k] == t[k])
+				k++;
+			return fail(err, SPRITE_ECORRUPT,
+				    "sheet %u: slot %u has label %u, the label table %u", i, k,
+				    b.labels[k], t[k]);
 		}
 	}
 	return e->raw_size;
@@ -595,7 +841,7 @@ static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
 static struct sigaction fatal_saved[NFATAL];
 static int fatal_caught[NFATAL];
-static sigset_t fatal_unblocked; /* caught signals that were blocked on entry */
+static sigset_t fatal_unblocked;	/* caught signals that were blocked on entry */
 static const char *volatile fatal_note; /* sprite_writer_signal_note() */
 
 static int tmp_register(const char *path)
@@ -713,6 +959,14 @@ struct sprite_writer {
 	struct sprite_sheet_entry *idx;
 	uint32_t idx_cap;
 	uint64_t pos; /* next aligned write offset */
+
+	/* version 3 tables, in sample order over all splits */
+	uint16_t *labels;
+	uint64_t nsamples, labels_cap;
+	uint64_t *path_off; /* nsamples + 1 once a path was given; NULL before */
+	uint64_t path_off_cap;
+	char *path_str;
+	uint64_t path_len, path_cap;
 };
 
 static void writer_free(sprite_writer *w)
@@ -728,6 +982,9 @@ static void writer_free(sprite_writer *w)
 	free(w->sheet);
 	free(w->packed);
 	free(w->idx);
+	free(w->labels);
+	free(w->path_off);
+	free(w->path_str);
 	free(w);
 }
 
@@ -752,6 +1009,8 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 			    p->tile_c);
 	if (t > SPRITE_MAX_SHEET_TILES)
 		return fail(err, EINVAL, "sheet of %u tiles exceeds %u", t, SPRITE_MAX_SHEET_TILES);
+	if ((uint32_t)p->fit > SPRITE_FIT_PAD)
+		return fail(err, EINVAL, "unknown fit mode %u", (unsigned)p->fit);
 	uint64_t raw_max = sheet_raw_size(t, p->tile_h, p->tile_w, p->tile_c);
 	if (raw_max > SPRITE_MAX_SHEET_RAW)
 		return fail(err, EINVAL, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", t,
@@ -764,6 +1023,9 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	const char *name = p->name ? p->name : "";
 	if (strlen(name) >= SPRITE_NAME_MAX)
 		return fail(err, EINVAL, "data set name longer than %u bytes", SPRITE_NAME_MAX - 1);
+
+	if (p->version > SPRITE_VERSION)
+		return fail(err, EINVAL, "version %u is newer than %u", p->version, SPRITE_VERSION);
 
 	sprite_writer *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -799,7 +1061,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	}
 
 	memcpy(w->h.magic, SPRITE_MAGIC, 8);
-	w->h.version = SPRITE_VERSION;
+	w->h.version = p->version ? p->version : SPRITE_VERSION;
 	w->h.header_size = SPRITE_HEADER_SIZE;
 	w->h.tile_h = p->tile_h;
 	w->h.tile_w = p->tile_w;
@@ -807,10 +1069,14 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->h.sheet_tiles = t;
 	w->h.nclasses = p->nclasses;
 	w->h.flags = 0;
-	w->h.order_window = p->order_window == SPRITE_ORDER_FULL ? 0
-			    : p->order_window ? p->order_window
-					      : sprite_order_window(t, (uint64_t)p->tile_h * p->tile_w *
-									     p->tile_c);
+	w->h.fit = p->fit;
+	w->h.order_window =
+		p->order_window == SPRITE_ORDER_FULL ? 0
+		: p->order_window
+			? p->order_window
+			: sprite_order_window(t, (uint64_t)p->tile_h * p->tile_w * p->tile_c);
+	if (w->h.version < 2)
+		w->h.order_window = 0; /* not in version 1: its readers take the default */
 	strncpy(w->h.name, name, SPRITE_NAME_MAX - 1);
 	w->codec = p->codec;
 	w->tile_bytes = (size_t)p->tile_h * p->tile_w * p->tile_c;
@@ -961,7 +1227,60 @@ int sprite_writer_begin_split(sprite_writer *w, const char *split_name)
 	return 0;
 }
 
+static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	uint64_t ncap = *cap ? *cap : 1024;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap > SIZE_MAX / elem)
+		return -ENOMEM;
+	void *np = realloc(*p, (size_t)ncap * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+/*
+ * Record sample nsamples's path in the path table: the table starts with the
+ * first path given, earlier samples getting an empty one. Control bytes are
+ * kept out (as '?') so that each path is one line of paths.txt.
+ */
+static int add_path(sprite_writer *w, const char *path)
+{
+	if (!path && !w->path_off)
+		return 0;
+	if (!w->path_off) {
+		if (grow((void **)&w->path_off, &w->path_off_cap, w->nsamples + 2, 8) < 0 ||
+		    grow((void **)&w->path_str, &w->path_cap, w->nsamples + 1, 1) < 0)
+			return -ENOMEM;
+		for (uint64_t i = 0; i <= w->nsamples; i++)
+			w->path_off[i] = i;
+		memset(w->path_str, 0, (size_t)w->nsamples);
+		w->path_len = w->nsamples;
+	}
+	size_t len = path ? strlen(path) : 0;
+	if (grow((void **)&w->path_off, &w->path_off_cap, w->nsamples + 2, 8) < 0 ||
+	    grow((void **)&w->path_str, &w->path_cap, w->path_len + len + 1, 1) < 0)
+		return -ENOMEM;
+	char *d = w->path_str + w->path_len;
+	for (size_t k = 0; k < len; k++)
+		d[k] = (unsigned char)path[k] < 0x20 ? '?' : path[k];
+	d[len] = 0;
+	w->path_len += len + 1;
+	w->path_off[w->nsamples + 1] = w->path_len;
+	return 0;
+}
+
 int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label)
+{
+	return sprite_writer_add_path(w, tile, label, NULL);
+}
+
+int sprite_writer_add_path(sprite_writer *w, const uint8_t *tile, uint16_t label, const char *path)
 {
 	struct sprite_header *h = &w->h;
 	if (!w->in_split)
@@ -971,6 +1290,12 @@ int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label)
 	struct sprite_split_entry *sp = &h->splits[h->nsplits - 1];
 	if (sp->count >= UINT32_MAX) /* ids are uint32 */
 		return -EOVERFLOW;
+	if (h->version >= 3) {
+		if (grow((void **)&w->labels, &w->labels_cap, w->nsamples + 1, 2) < 0 ||
+		    add_path(w, path) < 0)
+			return -ENOMEM;
+		w->labels[w->nsamples++] = label;
+	}
 	/* Slots are placed at the full-sheet layout; flush_sheet packs a short sheet. */
 	struct sprite_batch_header full;
 	sprite_batch_layout(h->sheet_tiles, h->tile_h, h->tile_w, h->tile_c, &full);
@@ -1029,6 +1354,34 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 	if (r < 0) {
 		r = fail(err, -r, "writing the class names: %s", strerror(-r));
 		goto bad;
+	}
+	if (h->version >= 3) {
+		h->labels_size = w->nsamples * 2;
+		h->labels_checksum = sprite_checksum(w->labels, (size_t)h->labels_size);
+		r = write_padded(w, w->labels, (size_t)h->labels_size, &h->labels_offset);
+		if (r < 0) {
+			r = fail(err, -r, "writing the label table: %s", strerror(-r));
+			goto bad;
+		}
+	}
+	if (h->version >= 3 && w->path_off) {
+		/* nsamples + 1 offsets, then the strings */
+		size_t no = (size_t)(w->nsamples + 1) * 8;
+		h->paths_size = no + w->path_len;
+		uint8_t *t = malloc((size_t)h->paths_size);
+		if (!t) {
+			r = fail(err, ENOMEM, "out of memory for the path table");
+			goto bad;
+		}
+		memcpy(t, w->path_off, no);
+		memcpy(t + no, w->path_str, (size_t)w->path_len);
+		h->paths_checksum = sprite_checksum(t, (size_t)h->paths_size);
+		r = write_padded(w, t, (size_t)h->paths_size, &h->paths_offset);
+		free(t);
+		if (r < 0) {
+			r = fail(err, -r, "writing the path table: %s", strerror(-r));
+			goto bad;
+		}
 	}
 	h->file_size = w->pos;
 	h->header_checksum = 0;

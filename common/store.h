@@ -58,6 +58,7 @@ struct sprite_store_info {
 	 */
 	uint32_t order_window;
 	uint32_t version;
+	uint32_t fit; /* enum sprite_fit: how images of another size became tiles */
 	uint64_t file_size;
 	const struct sprite_split_entry *splits; /* nsplits entries */
 	const struct sprite_sheet_entry *sheets; /* nsheets entries */
@@ -74,6 +75,42 @@ void sprite_store_close(sprite_store *s); /* NULL is fine */
 
 const struct sprite_store_info *sprite_store_info(const sprite_store *s);
 int sprite_store_fd(const sprite_store *s);
+
+/*
+ * Version 3 tables (docs/FORMAT.md). The label table is read and checked at
+ * open (a bad one fails the open): the labels of split's samples in sample
+ * order, each < nclasses, the same as the sheets hold (sprite_sheet_decode
+ * checks that too); NULL for a store without one (versions 1 and 2).
+ */
+const uint16_t *sprite_store_labels(const sprite_store *s, uint32_t split);
+
+/*
+ * The path table, each sample's source path relative to the packed folder
+ * (IDX samples: "<images file>#<index>"), is read and checked on first use,
+ * once, by whichever thread comes first. sprite_store_has_paths() says
+ * whether the store has one; sprite_store_load_paths() loads it and returns
+ * 0, -ENOENT (none), or the error of a bad table (err names what is wrong,
+ * the same every call).
+ */
+int sprite_store_has_paths(const sprite_store *s);
+int sprite_store_load_paths(const sprite_store *s, char *err);
+
+/* Sample's path (may be ""), or NULL: no table, a bad one, out of range. */
+const char *sprite_store_sample_path(const sprite_store *s, uint32_t split, uint64_t sample);
+
+/*
+ * The paths of split's samples, in sample order, each NUL-terminated, one
+ * after another from *strings: returns their bytes, or a negative error as
+ * sprite_store_load_paths().
+ */
+int64_t sprite_store_split_paths(const sprite_store *s, uint32_t split, const char **strings);
+
+/*
+ * The bytes sprite_store_split_paths() gives, without loading the table (two
+ * of its offsets are read): for a listing's sizes. A table that turns out bad
+ * on load fails there.
+ */
+int64_t sprite_store_split_paths_size(const sprite_store *s, uint32_t split);
 
 /* Split index by name ("train", "test"), or -ENOENT. */
 int sprite_store_find_split(const sprite_store *s, const char *name);
@@ -141,6 +178,13 @@ struct sprite_writer_params {
 	const char *const *class_names;
 	/* order window in sheets: 0 sprite_order_window()'s default, SPRITE_ORDER_FULL full */
 	uint32_t order_window;
+	/*
+	 * Format version to write: 0 for SPRITE_VERSION. 1 and 2 write an older
+	 * store (no tables; version 1 no order window either), for tests of
+	 * readers of those.
+	 */
+	uint32_t version;
+	enum sprite_fit fit; /* recorded in the header */
 };
 
 /*
@@ -157,6 +201,13 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
  */
 int sprite_writer_begin_split(sprite_writer *w, const char *split_name);
 int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label);
+
+/*
+ * The same, with the sample's source path (NULL: none) for the path table.
+ * The table is written when any sample was given a path; samples without
+ * one get "". Control bytes of a path are stored as '?'.
+ */
+int sprite_writer_add_path(sprite_writer *w, const uint8_t *tile, uint16_t label, const char *path);
 
 /* Flush the last sheet, write index, names and header, fsync, rename. */
 int sprite_writer_finish(sprite_writer *w, char *err);

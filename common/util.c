@@ -17,6 +17,8 @@
  */
 #include "common/util.h"
 
+#include "common/format.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +59,33 @@ double sprite_now(void)
  * Parsed by hand rather than with strtod so that the result is exact for
  * integers, independent of the locale, and overflow is caught.
  */
+int sprite_parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c)
+{
+	unsigned long a, b, d = 0;
+	char *e;
+	a = strtoul(s, &e, 10);
+	if (e == s || *e != 'x')
+		return -EINVAL;
+	s = e + 1;
+	b = strtoul(s, &e, 10);
+	if (e == s || (*e && *e != 'x'))
+		return -EINVAL;
+	if (*e == 'x') {
+		s = e + 1;
+		d = strtoul(s, &e, 10);
+		if (e == s || *e)
+			return -EINVAL;
+		if (d != 1 && d != 3 && d != 4)
+			return -EINVAL;
+	}
+	if (a == 0 || b == 0 || a > SPRITE_MAX_TILE_SIDE || b > SPRITE_MAX_TILE_SIDE)
+		return -EINVAL;
+	*h = (uint32_t)a;
+	*w = (uint32_t)b;
+	*c = (uint32_t)d;
+	return 0;
+}
+
 int sprite_parse_size(const char *s, uint64_t *out)
 {
 	static const char units[] = "KMGTPE";

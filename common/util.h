@@ -122,6 +122,11 @@ double sprite_now(void);
 
 /* Parse "512M", "2G", "4096", "1.5G" (binary units) into bytes; -EINVAL if bad. */
 int sprite_parse_size(const char *s, uint64_t *out);
+/*
+ * Parse a tile shape "HxW" or "HxWxC" (sides 1..SPRITE_MAX_TILE_SIDE, C 1, 3
+ * or 4; *c is 0 when not given); -EINVAL if bad.
+ */
+int sprite_parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c);
 /* Format bytes as "1.5 GiB" into buf. */
 const char *sprite_fmt_size(uint64_t bytes, char *buf, size_t cap);
 

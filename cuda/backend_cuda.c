@@ -29,10 +29,13 @@
  *    fp32, and a dynamic loss scale guards the fp16 gradients: an overflow
  *    anywhere in the accumulated gradients skips the update and halves the
  *    scale; HN_AMP_GROWTH good updates in a row double it.
- *  - Convolution algorithms are benchmarked once at create
- *    (cudnnFind*Algorithm) for max_batch; a smaller batch (the last one of
- *    an epoch) gets heuristically chosen algorithms, and the one workspace
- *    grows when an algorithm needs more.
+ *  - Convolution algorithms are chosen once at create for max_batch and
+ *    named in describe() (the log): by default the first deterministic one
+ *    in cuDNN's heuristic ranking (cuda/algo.h), so two runs compute the same
+ *    sums in the same order; with --fast the fastest by cudnnFind* timings,
+ *    atomics and all. A smaller batch (the last one of an epoch) gets the
+ *    heuristic choice, and the one workspace grows when an algorithm needs
+ *    more. No kernel of kernels.cu adds floats with atomics.
  *
  * Every CUDA, cuDNN and cuBLAS status is checked; failures return -EIO
  * (-ENOMEM for allocation failures) and leave a message in st->err.
@@ -47,6 +50,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "cuda/algo.h"
 #include "cuda/kernels.h"
 #include "cuda/plugin.h"
 #include "trainer/backend.h"
@@ -118,7 +122,7 @@ struct hn_cuda {
 	int good_steps;
 
 	uint64_t bytes;
-	char desc[256];
+	char desc[512];
 	char err[HN_ERR_MAX];
 };
 
@@ -317,13 +321,19 @@ static int ws_reserve(struct hn_cuda *st, size_t need)
 }
 
 /* First usable entry of an algorithm list: it ran (or would run) and its workspace is sane. */
-#define PICK_FIRST(perf, cnt)                                                                      \
+/* hn_algo_pick over a cudnn*AlgoPerf_t array; deterministic unless --fast. */
+#define PICK(st, perf, cnt)                                                                        \
 	({                                                                                         \
-		int k_ = 0;                                                                        \
-		while (k_ < (cnt) && ((perf)[k_].status != CUDNN_STATUS_SUCCESS ||                 \
-				      (perf)[k_].memory > HN_WS_LIMIT))                            \
-			k_++;                                                                      \
-		k_ < (cnt) ? k_ : -1;                                                              \
+		struct hn_algo_cand c_[16];                                                        \
+		int n_ = (cnt) < 16 ? (cnt) : 16;                                                  \
+		for (int k_ = 0; k_ < n_; k_++)                                                    \
+			c_[k_] = (struct hn_algo_cand){                                            \
+				.algo = (int)(perf)[k_].algo,                                      \
+				.ok = (perf)[k_].status == CUDNN_STATUS_SUCCESS,                   \
+				.memory = (perf)[k_].memory,                                       \
+				.deterministic = (perf)[k_].determinism == CUDNN_DETERMINISTIC,    \
+			};                                                                         \
+		hn_algo_pick(c_, n_, HN_WS_LIMIT, !(st)->cfg.fast);                                \
 	})
 
 /*
@@ -336,6 +346,7 @@ static int ws_reserve(struct hn_cuda *st, size_t need)
 static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
 {
 	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	find = find && st->cfg.fast; /* timings differ run to run: only with --fast */
 	int cnt, i;
 	size_t need = 0, sz = 0;
 
@@ -347,18 +358,20 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 	if (find && cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
 							 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
 							 pf) == CUDNN_STATUS_SUCCESS)
-		i = PICK_FIRST(pf, cnt);
+		i = PICK(st, pf, cnt);
 	if (i < 0) {
 		cnt = 0;
 		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
 							   pf),
 		    st->err);
-		i = PICK_FIRST(pf, cnt);
+		i = PICK(st, pf, cnt);
 	}
 	if (i < 0) {
 		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no forward algorithm for a conv");
+			 "gpu: cuDNN has no %sforward algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
 		return -EIO;
 	}
 	c->fa = pf[i].algo;
@@ -377,18 +390,20 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 	    cudnnFindConvolutionBackwardFilterAlgorithm(st->dnn, c->x, c->y, c->cw, c->w,
 							CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
 							&cnt, pw) == CUDNN_STATUS_SUCCESS)
-		i = PICK_FIRST(pw, cnt);
+		i = PICK(st, pw, cnt);
 	if (i < 0) {
 		cnt = 0;
 		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 			    st->dnn, c->x, c->y, c->cw, c->w,
 			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &cnt, pw),
 		    st->err);
-		i = PICK_FIRST(pw, cnt);
+		i = PICK(st, pw, cnt);
 	}
 	if (i < 0) {
 		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no backward-filter algorithm for a conv");
+			 "gpu: cuDNN has no %sbackward-filter algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
 		return -EIO;
 	}
 	c->wa = pw[i].algo;
@@ -409,18 +424,20 @@ static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_
 		    cudnnFindConvolutionBackwardDataAlgorithm(st->dnn, c->w, c->y, c->cd, c->x,
 							      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
 							      &cnt, pd) == CUDNN_STATUS_SUCCESS)
-			i = PICK_FIRST(pd, cnt);
+			i = PICK(st, pd, cnt);
 		if (i < 0) {
 			cnt = 0;
 			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
 				    st->dnn, c->w, c->y, c->cd, c->x,
 				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
 			    st->err);
-			i = PICK_FIRST(pd, cnt);
+			i = PICK(st, pd, cnt);
 		}
 		if (i < 0) {
 			snprintf(st->err, sizeof(st->err),
-				 "gpu: cuDNN has no backward-data algorithm for a conv");
+				 "gpu: cuDNN has no %sbackward-data algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
 			return -EIO;
 		}
 		c->da = pd[i].algo;
@@ -881,8 +898,19 @@ static void describe_device(struct hn_cuda *st)
 			 prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
 			 dv / 10000, (dv % 10000) / 100, dv % 100, bv / 10000, (bv / 100) % 100,
 			 bv % 100, st->amp ? "amp fp16 + fp32 master weights" : "fp32");
-	if (w < 0)
+	if (w < 0) {
 		snprintf(st->desc, sizeof(st->desc), "CUDA device %d", st->dev);
+		w = (int)strlen(st->desc);
+	}
+	/* the convolution algorithms chosen at max_batch, recorded in the log */
+	size_t o = (size_t)w < sizeof(st->desc) ? (size_t)w : sizeof(st->desc) - 1;
+	o += (size_t)snprintf(st->desc + o, sizeof(st->desc) - o, ", %s conv algorithms",
+			      st->cfg.fast ? "fastest (--fast)" : "deterministic");
+	for (int i = 0; i < st->m.nlayers && o < sizeof(st->desc); i++)
+		if (st->m.layers[i].kind == HN_LAYER_CONV2D)
+			o += (size_t)snprintf(st->desc + o, sizeof(st->desc) - o, " %d:%d/%d/%d", i,
+					      (int)st->conv[i].fa_max, (int)st->conv[i].wa_max,
+					      i ? (int)st->conv[i].da_max : -1);
 }
 
 static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/cachestore.h"
+#include "common/image.h"
 #include "common/pack.h"
 #include "common/util.h"
 #include "fs/sfs.h"
@@ -40,8 +41,8 @@
 
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
+	char *cachedir, *kopen, *push, *tile, *fit;
 	char *ranks;
-	char *cachedir, *kopen, *push;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -65,6 +66,8 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("cachedir=%s", cachedir),
 	OPT("kernel_open=%s", kopen),
 	OPT("push=%s", push),
+	OPT("tile=%s", tile),
+	OPT("fit=%s", fit),
 	{"-f", offsetof(struct cli, foreground), 1},
 	{"-d", offsetof(struct cli, debug), 1},
 	{"debug", offsetof(struct cli, debug), 1},
@@ -76,9 +79,9 @@ static const struct fuse_opt cli_spec[] = {
 };
 
 /* ours, when given without "=VALUE" (FUSE would call them unknown) */
-static const char *const cli_valued[] = {"cache",  "prealloc", "prefetch",    "epochs",
-					 "seed",   "window",   "batch", "ranks",	      "workers",
-					 "direct", "cachedir", "kernel_open", "push"};
+static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
+					 "window",   "batch",	    "ranks",	"workers", "direct",
+					 "cachedir", "kernel_open", "push",	"tile",	   "fit"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -141,6 +144,11 @@ static void usage(FILE *f)
 		"                     kernel's page cache as they are decoded (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
+		"  -o tile=HxW[xC]    image folder: the tile its images are packed to (default:\n"
+		"                     their size when they all have one; images of several\n"
+		"                     sizes need it), as spritefs-pack --tile\n"
+		"  -o fit=MODE        image folder: crop (default), pad or stretch, as\n"
+		"                     spritefs-pack --fit\n"
 		"  other -o options go to FUSE (allow_other, default_permissions, ...);\n"
 		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n"
 		"\n"
@@ -211,12 +219,14 @@ static void prune_cache(const char *dir, const char *store, uint64_t id, const c
  * canonical path (sprite_cache_source_path), so that the folder has one
  * store whatever path it is given by, and a new one replaces its older ones.
  */
-static int packed_store(const char *source, const char *cachedir, char *out, size_t cap)
+static int packed_store(const char *source, const char *cachedir,
+			const struct sprite_pack_options *how, char *out, size_t cap)
 {
 	char err[SPRITE_ERR_MAX] = "";
 	char dir[PATH_MAX];
 	uint64_t fp;
-	int r = sprite_pack_fingerprint(source, &fp, err);
+	int r = sprite_pack_fingerprint(source, how->tile_h, how->tile_w, how->tile_c, how->fit,
+					&fp, err);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: %s: %s\n", source, err[0] ? err : sprite_strerror(-r));
 		return -1;
@@ -273,6 +283,10 @@ static int packed_store(const char *source, const char *cachedir, char *out, siz
 	unsigned long named = 0;
 	/* The data set name too is the folder's, not that of the path it was reached by. */
 	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4,
+					.tile_h = how->tile_h,
+					.tile_w = how->tile_w,
+					.tile_c = how->tile_c,
+					.fit = how->fit,
 					.name = name,
 					.progress = &prog,
 					.on_skip = on_skip,
@@ -517,10 +531,9 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 	if (c->ranks) {
 		unsigned lo, hi, n;
 		int used = 0;
-		if (sscanf(c->ranks, "%u-%u/%u%n", &lo, &hi, &n, &used) == 3 &&
-		    !c->ranks[used]) {
-		} else if (used = 0, sscanf(c->ranks, "%u/%u%n", &lo, &n, &used) == 2 &&
-					     !c->ranks[used]) {
+		if (sscanf(c->ranks, "%u-%u/%u%n", &lo, &hi, &n, &used) == 3 && !c->ranks[used]) {
+		} else if (used = 0,
+			   sscanf(c->ranks, "%u/%u%n", &lo, &n, &used) == 2 && !c->ranks[used]) {
 			hi = lo;
 		} else {
 			used = -1;
@@ -634,6 +647,19 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_fs;
 	}
+	struct sprite_pack_options how = {.fit = SPRITE_FIT_CROP};
+	if (c.tile && sprite_parse_tile(c.tile, &how.tile_h, &how.tile_w, &how.tile_c) < 0) {
+		fprintf(stderr,
+			"spritefs: -o tile=%s: expected HxW or HxWxC (sides 1..%u, C 1, 3 or 4)\n",
+			c.tile, SPRITE_MAX_TILE_SIDE);
+		ret = 2;
+		goto out_fs;
+	}
+	if (c.fit && sprite_fit_parse(c.fit, &how.fit) < 0) {
+		fprintf(stderr, "spritefs: -o fit=%s: expected crop, pad or stretch\n", c.fit);
+		ret = 2;
+		goto out_fs;
+	}
 	if (check_mountpoint(mnt, mnt_abs) < 0)
 		goto out_fs;
 	mnt = mnt_abs;
@@ -664,9 +690,19 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		if (packed_store(source, c.cachedir, source_store, sizeof(source_store)) < 0)
+		if (packed_store(source, c.cachedir, &how, source_store, sizeof(source_store)) < 0)
 			goto out_fs;
 	} else if (S_ISREG(st.st_mode)) {
+		/* A store's tiles are made: an option that would shape them is refused. */
+		const char *shaping = c.tile ? "tile" : c.fit ? "fit" : NULL;
+		if (shaping) {
+			fprintf(stderr,
+				"spritefs: -o %s applies to the first-use pack of an image folder, "
+				"not to a store file (%s): its tiles were made by spritefs-pack\n",
+				shaping, source);
+			ret = 2;
+			goto out_fs;
+		}
 		if (!realpath(source, source_store))
 			snprintf(source_store, sizeof(source_store), "%s", source);
 	} else {
@@ -782,6 +818,8 @@ out_args:
 	free(c.cachedir);
 	free(c.kopen);
 	free(c.push);
+	free(c.tile);
+	free(c.fit);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -15,7 +15,8 @@
  * a time.
  *
  * The label table of a split (labels.npy and by-class/ need it) is built
- * here too, on first need, by decoding every sheet of the split. Which file
+ * here too, on first need: from the store's label table (version 3), else
+ * by decoding every sheet of the split. Which file
  * a name or an inode stands for, and how large it is, is tree.c's.
  */
 #include <errno.h>
@@ -122,14 +123,18 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 		pthread_mutex_unlock(&sp->lab_lock);
 		return 0;
 	}
-	uint16_t *labels = malloc((sp->count ? sp->count : 1) * sizeof(uint16_t));
+	/* The store's label table, checked at open: no sheet to read or decode. */
+	const uint16_t *table = sprite_store_labels(fs->store, sp->index);
+	uint16_t *labels = table ? NULL : malloc((sp->count ? sp->count : 1) * sizeof(uint16_t));
 	uint8_t *bad = calloc(sp->nsheets ? sp->nsheets : 1, 1);
 	uint64_t *start = calloc((size_t)in->nclasses + 1, sizeof(uint64_t));
 	uint32_t *samples = malloc((sp->count ? sp->count : 1) * sizeof(uint32_t));
-	if (!labels || !bad || !start || !samples) {
+	if ((!table && !labels) || !bad || !start || !samples) {
 		r = -ENOMEM;
 		goto fail;
 	}
+	if (table)
+		goto group;
 	for (uint32_t k = 0; k < sp->nsheets; k++) {
 		uint32_t i = sp->first_sheet + k;
 		const struct sprite_sheet_entry *e = &in->sheets[i];
@@ -163,9 +168,11 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 			for (uint32_t s = 0; s < e->count; s++)
 				labels[e->first + s] = UINT16_MAX;
 	}
+	table = labels;
+group:
 	for (uint64_t s = 0; s < sp->count; s++)
-		if (labels[s] != UINT16_MAX)
-			start[labels[s] + 1]++;
+		if (table[s] != UINT16_MAX)
+			start[table[s] + 1]++;
 	for (uint32_t c = 0; c < in->nclasses; c++)
 		start[c + 1] += start[c];
 	{
@@ -175,11 +182,12 @@ int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp)
 			goto fail;
 		}
 		for (uint64_t s = 0; s < sp->count; s++)
-			if (labels[s] != UINT16_MAX)
-				samples[start[labels[s]] + fill[labels[s]]++] = (uint32_t)s;
+			if (table[s] != UINT16_MAX)
+				samples[start[table[s]] + fill[table[s]]++] = (uint32_t)s;
 		free(fill);
 	}
-	sp->labels = labels;
+	sp->labels = table;
+	sp->labels_owned = labels;
 	sp->sheet_bad = bad;
 	sp->class_start = start;
 	sp->class_samples = samples;
@@ -405,6 +413,33 @@ static int read_labels_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 			return -EIO; /* its sheet failed: never guess a label */
 		out[p - pos] = (uint8_t)(lb == 1 ? l : ((p - hl) % 2 ? l >> 8 : l & 0xff));
 	}
+	rb_add(fs, rb, out, (size_t)(end - pos));
+	return 0;
+}
+
+/* The split's paths from the store's path table, one a line: its NULs as newlines. */
+static int read_paths_txt(struct sfs *fs, struct sfs_split *sp, uint64_t pos, uint64_t end,
+			  struct sfs_rbuf *rb)
+{
+	const char *str;
+	char err[SPRITE_ERR_MAX] = "";
+	int64_t n = sprite_store_load_paths(fs->store, err);
+	if (n == 0)
+		n = sprite_store_split_paths(fs->store, sp->index, &str);
+	if (n < 0) {
+		if (!__atomic_exchange_n(&fs->paths_bad_logged, 1, __ATOMIC_RELAXED))
+			sfs_log("spritefs: %s: %s; paths.txt gives EIO", fs->store_path, err);
+		return -EIO;
+	}
+	if ((uint64_t)n < end)
+		end = (uint64_t)n;
+	if (pos >= end)
+		return 0;
+	uint8_t *out = rb_gen(rb, (size_t)(end - pos));
+	if (!out)
+		return -ENOMEM;
+	for (uint64_t p = pos; p < end; p++)
+		out[p - pos] = str[p] ? (uint8_t)str[p] : '\n';
 	rb_add(fs, rb, out, (size_t)(end - pos));
 	return 0;
 }
@@ -640,6 +675,8 @@ int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struc
 		return read_images_npy(fs, sp, off, end, rb);
 	case SFS_K_LABELS_NPY:
 		return read_labels_npy(fs, sp, off, end, rb);
+	case SFS_K_PATHS_TXT:
+		return read_paths_txt(fs, sp, off, end, rb);
 	case SFS_K_BATCH:
 		return read_batch(fs, sp, n, off, end, rb);
 	case SFS_K_EPOCH_BATCH:

@@ -96,10 +96,15 @@ struct sfs_split {
 	uint32_t dataset_window; /* the data set's order for this split, the same way */
 	int digits_batches, digits_samples, digits_epoch_batches, digits_sheets;
 
-	/* Label table, built on first need by decoding every sheet of the split. */
+	/*
+	 * Label table, built on first need: from the store's label table
+	 * (version 3: no sheet is read), else by decoding every sheet of the
+	 * split.
+	 */
 	pthread_mutex_t lab_lock;
 	int lab_state;		 /* 0 not built, 1 built */
-	uint16_t *labels;	 /* count */
+	const uint16_t *labels;	 /* count */
+	uint16_t *labels_owned;	 /* labels when built from the sheets; NULL when the store's */
 	uint8_t *sheet_bad;	 /* nsheets: 1 when the sheet could not be decoded */
 	uint64_t *class_start;	 /* nclasses + 1 offsets into class_samples */
 	uint32_t *class_samples; /* sample numbers, grouped by class, ascending */
@@ -125,6 +130,7 @@ struct sfs {
 	size_t dataset_json_len;
 	int pnm_c_ok;		 /* by-class images exist (c is 1 or 3; else .pam) */
 	int no_open;		 /* the kernel opens files without asking us (FUSE no_open) */
+	int paths_bad_logged;	 /* a bad path table was logged (once) */
 	struct fuse_session *se; /* for notifications; NULL until the session exists */
 
 	pthread_mutex_t seed_lock;
@@ -295,6 +301,7 @@ enum sfs_kind {
 	SFS_K_CLASS_IMG,   /* /<split>/by-class/<class>/<n>.pgm|ppm|pam */
 	SFS_K_SHEETS_DIR,  /* /<split>/sheets */
 	SFS_K_SHEET_IMG,   /* /<split>/sheets/<n>.pgm|ppm|pam */
+	SFS_K_PATHS_TXT,   /* /<split>/paths.txt (a store with a path table) */
 	SFS_K_COUNT
 };
 

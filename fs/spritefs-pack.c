@@ -63,6 +63,9 @@ static void usage(FILE *f)
 		"SOURCE is an ImageFolder tree (SOURCE/<split>/<class>/<image> or\n"
 		"SOURCE/<class>/<image>) of TIFF, PNG, JPEG or PGM/PPM/PAM files, or a folder\n"
 		"of IDX files (train-images-idx3-ubyte[.gz], ... as Fashion-MNIST ships).\n"
+		"A JPEG is turned upright by its EXIF orientation, and a CMYK one converted\n"
+		"to RGB (docs/FORMAT.md, \"The tile fit rule\"); an image larger than 2^28\n"
+		"pixels or 65536 a side is skipped before it is decoded.\n"
 		"Each image that does not decode is named (\"skipped PATH: REASON\") and left\n"
 		"out; so is each entry that is not an image in a class folder (\"ignored PATH:\n"
 		"REASON\": a file beside the class folders, a folder beside the split folders\n"
@@ -71,13 +74,20 @@ static void usage(FILE *f)
 		"names are shown escaped (\\n, \\xNN).\n"
 		"\n"
 		"pack options:\n"
-		"  --tile HxW[xC]      tile shape (default: the first image's, or the IDX dims)\n"
+		"  --tile HxW[xC]      tile shape (default: the images' size when they all have\n"
+		"                      one, or the IDX dims; images of several sizes need it)\n"
+		"  --fit MODE          how an image of another size becomes a tile: crop\n"
+		"                      (default: shorter side to the tile, centre kept), pad\n"
+		"                      (longer side to the tile, the rest filled with 0), or\n"
+		"                      stretch (both sides to the tile, aspect not kept)\n"
 		"  --sheet N           tiles per sheet (default: as many as fill 4 MiB\n"
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4)\n"
 		"  --window N|full     the data set's sample order: N sheets per shuffle window\n"
 		"                      (default: as many as hold 128 MiB of tiles; a split of\n"
 		"                      no more sheets than that gets the full shuffle)\n"
+		"  --store-version N   write store format N (default 3); 2 has no label table\n"
+		"                      nor source paths, for readers older than version 3\n"
 		"  --name NAME         data set name, at most 63 bytes (default: SOURCE's folder\n"
 		"                      name, cut to 63 bytes between UTF-8 characters)\n"
 		"pack and --export options:\n"
@@ -112,33 +122,6 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *out)
 	if (errno || end == s || *end || v > max || s[0] == '-')
 		return -EINVAL;
 	*out = (uint32_t)v;
-	return 0;
-}
-
-static int parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c)
-{
-	unsigned long a, b, d = 0;
-	char *e;
-	a = strtoul(s, &e, 10);
-	if (e == s || *e != 'x')
-		return -EINVAL;
-	s = e + 1;
-	b = strtoul(s, &e, 10);
-	if (e == s || (*e && *e != 'x'))
-		return -EINVAL;
-	if (*e == 'x') {
-		s = e + 1;
-		d = strtoul(s, &e, 10);
-		if (e == s || *e)
-			return -EINVAL;
-		if (d != 1 && d != 3 && d != 4)
-			return -EINVAL;
-	}
-	if (a == 0 || b == 0 || a > SPRITE_MAX_TILE_SIDE || b > SPRITE_MAX_TILE_SIDE)
-		return -EINVAL;
-	*h = (uint32_t)a;
-	*w = (uint32_t)b;
-	*c = (uint32_t)d;
 	return 0;
 }
 
@@ -203,8 +186,9 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 	sprite_store *s = NULL;
 	if (sprite_store_open(dst, &s, err) == 0) {
 		const struct sprite_store_info *in = sprite_store_info(s);
-		printf(PROG ": %s: %ux%ux%u tiles, %u classes, %u sheets;", dst, in->tile_h,
-		       in->tile_w, in->tile_c, in->nclasses, in->nsheets);
+		printf(PROG ": %s: %ux%ux%u tiles (fit %s), %u classes, %u sheets;", dst,
+		       in->tile_h, in->tile_w, in->tile_c, sprite_fit_name(in->fit), in->nclasses,
+		       in->nsheets);
 		for (uint32_t i = 0; i < in->nsplits; i++)
 			printf(" %s %llu", in->splits[i].name,
 			       (unsigned long long)in->splits[i].count);
@@ -250,6 +234,16 @@ static int do_verify(const char *path, int quiet)
 	const struct sprite_store_info *in = sprite_store_info(s);
 	struct verify_ctx v = {path, in};
 	int64_t bad = sprite_store_verify_sheets(s, on_bad_sheet, &v, err);
+	/* the path table is checked on first use only: here, that is now */
+	char perr[SPRITE_ERR_MAX] = "";
+	int pr = sprite_store_has_paths(s) ? sprite_store_load_paths(s, perr) : 0;
+	if (pr < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, perr[0] ? perr : strerror(-pr));
+		if (bad == 0) {
+			sprite_store_close(s);
+			return 1;
+		}
+	}
 	if (bad != 0) {
 		if (bad < 0)
 			fprintf(stderr, PROG ": %s: %s\n", path,
@@ -291,6 +285,13 @@ static int do_info(const char *path)
 	printf("name:        %s\n", in->name);
 	printf("tile:        %ux%ux%u (%u bytes)\n", in->tile_h, in->tile_w, in->tile_c,
 	       in->tile_h * in->tile_w * in->tile_c);
+	printf("format:      version %u, %s\n", in->version,
+	       in->version < 3		    ? "labels in the sheets only"
+	       : !sprite_store_labels(s, 0) ? "no label table"
+	       : sprite_store_has_paths(s)  ? "label table, source-path table"
+					    : "label table, no source paths");
+	printf("fit:         %s%s\n", sprite_fit_name(in->fit),
+	       in->fit == SPRITE_FIT_PAD ? " (filled with 0)" : "");
 	printf("sheet tiles: %u\n", in->sheet_tiles);
 	printf("sheets:      %u\n", in->nsheets);
 	if (in->order_window)
@@ -651,9 +652,11 @@ out:
 
 enum {
 	OPT_TILE = 256,
+	OPT_FIT,
 	OPT_SHEET,
 	OPT_COMPRESS,
 	OPT_WINDOW,
+	OPT_STORE_VERSION,
 	OPT_JOBS,
 	OPT_STRICT,
 	OPT_NAME,
@@ -680,9 +683,11 @@ static const struct {
 	unsigned modes;
 } mode_opts[] = {
 	{OPT_TILE, "--tile", MODE_PACK},
+	{OPT_FIT, "--fit", MODE_PACK},
 	{OPT_SHEET, "--sheet", MODE_PACK},
 	{OPT_COMPRESS, "--compress", MODE_PACK},
 	{OPT_WINDOW, "--window", MODE_PACK},
+	{OPT_STORE_VERSION, "--store-version", MODE_PACK},
 	{OPT_NAME, "--name", MODE_PACK},
 	{OPT_JOBS, "--jobs", MODE_PACK | MODE_EXPORT},
 	{OPT_STRICT, "--strict", MODE_PACK | MODE_EXPORT},
@@ -734,9 +739,11 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"tile", required_argument, NULL, OPT_TILE},
+		{"fit", required_argument, NULL, OPT_FIT},
 		{"sheet", required_argument, NULL, OPT_SHEET},
 		{"compress", required_argument, NULL, OPT_COMPRESS},
 		{"window", required_argument, NULL, OPT_WINDOW},
+		{"store-version", required_argument, NULL, OPT_STORE_VERSION},
 		{"jobs", required_argument, NULL, OPT_JOBS},
 		{"strict", no_argument, NULL, OPT_STRICT},
 		{"name", required_argument, NULL, OPT_NAME},
@@ -752,7 +759,7 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4};
+	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .fit = SPRITE_FIT_CROP};
 	int mode_verify = 0, mode_info = 0, quiet = 0, force = 0, opt;
 	const char *export_dir = NULL, *format = "tiff", *split = NULL;
 	uint64_t limit = UINT64_MAX;
@@ -765,11 +772,18 @@ int main(int argc, char **argv)
 			given[opt] = 1;
 		switch (opt) {
 		case OPT_TILE:
-			if (parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
+			if (sprite_parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
 				fprintf(stderr,
 					PROG ": bad --tile '%s' (HxW or HxWxC, sides 1..%u, "
 					     "C 1, 3 or 4)\n",
 					optarg, SPRITE_MAX_TILE_SIDE);
+				return 2;
+			}
+			break;
+		case OPT_FIT:
+			if (sprite_fit_parse(optarg, &o.fit) < 0) {
+				fprintf(stderr, PROG ": bad --fit '%s' (crop, pad or stretch)\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -781,12 +795,22 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_STORE_VERSION:
+			if (parse_u32(optarg, SPRITE_VERSION, &o.store_version) < 0 ||
+			    o.store_version < 2) {
+				fprintf(stderr, PROG ": bad --store-version '%s' (2..%u)\n", optarg,
+					SPRITE_VERSION);
+				return 2;
+			}
+			break;
 		case OPT_WINDOW:
 			if (!strcmp(optarg, "full")) {
 				o.order_window = SPRITE_ORDER_FULL;
-			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) < 0 ||
+			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) <
+					   0 ||
 				   o.order_window == 0) {
-				fprintf(stderr, PROG ": bad --window '%s' (1..%u sheets, or full)\n",
+				fprintf(stderr,
+					PROG ": bad --window '%s' (1..%u sheets, or full)\n",
 					optarg, SPRITE_ORDER_WINDOW_MAX);
 				return 2;
 			}

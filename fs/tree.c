@@ -4,6 +4,7 @@
  *   /dataset.json
  *   /.spritefs/stats.json
  *   /<split>/images.npy, labels.npy
+ *   /<split>/paths.txt                          a store with a path table only
  *   /<split>/batches/<n>.sprite                 sheet n of the split, as decoded
  *   /<split>/epochs/<seed>/<epoch>/<n>.sprite   batch n of that epoch's order
  *   /<split>/by-class/<class>/<i>.pgm|ppm|pam   sample i of the split
@@ -180,6 +181,9 @@ static void build_dataset_json(struct sfs *fs)
 			  "  \"epochs\": {\"seed\": %" PRIu64 ", \"count\": %u, \"batch\": %u},\n",
 			  fs->o.seed, fs->o.epochs, fs->o.batch);
 	sprite_str_printf(&s, "  \"order_window\": %u,\n", in->order_window);
+	sprite_str_printf(&s, "  \"label_table\": %s,\n",
+			  sprite_store_labels(fs->store, 0) ? "true" : "false");
+	sprite_str_printf(&s, "  \"fit\": \"%s\",\n", sprite_fit_name(in->fit));
 	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];
@@ -188,9 +192,10 @@ static void build_dataset_json(struct sfs *fs)
 		sprite_str_printf(&s,
 				  ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
 				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u, "
-				  "\"dataset_window\": %u}",
+				  "\"dataset_window\": %u, \"paths\": %s}",
 				  sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
-				  sp->window ? "windowed" : "full", sp->window, sp->dataset_window);
+				  sp->window ? "windowed" : "full", sp->window, sp->dataset_window,
+				  sprite_store_has_paths(fs->store) ? "\"paths.txt\"" : "null");
 	}
 	sprite_str_printf(&s, "\n  }\n}\n");
 	fs->dataset_json = s.p;
@@ -282,7 +287,7 @@ void sfs_tree_free(struct sfs *fs)
 		return;
 	for (uint32_t k = 0; k < fs->info->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];
-		free(sp->labels);
+		free(sp->labels_owned);
 		free(sp->sheet_bad);
 		free(sp->class_start);
 		free(sp->class_samples);
@@ -357,6 +362,16 @@ int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a)
 	case SFS_K_LABELS_NPY:
 		a->size = sp->npy_labels_len + sp->count * fs->label_bytes;
 		return 0;
+	case SFS_K_PATHS_TXT: {
+		/* Sized from two offsets; the table is loaded (and checked) when read. */
+		if (!sprite_store_has_paths(fs->store))
+			return -ENOENT;
+		int64_t len = sprite_store_split_paths_size(fs->store, split);
+		if (len < 0)
+			return -EIO; /* offsets that no load would accept */
+		a->size = (uint64_t)len;
+		return 0;
+	}
 	case SFS_K_BATCH:
 		if (n >= sp->nsheets)
 			return -ENOENT;
@@ -461,6 +476,8 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 			if (!strcmp(name, split_children[k]))
 				return sfs_tree_attr(fs, sfs_ino(split_child_kind[k], split, 0, 0),
 						     a);
+		if (!strcmp(name, "paths.txt"))
+			return sfs_tree_attr(fs, sfs_ino(SFS_K_PATHS_TXT, split, 0, 0), a);
 		return -ENOENT;
 	case SFS_K_BATCH_DIR:
 		if (parse_num(name, ".sprite", sp->digits_batches, &n) || n >= sp->nsheets)
@@ -548,6 +565,11 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 		child = sfs_ino(SFS_K_STATS_JSON, 0, 0, 0);
 		break;
 	case SFS_K_SPLIT_DIR:
+		if (i == NSPLIT_CHILDREN && sprite_store_has_paths(fs->store)) {
+			strcpy(name, "paths.txt");
+			child = sfs_ino(SFS_K_PATHS_TXT, split, 0, 0);
+			break;
+		}
 		if (i >= NSPLIT_CHILDREN)
 			return 0;
 		strcpy(name, split_children[i]);
@@ -605,5 +627,12 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 		return -ENOTDIR;
 	}
 	r = sfs_tree_attr(fs, child, a);
+	if (r < 0 && sfs_ino_kind(child) == SFS_K_PATHS_TXT) {
+		/* a bad path table fails paths.txt, not the listing of its split */
+		memset(a, 0, sizeof(*a));
+		a->ino = child;
+		a->nlink = 1;
+		return 1;
+	}
 	return r < 0 ? r : 1;
 }

@@ -36,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	uint8_t tile[40 * 40 * 3];
-	if (sprite_image_fit(&im, 7, 9, 1, tile) < 0 ||
-	    sprite_image_fit(&im, 40, 40, 3, tile) < 0) {
+	if (sprite_image_fit(&im, 7, 9, 1, SPRITE_FIT_STRETCH, tile) < 0 ||
+	    sprite_image_fit(&im, 40, 40, 3, SPRITE_FIT_CROP, tile) < 0 ||
+	    sprite_image_fit(&im, 9, 7, 3, SPRITE_FIT_PAD, tile) < 0) {
 		fprintf(stderr, "fuzz_image: a decoded %ux%ux%u image does not fit a tile\n", im.h,
 			im.w, im.c);
 		abort();

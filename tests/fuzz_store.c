@@ -9,13 +9,16 @@
  * and a broken promise aborts (a crash for libFuzzer, a failure here): every
  * sheet lies inside the file, holds 1..sheet_tiles tiles of its split, the
  * splits' sheets are contiguous and add up to their counts; a sheet that
- * decodes is a valid batch file of its tiles; --verify passes exactly when
- * every sheet decodes.
+ * decodes is a valid batch file of its tiles, with the labels of the label
+ * table where the store has one (each below nclasses); a path table that
+ * loads gives every sample one line of a path, as long as the split's size
+ * says; --verify passes exactly when every sheet decodes.
  *
  * Against its valid seed (the plain driver), a damaged file must never give
  * other bytes: it is refused, or each of its sheets is refused or decodes to
  * the seed's sheet.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,44 @@ static void broken(const char *what, uint32_t i)
 {
 	fprintf(stderr, "fuzz_store: broken promise: %s (sheet %u)\n", what, i);
 	abort();
+}
+
+/* A path table that loads: one line per sample, the split sizes its bytes. */
+static void check_paths(const sprite_store *s)
+{
+	const struct sprite_store_info *in = sprite_store_info(s);
+	char err[SPRITE_ERR_MAX];
+	if (!sprite_store_has_paths(s)) {
+		if (sprite_store_load_paths(s, err) != -ENOENT)
+			broken("a path table loads where there is none", 0);
+		return;
+	}
+	if (sprite_store_load_paths(s, err) < 0) {
+		if (sprite_store_sample_path(s, 0, 0))
+			broken("a path from a table that did not load", 0);
+		return;
+	}
+	for (uint32_t k = 0; k < in->nsplits; k++) {
+		const char *str;
+		int64_t n = sprite_store_split_paths(s, k, &str);
+		if (n < 0 || n != sprite_store_split_paths_size(s, k) ||
+		    (uint64_t)n < in->splits[k].count)
+			broken("split paths size", k);
+		int64_t at = 0;
+		for (uint64_t q = 0; q < in->splits[k].count; q++) {
+			const char *p = sprite_store_sample_path(s, k, q);
+			if (!p || p != str + at)
+				broken("sample path is not the next one", k);
+			for (; *p; p++, at++)
+				if ((unsigned char)*p < 0x20)
+					broken("a control character in a path", k);
+			at++;
+			if (at > n)
+				broken("paths past the split's size", k);
+		}
+		if (at != n)
+			broken("split paths do not add up", k);
+	}
 }
 
 /* Open and decode everything; abort where an opened store breaks store.h's promises. */
@@ -79,9 +120,13 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 			    b.count != e->count || b.h != in->tile_h || b.w != in->tile_w ||
 			    b.c != in->tile_c)
 				broken("a decoded sheet is not its batch file", i);
-			for (uint32_t k = 0; k < b.count; k++)
+			const uint16_t *lt = sprite_store_labels(s, e->split);
+			for (uint32_t k = 0; k < b.count; k++) {
 				if (b.ids[k] != e->first + k)
 					broken("sample ids", i);
+				if (lt && b.labels[k] != lt[e->first + k])
+					broken("a sheet's label is not the label table's", i);
+			}
 			if (i < MAX_SHEETS) {
 				v->good[i] = 1;
 				v->hash[i] = sprite_checksum(raw, (size_t)r);
@@ -92,9 +137,15 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 		}
 		free(raw);
 	}
-	for (uint32_t k = 0; k < in->nsplits; k++)
+	for (uint32_t k = 0; k < in->nsplits; k++) {
 		if (per_split[k] != in->splits[k].count)
 			broken("split count", k);
+		const uint16_t *lt = sprite_store_labels(s, k);
+		for (uint64_t q = 0; lt && q < in->splits[k].count; q++)
+			if (lt[q] >= in->nclasses)
+				broken("a label table entry out of range", k);
+	}
+	check_paths(s);
 	if ((sprite_store_verify(s, err) >= 0) != all_good)
 		broken("verify disagrees with the decodes", 0);
 	if (sprite_store_verify_sheets(s, NULL, NULL, err) != nbad)
@@ -124,6 +175,10 @@ static void reseal(uint8_t *b, size_t len)
 	}
 	if (h.names_offset <= len && h.names_size <= len - h.names_offset)
 		h.names_checksum = sprite_checksum(b + h.names_offset, (size_t)h.names_size);
+	if (h.labels_offset <= len && h.labels_size <= len - h.labels_offset)
+		h.labels_checksum = sprite_checksum(b + h.labels_offset, (size_t)h.labels_size);
+	if (h.paths_offset <= len && h.paths_size <= len - h.paths_offset)
+		h.paths_checksum = sprite_checksum(b + h.paths_offset, (size_t)h.paths_size);
 	h.header_checksum = 0;
 	h.header_checksum = sprite_checksum(&h, sizeof h);
 	memcpy(b, &h, sizeof h);
@@ -171,7 +226,7 @@ static int check(const struct fuzz_buf *seed, const uint8_t *data, size_t len, c
 /* A store written by the real writer, read back whole. */
 static int make_store(struct fuzz_buf *out, const char *name, uint32_t th, uint32_t tw, uint32_t tc,
 		      uint32_t sheet, enum sprite_codec codec, uint32_t ntrain, uint32_t ntest,
-		      char *err)
+		      uint32_t version, int paths, char *err)
 {
 	static const char *const classes[] = {"zero", "one", "two", "three"};
 	char path[] = "/tmp/fuzz_store.XXXXXX";
@@ -188,6 +243,7 @@ static int make_store(struct fuzz_buf *out, const char *name, uint32_t th, uint3
 		.codec = codec,
 		.nclasses = 4,
 		.class_names = classes,
+		.version = version,
 	};
 	sprite_writer *w = NULL;
 	uint8_t tile[64 * 64 * 4];
@@ -200,7 +256,11 @@ static int make_store(struct fuzz_buf *out, const char *name, uint32_t th, uint3
 		for (uint32_t k = 0; rc >= 0 && k < n; k++) {
 			for (size_t q = 0; q < (size_t)th * tw * tc; q++)
 				tile[q] = (uint8_t)((q / 7 + k * 3) & 0xf0); /* compressible */
-			rc = sprite_writer_add(w, tile, (uint16_t)(k % 4));
+			char where[32];
+			snprintf(where, sizeof where, "%s/%s/%u.png", split ? "test" : "train",
+				 classes[k % 4], k);
+			rc = sprite_writer_add_path(w, tile, (uint16_t)(k % 4),
+						    paths && k != 2 ? where : NULL);
 		}
 	}
 	if (rc >= 0)
@@ -216,15 +276,17 @@ static int make_store(struct fuzz_buf *out, const char *name, uint32_t th, uint3
 
 static int seeds(struct fuzz_buf **out, char *err)
 {
-	struct fuzz_buf *b = calloc(3, sizeof *b);
+	struct fuzz_buf *b = calloc(4, sizeof *b);
 	if (!b)
 		return -1;
 	*out = b;
-	if (make_store(&b[0], "lz4-gray", 12, 12, 1, 16, SPRITE_CODEC_LZ4, 70, 10, err) < 0 ||
-	    make_store(&b[1], "raw-rgb", 8, 8, 3, 8, SPRITE_CODEC_RAW, 20, 5, err) < 0 ||
-	    make_store(&b[2], "one", 4, 4, 1, 1, SPRITE_CODEC_LZ4, 1, 0, err) < 0)
+	/* version 3 with and without a path table, and a version-2 store */
+	if (make_store(&b[0], "lz4-gray", 12, 12, 1, 16, SPRITE_CODEC_LZ4, 70, 10, 0, 1, err) < 0 ||
+	    make_store(&b[1], "raw-rgb", 8, 8, 3, 8, SPRITE_CODEC_RAW, 20, 5, 0, 0, err) < 0 ||
+	    make_store(&b[2], "one", 4, 4, 1, 1, SPRITE_CODEC_LZ4, 1, 0, 0, 1, err) < 0 ||
+	    make_store(&b[3], "v2", 6, 6, 1, 4, SPRITE_CODEC_LZ4, 9, 3, 2, 0, err) < 0)
 		return -1;
-	return 3;
+	return 4;
 }
 
 const struct fuzz_target fuzz_target = {"fuzz_store", seeds, check};

@@ -18,6 +18,8 @@ expect_fail "--lr: expected" "${D[@]}" --lr -1
 expect_fail "--optim: expected sgd, momentum or adam" "${D[@]}" --optim rmsprop
 expect_fail "--schedule: expected" "${D[@]}" --schedule linear
 expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
+expect_fail "--fast needs --device gpu" "${D[@]}" --fast
+expect_fail "--amp needs --device gpu" "${D[@]}" --amp
 expect_fail "--affinity: expected a CPU list" "${D[@]}" --affinity 1-x
 # A CPU the machine does not have is a usage error naming the CPUs there are.
 expect_fail "--affinity 0,1023: no such CPU 1023 \(this process may use [0-9]" "${D[@]}" \
@@ -111,16 +113,25 @@ expect_rc2 '^hntrain: --threads: expected an integer in \[1, 64\]' "${D[@]}" --t
 expect_fail "loss became (NaN|infinite|huge) at epoch 1, step [0-9]+.*lower --lr" \
 	"${D[@]}" --model mlp --optim sgd --lr 1000 --epochs 3
 # An option that only one kind of source reads is refused for the others (exit 2), before
-# the data is opened: --tile and --strict (image folders), --cache (store files).
+# the data is opened: --tile, --fit and --strict (image folders), --cache (store files).
 mkdir -p "$TMP/idx" "$TMP/imgs/a"
 : >"$TMP/idx/train-images-idx3-ubyte"
 expect_rc2 "^hntrain: --tile does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" \
 	--tile 8x8
 expect_rc2 "^hntrain: --strict does not apply to a store file" "${D[@]}" --strict
+expect_rc2 "^hntrain: --fit does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" --fit pad
+expect_rc2 "^hntrain: --fit: expected crop, pad or stretch, got \"squash\"" "${D[@]}" --fit squash
 expect_rc2 "^hntrain: --tile does not apply to an IDX folder" --data "$TMP/idx" --tile 8x8
 expect_rc2 "^hntrain: --cache does not apply to an image folder \($TMP/imgs\)" \
 	--data "$TMP/imgs" --cache 1M
 expect_rc2 "^hntrain: --cache does not apply to an IDX folder" --data "$TMP/idx" --cache 1M
+
+# Images of several sizes and no --tile: refused as spritefs-pack refuses them, both
+# sizes named (ant/f0000.tif is 8x8; the other is the first read of another size), not
+# fitted to whichever sorts first.
+"$MKTREE" mixed "$TMP/mixed" 6 >/dev/null || fail "mktree mixed"
+expect_fail "images differ in size, 8x8 and [0-9]+x[0-9]+, and no --tile is given .*ant/f0000.tif is 8x8, .*ant/f0[0-9]+\.[a-z]+ is [0-9]+x[0-9]+" \
+	--data "$TMP/mixed" --model mlp --epochs 1 --test-split none
 
 # A folder inside a spritefs mount (a split folder, its batches/ ...) is not an image folder
 # whose classes are batches, by-class, epochs, sheets: refused, naming the mount's root (exit
@@ -166,6 +177,13 @@ if [[ -n ${SPRITEFS:-} ]]; then
 	want="hntrain ${sv#spritefs }"
 	want="${want%%,*})"
 	[[ ${v%%$'\n'*} == "$want" ]] || fail "hntrain says '${v%%$'\n'*}', spritefs '$sv'"
+fi
+# OpenBLAS's core: a generic one forced by the user is kept, and the fast one named
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+	OPENBLAS_CORETYPE=Prescott "$HNTRAIN" -V >"$TMP/v" 2>"$TMP/verr" || fail "-V with OPENBLAS_CORETYPE"
+	grep -q '^cpu: OpenBLAS .* Prescott ' "$TMP/v" || fail "the user's core not kept: $(cat "$TMP/v")"
+	grep -Eq '^hntrain: warning: OPENBLAS_CORETYPE=Prescott makes OpenBLAS use its Prescott kernels; this CPU has AVX(2|-512): OPENBLAS_CORETYPE=(Haswell|SkylakeX) is faster$' \
+		"$TMP/verr" || fail "no warning about the generic core: $(cat "$TMP/verr")"
 fi
 echo "ok: $(head -1 <<<"$v")"
 echo "PASS"

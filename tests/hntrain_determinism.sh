@@ -2,8 +2,9 @@
 # hntrain_determinism - the same --seed gives bit-identical CPU weights from
 # every source: a store, the same data exported as a TIFF tree and as a PNG
 # tree, a spritefs mount of the store (epoch views and images.npy gather),
-# --preload, and any number of loaders; and an IDX folder against the store
-# spritefs-pack makes of it. Order belongs to the seed, not to the medium.
+# --preload, and any number of loaders; an IDX folder against the store
+# spritefs-pack makes of it; and a folder of photos of many sizes, fitted by
+# crop and by pad, against its stores. Order belongs to the seed, not to the medium.
 source "$(dirname "$0")/hntrain_common.sh"
 : "${SPRITEFS_PACK:?SPRITEFS_PACK not set: spritefs-pack is needed to export and pack}"
 
@@ -42,6 +43,41 @@ ref=$t1 check "pinned, 1 thread" --data "$TMP/data.sprites" --threads 1 --affini
 # Another seed must give other weights (the hash is not a constant).
 other=$(hash_of --data "$TMP/data.sprites" --model mlp --epochs 2 --batch 32 --lr 0.05 --seed 8)
 [[ $other != "$ref" ]] || fail "--seed 8 gives the same weights as --seed 7"
+
+# Photos of many sizes (PNG and JPEG, some large enough for the scaled JPEG
+# decode): the folder fitted by hntrain and the store spritefs-pack makes of
+# it give the same weights, for crop and for pad; the two fits differ.
+if /usr/bin/python3 -c 'import PIL, numpy' 2>/dev/null; then
+	/usr/bin/python3 - "$TMP/photos" <<'PY' || fail "making the photo tree"
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(20)
+for split, n in (("train", 90), ("test", 30)):
+    for k, cls in enumerate(("ant", "bee", "cow")):
+        os.makedirs(f"{sys.argv[1]}/{split}/{cls}")
+        for i in range(n):
+            h, w = (int(v) for v in rng.integers(9, 120, 2))
+            if i % 15 == 0:
+                h, w = 300, 420
+            y, x = np.mgrid[:h, :w]
+            a = np.stack([(x * (k + 1) * 255 // w), (y * 255 // h), np.full((h, w), 80 * k)], -1)
+            a = (a + rng.integers(0, 40, a.shape)).clip(0, 255).astype(np.uint8)
+            ext = "jpg" if i % 2 else "png"
+            Image.fromarray(a).save(f"{sys.argv[1]}/{split}/{cls}/{i:03d}.{ext}")
+PY
+	ph=(--model mlp --epochs 1 --batch 16 --lr 0.05 --seed 5)
+	for fit in crop pad; do
+		"$SPRITEFS_PACK" -q --tile 24x24x3 --fit $fit "$TMP/photos" "$TMP/photos-$fit.sprites" ||
+			fail "pack the photo tree ($fit)"
+		a=$(hash_of --data "$TMP/photos-$fit.sprites" "${ph[@]}")
+		b=$(hash_of --data "$TMP/photos" --tile 24x24x3 --fit $fit "${ph[@]}")
+		echo "photos $fit: store $a  folder $b"
+		[[ $a == "$b" ]] || fail "a photo folder and its store give different weights ($fit)"
+		eval "photos_$fit=$a"
+	done
+	[[ $photos_crop != "$photos_pad" ]] || fail "crop and pad give the same weights"
+fi
 
 # IDX: Fashion-MNIST's IDX folder against the store spritefs-pack makes of it.
 FM=/usr/share/datasets/fashion-mnist

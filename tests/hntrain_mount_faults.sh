@@ -2,7 +2,9 @@
 # hntrain_mount_faults - hntrain over a spritefs mount that cannot serve all
 # it lists. A sheet that fails its checksum: a run whose samples avoid it
 # (--limit) trains with the store's weights; a run that needs it stops before
-# training, naming labels.npy, the sample range and the EIO with what it means.
+# training, naming the file (labels.npy of a version-2 store, whose labels
+# are in the sheets; images.npy of a version-3 one, whose label table keeps
+# labels.npy whole), the sample range and the EIO with what it means.
 # Epoch views the mount cannot serve (a seed it has no room for: ENOSPC after
 # 1,024 seeds, here a small one and one of 20 digits): hntrain gathers from images.npy with the
 # same weights, and says so once; its banner never claims views it cannot read.
@@ -38,10 +40,22 @@ h=$(hash_of --data "$TMP/mnt" --limit 640 "${common[@]}")
 echo "ok: --limit 640 trains past the bad sheet: $h"
 h=$(hash_of --data "$TMP/mnt" --limit 640 --preload "${common[@]}")
 [[ $h == "$ref" ]] || fail "mount --limit 640 --preload: weights $h, the store gives $ref"
-expect_fail "train/labels.npy: samples 640-767: Input/output error \(the mount could not verify a sheet" \
+# version 3: labels.npy comes from the label table; the pixels fail
+cmp <(/usr/bin/python3 -c 'import sys,numpy as n; sys.stdout.buffer.write(n.load(sys.argv[1]).tobytes())' \
+	"$TMP/mnt/train/labels.npy") <("$MOUNT_CHECK" --labels "$TMP/good.sprites" train) ||
+	fail "labels.npy of a version-3 store with a bad sheet differs from the store's labels"
+expect_fail "train/images.npy: samples? [0-9-]+: Input/output error \(the mount could not verify a sheet" \
 	--data "$TMP/mnt" "${common[@]}" --test-split none
 grep -q "not a .npy file" "$TMP/err" && fail "a read error is reported as a bad .npy file"
-expect_fail "labels.npy: sample 640: Input/output error" --data "$TMP/mnt" --limit 641 "${common[@]}"
+expect_fail "images.npy: samples? 640(-640)?: Input/output error" --data "$TMP/mnt" --limit 641 "${common[@]}"
+# version 2: the labels are in the sheets, and labels.npy stops at the bad one
+"$MKSTORE" "$TMP/v2.sprites" --count-train 2000 --count-test 300 --sheet 128 --version 2 >/dev/null ||
+	fail "mkstore --version 2"
+"$MOUNT_CHECK" --corrupt "$TMP/v2.sprites" 5 >/dev/null || fail "corrupt v2"
+mount_store "$TMP/v2.sprites" "$TMP/mnt-v2"
+expect_fail "train/labels.npy: samples 640-767: Input/output error \(the mount could not verify a sheet" \
+	--data "$TMP/mnt-v2" "${common[@]}" --test-split none
+expect_fail "labels.npy: sample 640: Input/output error" --data "$TMP/mnt-v2" --limit 641 "${common[@]}"
 
 # --- epoch views that do not open ------------------------------------------
 mount_store "$TMP/good.sprites" "$TMP/mnt2"

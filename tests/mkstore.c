@@ -3,7 +3,11 @@
  *
  *   mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] [--sheet S]
  *               [--classes K] [--codec lz4|none] [--seed X] [--name NAME]
- *               [--class-names FILE]
+ *               [--class-names FILE] [--version 1|2|3] [--paths]
+ *
+ * --version writes an older store format (tests of readers of those);
+ * --paths gives each sample the path "<split>/<class>/<i>.png" in the path
+ * table, as a pack of such a folder would.
  *
  * Class names are class0, class1, ... or FILE's lines, one per class.
  * Pixels and labels come from the shared splitmix64 generator (perm.h), one
@@ -25,9 +29,10 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] "
-			"[--sheet S] [--window N|full] [--classes K] [--codec lz4|none] [--seed X] [--name NAME] "
-			"[--class-names FILE]\n");
+	fprintf(stderr,
+		"usage: mkstore OUT [--count-train N] [--count-test M] [--tile HxWxC] "
+		"[--sheet S] [--window N|full] [--classes K] [--codec lz4|none] [--seed X] [--name NAME] "
+		"[--class-names FILE] [--version 1|2|3] [--paths]\n");
 	exit(2);
 }
 
@@ -83,7 +88,8 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL, *name = "synthetic", *names_file = NULL;
 	unsigned long long ntrain = 1000, ntest = 200, seed = 1;
-	unsigned th = 28, tw = 28, tc = 1, sheet = 0, classes = 10, window = 0;
+	unsigned th = 28, tw = 28, tc = 1, sheet = 0, classes = 10, window = 0, version = 0;
+	int paths = 0;
 	enum sprite_codec codec = SPRITE_CODEC_LZ4;
 
 	for (int i = 1; i < argc; i++) {
@@ -92,6 +98,10 @@ int main(int argc, char **argv)
 			if (out)
 				usage();
 			out = a;
+			continue;
+		}
+		if (!strcmp(a, "--paths")) {
+			paths = 1;
 			continue;
 		}
 		if (i + 1 >= argc)
@@ -107,6 +117,8 @@ int main(int argc, char **argv)
 			sheet = (unsigned)num(v);
 		else if (!strcmp(a, "--window"))
 			window = !strcmp(v, "full") ? SPRITE_ORDER_FULL : (unsigned)num(v);
+		else if (!strcmp(a, "--version"))
+			version = (unsigned)num(v);
 		else if (!strcmp(a, "--classes"))
 			classes = (unsigned)num(v);
 		else if (!strcmp(a, "--name"))
@@ -159,6 +171,7 @@ int main(int argc, char **argv)
 		.codec = codec,
 		.nclasses = classes,
 		.class_names = (const char *const *)names,
+		.version = version,
 	};
 	sprite_writer *w;
 	int r = sprite_writer_open(out, &p, &w, err);
@@ -176,7 +189,10 @@ int main(int argc, char **argv)
 		for (unsigned long long i = 0; i < counts[s] && r >= 0; i++) {
 			uint16_t lab;
 			make_tile(seed, s, i, classes, th, tw, tc, tile, &lab);
-			r = sprite_writer_add(w, tile, lab);
+			char where[600];
+			snprintf(where, sizeof where, "%s/%s/%llu.png", split_names[s], names[lab],
+				 i);
+			r = sprite_writer_add_path(w, tile, lab, paths ? where : NULL);
 		}
 	}
 	if (r < 0) {

@@ -12,6 +12,10 @@
  *                                 bytes, a JPEG cut in half; hidden files that
  *                                 must be ignored
  *   mktree idx   DIR N H W        train-/t10k-images/labels IDX files (plain)
+ *   mktree ycck  FILE H W         one YCCK JPEG (CMYK pixels, inverted inks as
+ *                                 Photoshop writes them)
+ *   mktree jpegs DIR N H W        DIR/a/ and DIR/b/, N RGB JPEGs of H x W in all
+ *                                 (quality 95): camera-sized files for timing
  *   mktree odd   DIR              train/test tree of 20x24 gray TIFF/PNG with odd
  *                                 names and entries: good files named
  *                                 "ok\nname.tif" and "caf\xe9.tif"; files that do
@@ -152,8 +156,12 @@ static void jpeg(const char *path, unsigned seed, unsigned h, unsigned w, int c,
 	tjhandle tj = tjInitCompress();
 	unsigned char *buf = NULL;
 	unsigned long len = 0;
-	if (tjCompress2(tj, px, (int)w, 0, (int)h, c == 1 ? TJPF_GRAY : TJPF_RGB, &buf, &len,
-			c == 1 ? TJSAMP_GRAY : TJSAMP_444, 95, 0) < 0)
+	/* 4 channels: TurboJPEG writes CMYK pixels as a YCCK JPEG (Adobe marker) */
+	if (tjCompress2(tj, px, (int)w, 0, (int)h,
+			c == 1	 ? TJPF_GRAY
+			: c == 4 ? TJPF_CMYK
+				 : TJPF_RGB,
+			&buf, &len, c == 1 ? TJSAMP_GRAY : TJSAMP_444, 95, 0) < 0)
 		die("cannot encode", path);
 	FILE *f = fopen(path, "wb");
 	if (!f)
@@ -395,6 +403,19 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "odd")) {
 		mkdir(argv[2], 0755);
 		odd_tree(argv[2]);
+	} else if (!strcmp(argv[1], "ycck") && argc == 5) {
+		jpeg(argv[2], 7, (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]), 4, 0);
+	} else if (!strcmp(argv[1], "jpegs") && argc == 6) {
+		char p[4096];
+		unsigned n = (unsigned)atoi(argv[3]);
+		mkdir(argv[2], 0755);
+		for (unsigned i = 0; i < n; i++) {
+			snprintf(p, sizeof p, "%s/%c", argv[2], i % 2 ? 'b' : 'a');
+			mkdir(p, 0755);
+			snprintf(p, sizeof p, "%s/%c/%05u.jpg", argv[2], i % 2 ? 'b' : 'a', i);
+			jpeg(p, i, (unsigned)atoi(argv[4]), (unsigned)atoi(argv[5]), 3, 0);
+		}
+		printf("good %u bad 0\n", n);
 	} else if (!strcmp(argv[1], "idx") && argc == 6) {
 		idx_files(argv[2], (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]),
 			  (unsigned)atoi(argv[5]));

@@ -20,6 +20,11 @@
  * --step N checks every N-th by-class image only (large splits).
  * Exit 0: all good; 1: a mismatch (printed); 2: usage or setup problem.
  *
+ *   mount_check --labels STORE SPLIT
+ *
+ * writes the labels of SPLIT as its sheets hold them, in labels.npy's dtype
+ * (uint8 up to 256 classes, else uint16 little-endian).
+ *
  *   mount_check --corrupt STORE SHEET
  *
  * flips one byte in the middle of the stored bytes of SHEET (in place) and
@@ -362,10 +367,19 @@ static void check_images(uint32_t split)
 	expect_free(&e);
 }
 
+/*
+ * Sample s's label as the mount must serve it: from the store's label table
+ * (version 3) whatever its sheet, else from its sheet (*bad when that is bad).
+ */
 static uint16_t label_of(uint32_t split, uint64_t s, int *bad)
 {
 	uint32_t slot, lo, to;
 	uint32_t i = sheet_of(split, s, &slot);
+	const uint16_t *table = sprite_store_labels(st, split);
+	if (table) {
+		*bad = 0;
+		return table[s];
+	}
 	if (!raw[i]) {
 		*bad = 1;
 		return 0;
@@ -467,7 +481,10 @@ static void check_byclass(uint32_t split, uint32_t step)
 			e.size = (uint64_t)hl + tb;
 			e.data = malloc(e.size);
 			memcpy(e.data, hdr, (size_t)hl);
-			memcpy(e.data + hl, raw[i] + to + slot * tb, tb);
+			if (raw[i]) /* a bad sheet's sample is listed (label table) but gives EIO */
+				memcpy(e.data + hl, raw[i] + to + slot * tb, tb);
+			else
+				bad_range(&e, (uint64_t)hl, (uint64_t)hl + tb);
 			snprintf(rel, sizeof(rel), "%.16s/by-class/%s/%s", sp->name,
 				 in->class_names[c], want);
 			check_file(rel, &e);
@@ -616,6 +633,42 @@ static int want(const char *only, const char *what)
 	return 0;
 }
 
+/*
+ * --labels: the labels of split as its sheets hold them (each decoded, as
+ * its batch file is), in labels.npy's dtype, to stdout.
+ */
+static int print_labels(const char *store, const char *split)
+{
+	char err[SPRITE_ERR_MAX];
+	if (sprite_store_open(store, &st, err) < 0) {
+		fprintf(stderr, "mount_check: %s: %s\n", store, err);
+		return 2;
+	}
+	in = sprite_store_info(st);
+	int k = sprite_store_find_split(st, split);
+	if (k < 0)
+		return 2;
+	const struct sprite_split_entry *sp = &in->splits[k];
+	for (uint32_t i = sp->first_sheet; i < sp->first_sheet + sp->nsheets; i++) {
+		uint8_t *b = malloc(in->sheets[i].raw_size);
+		struct sprite_batch bt;
+		if (!b || sprite_store_read_sheet(st, i, b, in->sheets[i].raw_size, err) < 0 ||
+		    sprite_batch_parse(b, in->sheets[i].raw_size, &bt, err) < 0) {
+			fprintf(stderr, "mount_check: %s: %s\n", store, err);
+			return 2;
+		}
+		for (uint32_t j = 0; j < bt.count; j++) {
+			uint16_t l = bt.labels[j];
+			if (in->nclasses <= 256)
+				putchar(l);
+			else
+				fwrite(&l, 2, 1, stdout);
+		}
+		free(b);
+	}
+	return fflush(stdout) ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t seed = 0;
@@ -644,6 +697,8 @@ int main(int argc, char **argv)
 		printf("%.16s %" PRIu64 " %u\n", in->splits[e->split].name, e->first, e->count);
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "--labels"))
+		return print_labels(argv[2], argv[3]);
 	if (argc < 3) {
 		fprintf(stderr, "usage: mount_check STORE MOUNTPOINT [--seed S] [--epochs E] "
 				"[--only LIST] [--direct] [--order K] [--step N]\n");

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mount_faults.sh - a sheet whose checksum fails gives EIO for exactly the
-# files that need it (its batch file, the images.npy/labels.npy ranges over
-# it, its sheet image, the epoch batches holding one of its samples) while
+# files that need it (its batch file, the images.npy ranges over it, its
+# sheet image, its samples' by-class images, the epoch batches holding one
+# of its samples; labels.npy over it only in a version-2 store, whose labels
+# are in the sheets: a version-3 one serves them from its label table) while
 # every other file reads exactly; one log line names the sheet; stats.json
 # counts it; the daemon keeps serving. Also: writes, creates, unlinks, mkdir,
 # rename, truncate, chmod give EROFS.
@@ -80,4 +82,15 @@ erofs("symlink", lambda: os.symlink("x", m + "/train/link"))
 print("EROFS for open-write, create, unlink, mkdir, rmdir, rename, truncate, chmod, symlink")
 PY
 sfs_umount "$T/mnt"
+
+# version 2: labels.npy over the bad sheet fails too, and by-class/ leaves its samples out
+"$MKSTORE" "$T/v2.sprites" --count-train 2000 --count-test 300 --sheet 128 --version 2 \
+	>"$T/mkstore.log" 2>&1 || fail "mkstore --version 2"
+"$MOUNT_CHECK" --corrupt "$T/v2.sprites" 5 >/dev/null || fail "corrupt v2"
+sfs_mount "$T/spritefs-v2.log" "$T/v2.sprites" "$T/mnt2" -o cache=32M
+"$MOUNT_CHECK" "$T/v2.sprites" "$T/mnt2" --epochs 1 --only json,labels,byclass >"$T/check2.log" 2>&1 ||
+	fail "mount_check of a version-2 store with a bad sheet: $(tail -5 "$T/check2.log")"
+tail -1 "$T/check2.log"
+cat "$T/mnt2/train/labels.npy" >/dev/null 2>&1 && fail "version 2: labels.npy read past a bad sheet"
+sfs_umount "$T/mnt2"
 echo "PASS"

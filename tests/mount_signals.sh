@@ -62,7 +62,7 @@ is_mounted "$T/mnt" && fail "auto_unmount: still mounted 5 s after SIGKILL"
 echo "auto_unmount: SIGKILL, mount removed"
 
 # ---- a signal while an image folder is packed on first use ---------------------
-# A 256x256 image sorted first makes every tile 256x256, so the pack of these
+# A 256x256 image and -o tile=256x256 make every tile 256x256, so the pack of these
 # 901 images takes a good part of a second. The daemon is frozen (SIGSTOP) as
 # soon as its temp file is there, so the signal is known to land mid-pack.
 "$MKTREE" gray "$T/imgs" 200 >/dev/null || fail "mktree"
@@ -73,7 +73,7 @@ echo "auto_unmount: SIGKILL, mount removed"
 mkdir -p "$T/cache" "$T/pmnt"
 MOUNTS+=("$T/pmnt")
 for sig in TERM INT; do
-	"$SPRITEFS" -f -o cachedir="$T/cache" "$T/imgs" "$T/pmnt" >"$T/pack-$sig.log" 2>&1 &
+	"$SPRITEFS" -f -o cachedir="$T/cache",tile=256x256 "$T/imgs" "$T/pmnt" >"$T/pack-$sig.log" 2>&1 &
 	SFS_PID=$!
 	PIDS+=("$SFS_PID")
 	tmp="$T/cache/*.sprites.tmp.$SFS_PID"
@@ -101,10 +101,10 @@ for sig in TERM INT; do
 	is_mounted "$T/pmnt" && fail "SIG$sig during the pack: $T/pmnt is mounted"
 	echo "SIG$sig during the first-use pack: killed by it, nothing left"
 done
-sfs_mount "$T/pack-again.log" "$T/imgs" "$T/pmnt" -o cachedir="$T/cache"
+sfs_mount "$T/pack-again.log" "$T/imgs" "$T/pmnt" -o cachedir="$T/cache",tile=256x256
 grep -q "packing $T/imgs into" "$T/pack-again.log" || fail "not packed again: $(cat "$T/pack-again.log")"
 grep -q "temp file" "$T/pack-again.log" && fail "killed packs left temp files: $(cat "$T/pack-again.log")"
-"$SPRITEFS_PACK" "$T/imgs" "$T/ref.sprites" >"$T/ref.log" 2>&1 || fail "spritefs-pack: $(cat "$T/ref.log")"
+"$SPRITEFS_PACK" --tile 256x256 "$T/imgs" "$T/ref.sprites" >"$T/ref.log" 2>&1 || fail "spritefs-pack: $(cat "$T/ref.log")"
 cmp -s "$T/ref.sprites" "$T/cache/"*.sprites || fail "the cache store differs from spritefs-pack's"
 "$MOUNT_CHECK" "$T/ref.sprites" "$T/pmnt" --only json,batches,images,labels,byclass --step 7 \
 	>"$T/check.log" 2>&1 || fail "packed again after the signals: $(tail -3 "$T/check.log")"

@@ -6,7 +6,10 @@
 # earlier naming) go when one is packed or reused, unless a mount serves them;
 # other folders' stores and files that are not stores stay. The folder
 # reached by a symbolic link, "..", or (as root) a bind mount has the same
-# store. What a pack leaves out is named (escaped) and counted. With no
+# store. What a pack leaves out is named (escaped) and counted. A folder of
+# several image sizes is refused without -o tile=, naming two sizes; -o tile=
+# and -o fit= shape the pack, are in the store's name (two ways, two stores)
+# and are refused with a store file (exit 2). With no
 # SOURCE the mount serves Fashion-MNIST from
 # /usr/share/datasets/fashion-mnist (when dataset-fashion-mnist is installed),
 # as docs/FORMAT.md's dataset.json example shows it.
@@ -182,6 +185,48 @@ got=$(grep "^spritefs: \(ignoring\|skipping\|packed\) " "$T/odd.log" | sed 's/ i
 LC_ALL=C grep -v "^spritefs: [ -~]*$" "$T/odd.log" >"$T/raw" &&
 	fail "first-use pack: raw control bytes, or broken lines: $(cat -A "$T/raw")"
 echo "first-use pack: left-out entries named escaped and counted"
+
+# A folder of several image sizes: refused without -o tile=, naming two sizes
+# and the option; packed with -o tile= and -o fit=, each way its own store.
+$PY - "$T/sizes" <<'PY' || fail "making the mixed-size tree"
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(6)
+for cls, sizes in (("cat", [(24, 24), (30, 20)]), ("dog", [(17, 41), (24, 24)])):
+    os.makedirs(f"{sys.argv[1]}/{cls}")
+    for i, (h, w) in enumerate(sizes):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(
+            f"{sys.argv[1]}/{cls}/{i}.png")
+PY
+mkdir -p "$T/cache-s" "$T/mnt"
+rc=0
+timeout 60 "$SPRITEFS" -f -o cachedir="$T/cache-s" "$T/sizes" "$T/mnt" >"$T/sizes.txt" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] && grep -q "images differ in size, 24x24 and 30x20, and no tile size is given (.*spritefs -o tile=HxWxC" "$T/sizes.txt" ||
+	fail "mixed sizes without -o tile: exit $rc: $(cat "$T/sizes.txt")"
+is_mounted "$T/mnt" && fail "mixed sizes without -o tile: mounted"
+sfs_mount "$T/pad.log" "$T/sizes" "$T/mnt" -o cachedir="$T/cache-s",tile=16x16x3,fit=pad
+pad_pid=$SFS_PID
+grep -q '"tile": {"h": 16, "w": 16, "c": 3}' "$T/mnt/dataset.json" &&
+	grep -q '"fit": "pad"' "$T/mnt/dataset.json" || fail "-o tile=,fit=pad: $(cat "$T/mnt/dataset.json")"
+sfs_mount "$T/crop.log" "$T/sizes" "$T/mnt3" -o cachedir="$T/cache-s" -o tile=16x16x3
+grep -q '"fit": "crop"' "$T/mnt3/dataset.json" || fail "-o tile= alone is not crop: $(cat "$T/mnt3/dataset.json")"
+grep -q "packing" "$T/crop.log" || fail "the folder cropped reused the padded store: $(cat "$T/crop.log")"
+[[ $(ls "$T/cache-s" | grep -c '\.sprites$') -eq 2 ]] || fail "a folder packed two ways: $(ls "$T/cache-s")"
+sfs_umount "$T/mnt3"
+SFS_PID=$pad_pid
+sfs_umount "$T/mnt"
+# A store file's tiles are made: -o tile= and -o fit= are usage errors naming the option.
+for o in tile=8x8 fit=pad; do
+	rc=0
+	"$SPRITEFS" -f -o "$o" "$(ls "$T/cache-s"/*.sprites | head -1)" "$T/mnt" >"$T/store.txt" 2>&1 || rc=$?
+	[[ $rc -eq 2 ]] && grep -q "^spritefs: -o ${o%%=*} applies to the first-use pack of an image folder, not to a store file" "$T/store.txt" ||
+		fail "-o $o with a store: exit $rc: $(cat "$T/store.txt")"
+done
+rc=0
+"$SPRITEFS" -f -o fit=squash "$T/sizes" "$T/mnt" >"$T/bad.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "fit=squash: expected crop, pad or stretch" "$T/bad.txt" || fail "-o fit=squash: exit $rc: $(cat "$T/bad.txt")"
+echo "mixed sizes: refused without -o tile=; -o tile= and -o fit= give a store each; refused with a store"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
 	mkdir -p "$T/mnt"

@@ -641,7 +641,7 @@ static void test_fit(void)
 	/* gray -> RGB replicates */
 	uint8_t g[4] = {0, 100, 200, 255};
 	struct sprite_image im = {2, 2, 1, g};
-	if (sprite_image_fit(&im, 2, 2, 3, tile) < 0)
+	if (sprite_image_fit(&im, 2, 2, 3, SPRITE_FIT_STRETCH, tile) < 0)
 		fail("fit gray->rgb failed");
 	for (int i = 0; i < 4; i++)
 		if (tile[3 * i] != g[i] || tile[3 * i + 1] != g[i] || tile[3 * i + 2] != g[i])
@@ -651,7 +651,7 @@ static void test_fit(void)
 	uint8_t rgb[12] = {255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 200, 30};
 	struct sprite_image im3 = {2, 2, 3, rgb};
 	static const uint8_t lum[4] = {76, 150, 29, 124}; /* .299*255, .587*255, .114*255, ... */
-	if (sprite_image_fit(&im3, 2, 2, 1, tile) < 0)
+	if (sprite_image_fit(&im3, 2, 2, 1, SPRITE_FIT_STRETCH, tile) < 0)
 		fail("fit rgb->gray failed");
 	for (int i = 0; i < 4; i++)
 		if (tile[i] != lum[i])
@@ -661,7 +661,7 @@ static void test_fit(void)
 	for (int i = 0; i < 16; i++)
 		s4[i] = (uint8_t)(i * 16);
 	struct sprite_image im4 = {4, 4, 1, s4};
-	if (sprite_image_fit(&im4, 2, 2, 1, tile) < 0)
+	if (sprite_image_fit(&im4, 2, 2, 1, SPRITE_FIT_STRETCH, tile) < 0)
 		fail("fit shrink failed");
 	for (int oy = 0; oy < 2; oy++)
 		for (int ox = 0; ox < 2; ox++) {
@@ -675,13 +675,13 @@ static void test_fit(void)
 	/* Shrink 1x3 -> 1x2: area weights (0, 90*.5)/1.5 and (90*.5, 180)/1.5. */
 	uint8_t s3[3] = {0, 90, 180};
 	struct sprite_image im5 = {1, 3, 1, s3};
-	sprite_image_fit(&im5, 1, 2, 1, tile);
+	sprite_image_fit(&im5, 1, 2, 1, SPRITE_FIT_STRETCH, tile);
 	if (tile[0] != 30 || tile[1] != 150)
 		fail("fit area 3->2: %u %u want 30 150", tile[0], tile[1]);
 	/* Enlarge 1x2 -> 1x4 bilinear with pixel centres: 0 64 191 255. */
 	uint8_t s2[2] = {0, 255};
 	struct sprite_image im6 = {1, 2, 1, s2};
-	sprite_image_fit(&im6, 1, 4, 1, tile);
+	sprite_image_fit(&im6, 1, 4, 1, SPRITE_FIT_STRETCH, tile);
 	if (tile[0] != 0 || tile[1] != 64 || tile[2] != 191 || tile[3] != 255)
 		fail("fit bilinear 2->4: %u %u %u %u want 0 64 191 255", tile[0], tile[1], tile[2],
 		     tile[3]);
@@ -690,15 +690,15 @@ static void test_fit(void)
 	memset(cst, 77, sizeof cst);
 	struct sprite_image im7 = {5, 7, 3, cst};
 	uint8_t big[8 * 3 * 3];
-	sprite_image_fit(&im7, 8, 3, 3, big);
+	sprite_image_fit(&im7, 8, 3, 3, SPRITE_FIT_STRETCH, big);
 	for (size_t i = 0; i < sizeof big; i++)
 		if (big[i] != 77) {
 			fail("fit constant 5x7 -> 8x3: byte %zu is %u", i, big[i]);
 			break;
 		}
 	/* Bad arguments. */
-	if (sprite_image_fit(&im, 0, 2, 1, tile) != -EINVAL ||
-	    sprite_image_fit(&im, 2, 2, 2, tile) != -EINVAL)
+	if (sprite_image_fit(&im, 0, 2, 1, SPRITE_FIT_STRETCH, tile) != -EINVAL ||
+	    sprite_image_fit(&im, 2, 2, 2, SPRITE_FIT_STRETCH, tile) != -EINVAL)
 		fail("fit accepts a bad tile shape");
 }
 

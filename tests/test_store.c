@@ -60,6 +60,17 @@ static void gen(const struct shape *sh, uint32_t split, uint64_t i, uint8_t *til
 	*lab = (uint16_t)(key % sh->nclasses);
 }
 
+/* The path written for a sample: none for train's first three (""). */
+static void want_path(uint32_t split, uint64_t i, char *out)
+{
+	if (split == 0 && i < 3)
+		out[0] = 0;
+	else if (split == 1 && i == 5) /* a control byte is stored as '?' */
+		strcpy(out, "test/a\nb.png");
+	else
+		snprintf(out, 64, "%s/c/%llu.png", split ? "test" : "train", (unsigned long long)i);
+}
+
 static int write_store(const char *path, const struct shape *sh)
 {
 	char err[SPRITE_ERR_MAX];
@@ -68,7 +79,7 @@ static int write_store(const char *path, const struct shape *sh)
 	struct sprite_writer_params p = {
 		"unit",	   sh->h,     sh->w,	    sh->c,
 		sh->sheet, sh->codec, sh->nclasses, sh->nclasses <= 10 ? names : NULL,
-		0};
+		0,	   0,	      SPRITE_FIT_STRETCH};
 	sprite_writer *w;
 	int r = sprite_writer_open(path, &p, &w, err);
 	if (r < 0) {
@@ -84,7 +95,9 @@ static int write_store(const char *path, const struct shape *sh)
 		for (uint64_t i = 0; i < sh->count[s] && r >= 0; i++) {
 			uint16_t lab;
 			gen(sh, s, i, tile, &lab);
-			r = sprite_writer_add(w, tile, lab);
+			char pb[64];
+			want_path(s, i, pb);
+			r = sprite_writer_add_path(w, tile, lab, s == 0 && i < 3 ? NULL : pb);
 		}
 	}
 	free(tile);
@@ -253,6 +266,16 @@ static void check_roundtrip(const struct shape *sh, int idx)
 			gen(sh, s2, i, want, &lab);
 			CHECK(b.labels[slot] == lab, "case %d %s[%llu] label %u want %u", idx,
 			      names[s2], (unsigned long long)i, b.labels[slot], lab);
+			const uint16_t *lt = sprite_store_labels(s, (uint32_t)sp);
+			CHECK(lt && lt[i] == lab, "case %d %s[%llu]: label table", idx, names[s2],
+			      (unsigned long long)i);
+			char pb[64];
+			want_path(s2, i, pb);
+			if (strchr(pb, '\n'))
+				*strchr(pb, '\n') = '?';
+			const char *pp = sprite_store_sample_path(s, (uint32_t)sp, i);
+			CHECK(pp && !strcmp(pp, pb), "case %d %s[%llu]: path '%s' want '%s'", idx,
+			      names[s2], (unsigned long long)i, pp ? pp : "(null)", pb);
 			CHECK(b.ids[slot] == i, "case %d id", idx);
 			if (memcmp(b.tiles + slot * tb, want, tb)) {
 				CHECK(0, "case %d %s[%llu]: pixels differ", idx, names[s2],
@@ -394,15 +417,16 @@ static void check_order_window(const struct sprite_header *h0)
 	uint32_t def = sprite_order_window(h0->sheet_tiles,
 					   (uint64_t)h0->tile_h * h0->tile_w * h0->tile_c);
 	int64_t w = window_of(copy(), &v);
-	CHECK(w == def && v == 2, "written store: window %lld version %u, want %u, 2", (long long)w,
-	      v, def);
+	CHECK(w == def && v == SPRITE_VERSION, "written store: window %lld version %u, want %u, %u",
+	      (long long)w, v, def, SPRITE_VERSION);
 	const uint32_t vals[] = {0, 1, 7, UINT32_MAX};
 	for (size_t k = 0; k < sizeof(vals) / sizeof(vals[0]); k++) {
 		uint8_t *b = copy();
 		HDR(b)->order_window = vals[k];
 		fix_header(b);
 		w = window_of(b, &v);
-		CHECK(w == vals[k], "version 2, order_window %u: read %lld", vals[k], (long long)w);
+		CHECK(w == vals[k], "version %u, order_window %u: read %lld", SPRITE_VERSION,
+		      vals[k], (long long)w);
 	}
 	uint8_t *b = copy();
 	HDR(b)->version = 1;
@@ -411,6 +435,168 @@ static void check_order_window(const struct sprite_header *h0)
 	w = window_of(b, &v);
 	CHECK(w == def && v == 1, "version 1: window %lld version %u, want the default %u",
 	      (long long)w, v, def);
+}
+
+static void expect_sheet(const char *what, uint8_t *b, uint32_t i, int code, const char *want);
+
+/* Open b (expected fine); expect its path table to fail with code and message. */
+static void expect_paths(const char *what, uint8_t *b, int code, const char *want)
+{
+	char path[256], err[SPRITE_ERR_MAX] = "";
+	snprintf(path, sizeof(path), "%s/paths.sprites", dir);
+	spit(path, b, base_len);
+	free(b);
+	sprite_store *s = NULL;
+	int r = sprite_store_open(path, &s, err);
+	CHECK(r == 0, "%s: open: %s", what, err);
+	if (r)
+		return;
+	CHECK(sprite_store_has_paths(s), "%s: no path table", what);
+	for (int k = 0; k < 2; k++) { /* the same answer the second time */
+		err[0] = 0;
+		r = sprite_store_load_paths(s, err);
+		CHECK(r == -code && strstr(err, want), "%s: got %d '%s', want %d '%s'", what, r,
+		      err, -code, want);
+	}
+	CHECK(sprite_store_sample_path(s, 0, 0) == NULL, "%s: a path from a bad table", what);
+	CHECK(sprite_store_labels(s, 0) != NULL, "%s: labels lost", what);
+	sprite_store_close(s);
+}
+
+/*
+ * Version 3 tables: a damaged label table fails the open, naming it; one
+ * behind a valid checksum too when it is out of range or disagrees with a
+ * sheet (then that sheet fails); a damaged path table fails on first use
+ * and leaves the rest of the store readable. A store written as version 2
+ * or 1 has neither.
+ */
+static void check_tables(const struct sprite_header *h0)
+{
+	uint8_t *b;
+	uint64_t lo = h0->labels_offset, po = h0->paths_offset;
+	CHECK(lo && po && h0->labels_size == 2 * (h0->splits[0].count + h0->splits[1].count),
+	      "tables: offsets %llu %llu size %llu", (unsigned long long)lo, (unsigned long long)po,
+	      (unsigned long long)h0->labels_size);
+
+	b = copy();
+	b[lo + 7] ^= 1;
+	expect_open("flip in label table", b, base_len, SPRITE_ECHECKSUM,
+		    "label table: checksum mismatch");
+	b = copy();
+	uint16_t big = (uint16_t)h0->nclasses;
+	memcpy(b + lo + 2 * (h0->splits[0].count + 4), &big, 2);
+	HDR(b)->labels_checksum = sprite_checksum(b + lo, (size_t)h0->labels_size);
+	fix_header(b);
+	expect_open("label out of range", b, base_len, SPRITE_ECORRUPT,
+		    "label table: test sample 4 has label 10, only 10 classes");
+	b = copy();
+	HDR(b)->labels_size -= 2;
+	fix_header(b);
+	expect_open("label table size", b, base_len, SPRITE_ECORRUPT, "label table: 572 bytes");
+	b = copy();
+	HDR(b)->labels_offset = base_len;
+	fix_header(b);
+	expect_open("label table past EOF", b, base_len, SPRITE_ECORRUPT,
+		    "label table: extends past end of file");
+	b = copy();
+	HDR(b)->labels_offset = h0->names_offset;
+	fix_header(b);
+	expect_open("label table over the names", b, base_len, SPRITE_ECORRUPT,
+		    "label table: offset");
+	b = copy();
+	HDR(b)->labels_offset = 0;
+	fix_header(b);
+	expect_open("label table size without offset", b, base_len, SPRITE_ECORRUPT,
+		    "label table: size or checksum without an offset");
+	b = copy();
+	HDR(b)->paths_size = (uint64_t)1 << 40;
+	fix_header(b);
+	expect_open("path table size", b, base_len, SPRITE_ECORRUPT,
+		    "path table: extends past end of file");
+	b = copy();
+	HDR(b)->paths_size = 8;
+	fix_header(b);
+	expect_open("path table too small", b, base_len, SPRITE_ECORRUPT,
+		    "path table: 8 bytes cannot hold 287 paths");
+
+	/* a label that is in range but not the sheet's: that sheet fails, no other */
+	b = copy();
+	uint16_t l;
+	memcpy(&l, b + lo + 2 * 130, 2);
+	l = (uint16_t)((l + 1) % h0->nclasses);
+	memcpy(b + lo + 2 * 130, &l, 2);
+	HDR(b)->labels_checksum = sprite_checksum(b + lo, (size_t)h0->labels_size);
+	fix_header(b);
+	expect_sheet("label table differs from sheet 1", b, 1, SPRITE_ECORRUPT,
+		     "sheet 1: slot 30 has label");
+
+	/* the path table, checked on first use */
+	uint64_t n = h0->splits[0].count + h0->splits[1].count;
+	b = copy();
+	b[po + 8 * (n + 1) + 20] ^= 1;
+	expect_paths("flip in path table", b, SPRITE_ECHECKSUM, "path table: checksum mismatch");
+	b = copy();
+	uint64_t off;
+	memcpy(&off, b + po + 8 * 4, 8);
+	off++;
+	memcpy(b + po + 8 * 4, &off, 8);
+	HDR(b)->paths_checksum = sprite_checksum(b + po, (size_t)h0->paths_size);
+	fix_header(b);
+	expect_paths("path offset", b, SPRITE_ECORRUPT, "path table: path 4 starts at");
+	b = copy();
+	b[po + 8 * (n + 1) + 10] = '\n'; /* inside train/c/3.png */
+	HDR(b)->paths_checksum = sprite_checksum(b + po, (size_t)h0->paths_size);
+	fix_header(b);
+	expect_paths("newline in a path", b, SPRITE_ECORRUPT,
+		     "path table: path 3 has a control character");
+
+	/* versions 2 and 1 are written without tables and read as before */
+	for (uint32_t v = 1; v <= 2; v++) {
+		char path[256], err[SPRITE_ERR_MAX] = "";
+		snprintf(path, sizeof(path), "%s/v%u.sprites", dir, v);
+		struct sprite_writer_params p = {.name = "old",
+						 .tile_h = 4,
+						 .tile_w = 4,
+						 .tile_c = 1,
+						 .sheet_tiles = 4,
+						 .nclasses = 3,
+						 .version = v};
+		sprite_writer *w;
+		uint8_t tile[16] = {0};
+		int r = sprite_writer_open(path, &p, &w, err);
+		for (int i = 0; r == 0 && i < 2; i++)
+			r = i ? sprite_writer_add_path(w, tile, 2, "x.png")
+			      : sprite_writer_begin_split(w, "train");
+		if (r == 0)
+			r = sprite_writer_finish(w, err);
+		CHECK(r == 0, "version %u: write: %s", v, err);
+		sprite_store *s;
+		r = sprite_store_open(path, &s, err);
+		CHECK(r == 0, "version %u: open: %s", v, err);
+		if (r)
+			continue;
+		CHECK(sprite_store_info(s)->version == v, "version %u: reads as %u", v,
+		      sprite_store_info(s)->version);
+		CHECK(!sprite_store_labels(s, 0) && !sprite_store_has_paths(s) &&
+			      sprite_store_load_paths(s, NULL) == -ENOENT &&
+			      !sprite_store_sample_path(s, 0, 0),
+		      "version %u: tables", v);
+		uint8_t raw[256];
+		CHECK(sprite_store_read_sheet(s, 0, raw, sizeof raw, err) > 0, "version %u: %s", v,
+		      err);
+		sprite_store_close(s);
+	}
+	struct sprite_writer_params p = {.name = "new",
+					 .tile_h = 4,
+					 .tile_w = 4,
+					 .tile_c = 1,
+					 .nclasses = 3,
+					 .version = SPRITE_VERSION + 1};
+	sprite_writer *w;
+	char err[SPRITE_ERR_MAX] = "", path[256];
+	snprintf(path, sizeof(path), "%s/v9.sprites", dir);
+	CHECK(sprite_writer_open(path, &p, &w, err) == -EINVAL && strstr(err, "newer"),
+	      "writer of a newer version: %s", err);
 }
 
 /* Open b (expected fine), read sheet i, expect code and message. */
@@ -486,12 +672,13 @@ static void check_damage(void)
 	expect_open("bad magic", b, base_len, SPRITE_EBADMAGIC, "not a sprite store (bad magic)");
 	b = copy();
 	HDR(b)->version = 7;
-	expect_open("version 7", b, base_len, SPRITE_EVERSION, "version 7 is newer than 2");
+	expect_open("version 7", b, base_len, SPRITE_EVERSION, "version 7 is newer than 3");
 	b = copy();
-	HDR(b)->version = 3;
+	HDR(b)->version = 4;
 	fix_header(b);
-	expect_open("version 3 with checksum", b, base_len, SPRITE_EVERSION,
-		    "version 3 is newer than 2");
+	expect_open("version 4 with checksum", b, base_len, SPRITE_EVERSION,
+		    "version 4 is newer than 3");
+	check_tables(h0);
 	check_order_window(h0);
 	b = realloc(copy(), base_len + 4096);
 	memset(b + base_len, 0, 4096);
@@ -721,7 +908,8 @@ static void check_writer(void)
 	char path[256], err[SPRITE_ERR_MAX];
 	struct stat st;
 	uint8_t tile[16] = {0};
-	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0};
+	struct sprite_writer_params p = {"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0, 0,
+					 SPRITE_FIT_STRETCH};
 	sprite_writer *w;
 	snprintf(path, sizeof(path), "%s/w.sprites", dir);
 

@@ -182,6 +182,13 @@ int hn_cpus_pin_all(const cpu_set_t *set);
  * loading it (no CUDA library, no GPU touched). -ENOENT when none is found.
  */
 int hn_cuda_plugin_find(char *path, size_t cap);
+/* Load the plugin and its CUDA libraries (not the GPU): 0, or -1 with err set. */
+int hn_cuda_plugin_load(char *err);
+/* cuda_libs.c: load the libraries the plugin needs from wherever they are;
+ * -1 with err naming the missing one and the folders searched. */
+int hn_cuda_libs_preload(char *err, size_t cap);
+/* One "gpu: SONAME PATH" line per CUDA library loaded in this process. */
+void hn_cuda_libs_print(FILE *f);
 
 /* For --plan with gpu: ask the plugin about device 0. -ENODEV/-ENOENT with info set. */
 int hn_cuda_probe_load(char *info, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);

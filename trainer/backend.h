@@ -79,6 +79,7 @@ struct hn_backend_config {
 	int threads;	  /* maths threads (cpu); 0 = default */
 	int max_batch;	  /* largest batch passed to train/eval */
 	int amp;	  /* gpu: mixed precision with dynamic loss scaling */
+	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
 	int device_index; /* gpu ordinal */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
 	int rank;	  /* data-parallel rank (0 alone): its own dropout masks */
@@ -141,6 +142,16 @@ struct hn_backend_ops {
 extern const struct hn_backend_ops hn_backend_cpu;
 /* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for --version. */
 const char *hn_backend_cpu_library(void);
+/*
+ * blas_core.c: OpenBLAS picks its kernels from a table of CPU models; on a
+ * CPU newer than its table it falls back to a generic core (Prescott) and
+ * runs several times slower. hn_blas_core_want() names the core to ask for
+ * (NULL: the choice is fine); hn_blas_core_check() runs first in main and,
+ * when OpenBLAS fell back and OPENBLAS_CORETYPE is not set, sets it and
+ * re-executes hntrain (OpenBLAS reads it only as it loads), or warns.
+ */
+const char *hn_blas_core_want(const char *chosen, int avx2, int avx512);
+void hn_blas_core_check(char **argv);
 
 /*
  * The gpu backend: the plugin "hntrain-cuda.so" exports

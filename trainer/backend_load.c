@@ -8,7 +8,9 @@
  * the hntrain binary, ../cuda/ beside it (the build tree), ../<libdir>/hntrain
  * relative to it (a relocated install), and the configured install libdir.
  * Every failure is told apart for the user: no plugin built or installed, a
- * plugin whose CUDA libraries cannot load, or no usable GPU.
+ * plugin whose CUDA libraries cannot load (cuda_libs.c looks for them where
+ * the plugin's RUNPATH does not say, and names what it searched), or no
+ * usable GPU.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -77,6 +79,15 @@ static void *plugin_open(char *err)
 			continue;
 		void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
+			/* a CUDA library not where the plugin's RUNPATH says: look for it */
+			char why[HN_ERR_MAX];
+			if (hn_cuda_libs_preload(why, sizeof why) < 0) {
+				snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend: %.200s", why);
+				return NULL;
+			}
+			h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+		}
+		if (!h) {
 			const char *why = dlerror();
 			snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend %.100s: %.120s",
 				 paths[i], why ? why : "unknown error");
@@ -120,6 +131,11 @@ const struct hn_backend_ops *hn_backend_load(const char *device, char *err)
 				 why[0] ? why : "the plugin gave no reason");
 	}
 	return ops;
+}
+
+int hn_cuda_plugin_load(char *err)
+{
+	return plugin_open(err) ? 0 : -1;
 }
 
 int hn_cuda_plugin_find(char *path, size_t cap)

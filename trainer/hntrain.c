@@ -72,6 +72,7 @@ static int open_source(const struct hn_opts *o, hn_source **src)
 		.tile_h = o->tile_h,
 		.tile_w = o->tile_w,
 		.tile_c = o->tile_c,
+		.fit = o->fit,
 		.window = o->given_window ? o->window : HN_WINDOW_DATASET,
 		.seed = o->seed,
 		.batch = (uint32_t)o->batch,
@@ -149,6 +150,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.threads = o->threads,
 		.max_batch = o->batch,
 		.amp = o->amp,
+		.fast = o->fast,
 		.device_index = 0,
 		.seed = o->seed,
 		.rank = hn_dist()->rank,
@@ -357,6 +359,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	hn_blas_core_check(argv); /* may execute hntrain again with OPENBLAS_CORETYPE set */
 	if (hn_dist_init(&argc, &argv, err) < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 1;

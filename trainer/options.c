@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/format.h"
+#include "common/image.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -63,6 +64,8 @@ static void usage(FILE *f)
 		"                       report it and train without it)\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
+		"  --fit MODE           image folders: crop (default), pad or stretch, as\n"
+		"                       spritefs-pack --fit\n"
 		"  --window N|full      the sample order: N sheets per shuffle window, or the full\n"
 		"                       shuffle (default: the data set's, as a store records it)\n"
 		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
@@ -92,6 +95,8 @@ static void usage(FILE *f)
 		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
 		"had)\n"
 		"  --amp                gpu: mixed precision\n"
+		"  --fast               gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
+		"                       weights then differ run to run (default: deterministic ones)\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
 		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
@@ -112,15 +117,19 @@ static void usage(FILE *f)
 		"format.\n");
 }
 
-/* Cheap: the plugin is looked for, not loaded, so no CUDA library or GPU is touched. */
+/* The plugin and its CUDA libraries are loaded and named; the GPU is not touched. */
 static void print_version(void)
 {
-	char plugin[PATH_MAX];
+	char plugin[PATH_MAX], err[HN_ERR_MAX];
 	printf("hntrain %s (store format %u)\n", HNTRAIN_VERSION, SPRITE_VERSION);
 	printf("cpu: %s\n", hn_backend_cpu_library());
-	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0)
-		printf("gpu: CUDA plugin %s (--device gpu loads it and looks for a GPU)\n", plugin);
-	else
+	if (hn_cuda_plugin_find(plugin, sizeof plugin) == 0) {
+		printf("gpu: CUDA plugin %s (--device gpu looks for a GPU)\n", plugin);
+		if (hn_cuda_plugin_load(err) == 0)
+			hn_cuda_libs_print(stdout);
+		else
+			printf("gpu: %s\n", err);
+	} else
 		printf("gpu: not built (no %s next to hntrain, in %s, or in "
 		       "$HNTRAIN_CUDA_PLUGIN)\n",
 		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
@@ -301,6 +310,11 @@ static void check_source_options(const struct hn_opts *o, int kind)
 		 "image folders",
 		 HN_SOURCE_IMAGES,
 		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
+		{o->given_fit,
+		 "--fit",
+		 "image folders",
+		 HN_SOURCE_IMAGES,
+		 {fixed_tiles, fixed_tiles, "its images have the size the IDX file says"}},
 		{o->strict,
 		 "--strict",
 		 "image folders",
@@ -373,6 +387,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_TEST_LIMIT,
 		O_PRELOAD,
 		O_TILE,
+		O_FIT,
 		O_WINDOW,
 		O_CACHE,
 		O_LOADERS,
@@ -396,6 +411,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_AFFINITY,
 		O_LOADER_AFFINITY,
 		O_AMP,
+		O_FAST,
 		O_PLAN,
 		O_CHECKPOINT,
 		O_RESUME,
@@ -413,6 +429,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"test-limit", required_argument, 0, O_TEST_LIMIT},
 		{"preload", no_argument, 0, O_PRELOAD},
 		{"tile", required_argument, 0, O_TILE},
+		{"fit", required_argument, 0, O_FIT},
 		{"window", required_argument, 0, O_WINDOW},
 		{"cache", required_argument, 0, O_CACHE},
 		{"loaders", required_argument, 0, O_LOADERS},
@@ -436,6 +453,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"affinity", required_argument, 0, O_AFFINITY},
 		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
 		{"amp", no_argument, 0, O_AMP},
+		{"fast", no_argument, 0, O_FAST},
 		{"plan", no_argument, 0, O_PLAN},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
 		{"resume", required_argument, 0, O_RESUME},
@@ -485,6 +503,12 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			o->given_tile = 1;
 			break;
 		}
+		case O_FIT:
+			if (sprite_fit_parse(optarg, &o->fit) < 0)
+				hn_die(2, "--fit: expected crop, pad or stretch, got \"%s\"",
+				       optarg);
+			o->given_fit = 1;
+			break;
 		case O_WINDOW:
 			o->window = !strcmp(optarg, "full")
 					    ? 0
@@ -595,6 +619,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		case O_AMP:
 			o->amp = 1;
 			break;
+		case O_FAST:
+			o->fast = 1;
+			break;
 		case O_PLAN:
 			o->plan = 1;
 			break;
@@ -635,6 +662,8 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		o->lr = -1; /* the optimizer's default, once --resume has said which */
 	if (o->amp && strcmp(o->device, "gpu"))
 		hn_die(2, "--amp needs --device gpu");
+	if (o->fast && strcmp(o->device, "gpu"))
+		hn_die(2, "--fast needs --device gpu (the cpu backend has one algorithm)");
 	if (!strcmp(o->device, "gpu") && hn_dist()->size > 1)
 		hn_die(2,
 		       "--device gpu with %d ranks: data-parallel training sums gradients on the "
@@ -700,6 +729,7 @@ void hn_opts_parse(int argc, char **argv, struct hn_opts *o)
 	*o = (struct hn_opts){
 		.split = "train",
 		.test_split = "test",
+		.fit = SPRITE_FIT_CROP,
 		.model = "cnn",
 		.optim = {.kind = HN_OPT_MOMENTUM,
 			  .momentum = 0.9f,

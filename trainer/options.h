@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdint.h>
 
+#include "common/format.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
 
@@ -27,6 +28,7 @@ struct hn_opts {
 	int preload;
 	int strict;
 	uint32_t tile_h, tile_w, tile_c;
+	enum sprite_fit fit; /* image folders; crop unless --fit */
 	uint32_t window;
 	uint64_t cache;
 	const char *model;
@@ -44,14 +46,14 @@ struct hn_opts {
 	/* --affinity's CPUs (when given); --loader-affinity's, else those the process had */
 	cpu_set_t pin_mask, loader_mask;
 	const char *device;
-	int amp, plan, quiet;
+	int amp, fast, plan, quiet;
 	const char *checkpoint, *resume, *log;
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
 	/* given explicitly: these override what a --resume checkpoint says */
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 	/* given explicitly: each applies to one kind of source only */
-	int given_tile, given_cache;
+	int given_tile, given_fit, given_cache;
 };
 
 /* Print "hntrain: " and the message to stderr, and exit with code. */

@@ -32,6 +32,9 @@ struct folder_src {
 	uint64_t nfiles[2];
 	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
 	int strict;
+	uint32_t fit; /* enum sprite_fit */
+	/* no --tile: every image must have the first one's size (that one's path) */
+	char *first;
 	void (*on_skip)(void *ctx, const char *why);
 	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *skip_ctx;
@@ -120,7 +123,14 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 	struct sprite_image im;
 	char why[SPRITE_ERR_MAX] = "";
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
-	int rc = sprite_image_load(f->path, &im, why); /* why names the file (escaped) */
+	/*
+	 * The decode and fit of spritefs-pack, so that a folder and its store
+	 * train alike; without --tile, whole (a scaled decode could make a
+	 * larger JPEG look the size of the others).
+	 */
+	int rc = keep || fs->first ? sprite_image_load(f->path, &im, why) /* why names the file */
+				   : sprite_image_load_for(f->path, s->info.h, s->info.w,
+							   (enum sprite_fit)fs->fit, &im, why);
 	sprite_escape(f->path, shown, sizeof shown);
 	if (rc == -ENOMEM)
 		return hn_source_fail(err, rc, "%s: out of memory", shown);
@@ -130,8 +140,22 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		*keep = im;
 		return 0;
 	}
+	if (rc == 0 && fs->first && (im.h != s->info.h || im.w != s->info.w)) {
+		/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
+		char first[96];
+		sprite_escape(fs->first, first, sizeof first);
+		rc = hn_source_fail(
+			err, -EINVAL,
+			"images differ in size, %ux%u and %ux%u, and no --tile is given "
+			"(e.g. --tile 64x64x3): %s is %ux%u, %s is %ux%u",
+			s->info.h, s->info.w, im.h, im.w, first, s->info.h, s->info.w, shown, im.h,
+			im.w);
+		sprite_image_free(&im);
+		return rc;
+	}
 	if (rc == 0) {
-		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c, tile);
+		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
+				      (enum sprite_fit)fs->fit, tile);
 		sprite_image_free(&im);
 		if (rc == -ENOMEM)
 			return hn_source_fail(err, rc, "%s: out of memory", shown);
@@ -160,6 +184,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		return hn_source_fail(err, -ENOMEM, "out of memory");
 	s->priv = fs;
 	fs->strict = o->strict;
+	fs->fit = o->fit;
 	fs->on_skip = o->on_skip;
 	fs->on_ignore = o->on_ignore;
 	fs->skip_ctx = o->skip_ctx;
@@ -238,6 +263,11 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		if (!s->info.h || !s->info.w) {
 			s->info.h = im.h;
 			s->info.w = im.w;
+			fs->first = strdup(fs->files[0][i].path);
+			if (!fs->first) {
+				sprite_image_free(&im);
+				return hn_source_fail(err, -ENOMEM, "out of memory");
+			}
 		}
 		if (!s->info.c)
 			s->info.c = im.c;
@@ -288,6 +318,7 @@ static void images_close(hn_source *s)
 		free(fs->files[k]);
 		free(fs->bad[k]);
 	}
+	free(fs->first);
 	free(fs);
 	s->priv = NULL;
 }
