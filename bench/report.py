@@ -123,6 +123,7 @@ def summarize_train(out_dir, rec):
         return sum(v) if all(x is not None for x in v) else None
 
     wall, comp, wait, n = tot("wall_s"), tot("compute_s"), tot("data_wait_s"), tot("samples")
+    comm = sum(e.get("comm_s") or 0 for e in epochs)  # absent before data-parallel runs
     # wall_s is the training pass; evaluation is timed apart (eval_s)
     s.update({"n_epochs": len(epochs), "wall_s": wall, "compute_s": comp,
               "data_wait_s": wait, "samples": n, "eval_s": tot("eval_s"),
@@ -130,6 +131,9 @@ def summarize_train(out_dir, rec):
               "samples_s": (n / wall) if n and wall else med(
                   [e.get("samples_per_s") for e in epochs]),
               "data_wait_share": (wait / wall) if wait is not None and wall else None,
+              "compute_share": (comp / wall) if comp is not None and wall else None,
+              "comm_share": (comm / wall) if wall else None,
+              "nranks": epochs[-1].get("nranks", 1),
               "test_acc": final.get("test_acc", epochs[-1].get("test_acc")),
               "train_loss": epochs[-1].get("train_loss"),
               "weights_xxh3": final.get("weights_xxh3")})
@@ -242,8 +246,10 @@ def main():
 
     # ---- training
     trains = [summarize_train(out, r) for r in recs if r.get("kind") == "train"]
-    main_runs = [t for t in trains if not t["name"].startswith("sweep-") and t.get("peer") != "torch"]
+    main_runs = [t for t in trains if not t["name"].startswith(("sweep-", "dp-"))
+                 and t.get("peer") != "torch"]
     sweeps = [t for t in trains if t["name"].startswith("sweep-")]
+    dps = [t for t in trains if t["name"].startswith("dp-")]
     torch_train = next((t for t in trains if t.get("peer") == "torch"), None)
     base_train = next((t for t in main_runs if t["medium"] == "tiff-tmpfs" and t["device"] == "cpu"), {})
     for t in trains:
@@ -336,6 +342,17 @@ def main():
         r8 = ratio(gs.get("samples_s"), gp.get("samples_s"))
         target("T8", "hntrain GPU fed by spritefs vs preloaded in RAM", r8, ">= 0.95x",
                None if r8 is None else r8 >= 0.95, "samples/s")
+    d21 = next((t for t in dps if t["name"] == "dp-2x1"), None)
+    d12 = next((t for t in dps if t["name"] == "dp-1x2"), None)
+    if d21 and d12:
+        r9 = ratio(d21.get("samples_s"), d12.get("samples_s"))
+        a21, a12 = d21.get("test_acc"), d12.get("test_acc")
+        acc_ok = a21 is not None and a12 is not None and abs(a21 - a12) <= 0.003
+        target("T9", "2 MPI ranks x 1 thread vs 1 process x 2 threads (global batch 64)", r9,
+               ">= 0.9x, test acc within 0.3 points",
+               None if r9 is None else (r9 >= 0.9 and acc_ok),
+               f"samples/s; comm share {pct(d21.get('comm_share'))}; "
+               f"test acc {fmt_acc(a21)} vs {fmt_acc(a12)}")
 
     summary = {"ceilings": ceilings, "reads": rows, "train": [
         {k: v for k, v in t.items() if k not in ("epochs", "final", "raw")} for t in trains],
@@ -422,6 +439,19 @@ def main():
             L.append(f"| {t['name']} | {t.get('args', '')} | {fmt(t.get('samples_s'))} | "
                      f"{pct(t.get('data_wait_share'))} | "
                      f"{fmt_acc(acc)} |")
+        L.append("")
+    if dps:
+        base = next((t for t in dps if t["name"] == "dp-1x2"), {})
+        L.append("### Data-parallel (fed by " + dps[0]["medium"] + ", 1 epoch, global batch 64)")
+        L.append("")
+        L.append("| run | args | ranks | samples/s | x 1x2 | compute | data wait | comm | test acc |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for t in dps:
+            L.append(f"| {t['name']} | {t.get('args', '')} | {t.get('nranks', 1)} | "
+                     f"{fmt(t.get('samples_s'))} | "
+                     f"{fmt_ratio(ratio(t.get('samples_s'), base.get('samples_s')))} | "
+                     f"{pct(t.get('compute_share'))} | {pct(t.get('data_wait_share'))} | "
+                     f"{pct(t.get('comm_share'))} | {fmt_acc(t.get('test_acc'))} |")
         L.append("")
     L.append("### Targets")
     L.append("")
