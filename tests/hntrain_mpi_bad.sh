@@ -27,6 +27,17 @@ mpi_fail "rank 1 on $host: --data: $TMP/missing" \
 	-np 1 "$HNTRAIN" --data "$TMP/missing" "${run[@]}"
 grep -q "rank 1 on $host could not start" "$TMP/err" || fail "rank 0 did not say why it stops"
 
+# GPUs are not summed across ranks: refused on every rank, no hang.
+mpi_fail "rank [01] on $host: --device gpu with 2 ranks" \
+	-np 2 "$HNTRAIN" --data "$TMP/syn.sprites" --device gpu "${run[@]}"
+# A checkpoint's global batch that the ranks cannot share: said, with its figures.
+"$HNTRAIN" --data "$TMP/syn.sprites" --quiet --batch 33 --model mlp --epochs 2 --stop-after 1 \
+	--checkpoint "$TMP/ck" >/dev/null || fail "checkpoint of one process"
+mpi_fail "global batch of 33 \(1 rank x --batch 33\), which 2 ranks cannot share evenly" \
+	-np 2 "$HNTRAIN" --data "$TMP/syn.sprites" --quiet --resume "$TMP/ck"
+mpi_fail "the checkpoint uses --batch 33 on 1 rank \(global batch 33\)" \
+	-np 3 "$HNTRAIN" --data "$TMP/syn.sprites" --quiet --resume "$TMP/ck" --batch 32
+
 # A rank that stops answering (SIGSTOP after its first second): the others
 # give up after HNTRAIN_DIST_TIMEOUT and name it.
 long=(--quiet --batch 32 --threads 1 --model cnn --epochs 200 --data "$TMP/syn.sprites")

@@ -780,9 +780,9 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 	if (gb % N)
 		hn_die(1,
 		       "--resume: the checkpoint was trained with a global batch of %" PRIu64
-		       " (%u ranks x --batch %u), which %" PRIu64
+		       " (%u rank%s x --batch %u), which %" PRIu64
 		       " ranks cannot share evenly; resume with a number of ranks that divides it",
-		       gb, ck->nranks, ck->batch, N);
+		       gb, ck->nranks, ck->nranks == 1 ? "" : "s", ck->batch, N);
 	if ((o->given_batch && (uint64_t)o->batch != gb / N) ||
 	    (o->given_accum && (uint32_t)o->accum != ck->accum) ||
 	    (o->given_window && o->window != ck->window))

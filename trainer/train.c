@@ -208,11 +208,13 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	ep->compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
 	if (apply && dist) {
 		/* every rank applies, even one whose share was empty */
-		float *g = t->be->grads(t->st);
+		float *g = t->be->grads(t->st); /* the threads' parts folded: compute */
+		double tc = sprite_now();
+		ep->compute += tc - t2;
 		if (hn_dist_sum_floats(g, t->m->nparams, err) < 0)
 			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s", ep->e + 1, b, err);
 		double t3 = sprite_now();
-		ep->comm += t3 - t2;
+		ep->comm += t3 - tc;
 		rc = t->be->train_step(t->st, NULL, NULL, 0, group, 1, (float)ep->lr, sidx, NULL);
 		if (rc < 0)
 			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
