@@ -813,6 +813,7 @@ out_args:
 	free(c.seed);
 	free(c.window);
 	free(c.batch);
+	free(c.ranks);
 	free(c.workers);
 	free(c.direct);
 	free(c.cachedir);
