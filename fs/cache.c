@@ -59,12 +59,14 @@ struct slot {
 struct stream {
 	void *handle; /* pinned epoch order; NULL: free */
 	const struct sfs_plan *plan;
-	uint32_t pos;	      /* oldest batch not yet read to its end: sheets used before are done */
-	uint64_t fin;	      /* bit k: batch pos + k has been read to its end */
-	uint32_t high;	      /* furthest batch read */
-	uint32_t cursor;      /* batches before it have every sheet resident or loading */
-	uint64_t used;	      /* LRU tick */
+	uint32_t pos;	 /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	 /* bit k: batch pos + k has been read to its end */
+	uint32_t high;	 /* furthest batch read */
+	uint32_t cursor; /* batches before it have every sheet resident or loading */
+	uint64_t used;	 /* LRU tick */
 	uint64_t start_bytes; /* split's store bytes read when the stream began */
+	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
+	uint64_t served[FINWIN];
 };
 
 struct sfs_cache {
@@ -556,7 +558,7 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 	}
 }
 
-void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished)
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size)
 {
 	struct sfs_cache *c = fs->cache;
 	const struct sfs_plan *pl = sfs_epoch_plan(handle);
@@ -589,13 +591,24 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
 		st->fin = 0;
+		memset(st->served, 0, sizeof(st->served));
 	}
 	if (batch > st->high)
 		st->high = batch;
-	if (finished && batch - st->pos < FINWIN)
-		st->fin |= 1ull << (batch - st->pos);
+	/*
+	 * A batch is read to its end when as many bytes as it holds have been
+	 * served, in whatever order its requests came. A reader that reads some
+	 * bytes twice may end it early: that costs reads, never bytes.
+	 */
+	if (served && batch - st->pos < FINWIN) {
+		uint64_t *sv = &st->served[batch % FINWIN];
+		*sv += served;
+		if (*sv >= size)
+			st->fin |= 1ull << (batch - st->pos);
+	}
 	/* the oldest batch not read to its end; a reader that skips batches moves it on */
 	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
+		st->served[st->pos % FINWIN] = 0;
 		st->fin >>= 1;
 		st->pos++;
 	}

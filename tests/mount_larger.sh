@@ -7,6 +7,9 @@
 # at most 1.05 in stats.json); at half the working set (cache=10M), at most
 # 2x. Then every view of two epochs is checked byte for byte against the
 # store (mount_check), and the order is the data set's whatever the budget.
+# Last, the same bounds for views of 1 MiB read whole by 16 MiB O_DIRECT
+# reads, which the kernel splits into requests served in parallel: a view
+# is done only once all its bytes are served, whichever request ends last.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -53,6 +56,39 @@ for budget in 20M 10M; do
 		[[ $(sha1sum <"$T/mnt/train/epochs/0/1/000.sprite") == "$order20" ]] ||
 			fail "epoch 1's first view differs between cache=20M and cache=10M"
 	fi
+	sfs_umount "$T/mnt"
+done
+
+# every view of epoch 0 read whole, one os.read each into an aligned buffer
+# with O_DIRECT; prints the views' sha1, then the stats.json epoch fields
+cat >"$T/direct.py" <<'EOF'
+import glob, hashlib, json, mmap, os, sys
+mnt = sys.argv[1]
+buf = mmap.mmap(-1, 16 << 20)
+h, n = hashlib.sha1(), 0
+for path in sorted(glob.glob(mnt + "/train/epochs/0/0/*.sprite")):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    size = os.fstat(fd).st_size
+    assert 1 << 20 < size <= len(buf), (path, size)
+    k = os.readv(fd, [buf])
+    assert k == size, (path, k, size)
+    os.close(fd)
+    h.update(buf[:k])
+    n += 1
+e = json.load(open(mnt + "/.spritefs/stats.json"))["epoch"]
+assert e is not None and e["batch"] == e["batches"] - 1 == n - 1, (e, n)
+print(h.hexdigest(), e["read_amplification"])
+EOF
+for budget in 20M 10M; do
+	sfs_mount "$T/spritefs.direct.$budget.log" "$T/big.sprites" "$T/mnt" -o cache=$budget,batch=256
+	read -r sum amp < <(/usr/bin/python3 "$T/direct.py" "$T/mnt") || fail "O_DIRECT pass, cache=$budget"
+	echo "cache=$budget, 1 MiB views read by 16 MiB O_DIRECT reads: read amplification $amp"
+	bound=1.05
+	[[ $budget == 10M ]] && bound=2
+	awk -v a="$amp" -v b=$bound 'BEGIN { exit !(a <= b) }' ||
+		fail "cache=$budget: read amplification $amp > $bound with O_DIRECT reads"
+	[[ $(cat "$T"/mnt/train/epochs/0/0/*.sprite | sha1sum) == "$sum  -" ]] ||
+		fail "cache=$budget: views read by O_DIRECT differ from the same read plainly"
 	sfs_umount "$T/mnt"
 done
 echo "PASS"
