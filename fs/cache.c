@@ -67,6 +67,7 @@ struct stream {
 	uint64_t start_bytes; /* split's store bytes read when the stream began */
 	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
 	uint64_t served[FINWIN];
+	uint64_t *done; /* bit b: batch b served to its end in this pass (NULL: no memory) */
 };
 
 struct sfs_cache {
@@ -247,6 +248,8 @@ void sfs_cache_destroy(struct sfs *fs)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	/* the streams' pins go with the epoch table, freed whole (main.c frees it first) */
+	for (uint32_t k = 0; k < NSTREAMS; k++)
+		free(c->streams[k].done);
 	free(c->slots);
 	free(c->res);
 	free(c->split_read);
@@ -577,21 +580,35 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 	if (!st) {
 		st = lru;
 		drop = st->handle;
+		free(st->done);
 		sfs_epoch_pin(fs, handle); /* lock order: cache, then epochs */
 		*st = (struct stream){.handle = handle,
 				      .plan = pl,
 				      .pos = batch,
 				      .high = batch,
 				      .cursor = batch,
-				      .start_bytes = c->split_read[pl->split]};
+				      .start_bytes = c->split_read[pl->split],
+				      .done = calloc((pl->nbatches + 63) / 64, sizeof(uint64_t))};
 		c->current = (uint32_t)(st - c->streams);
 	}
 	st->used = ++c->tick;
-	if (batch < st->pos) {
+	if (batch < st->pos && st->done && !(st->done[batch / 64] >> (batch % 64) & 1) &&
+	    st->pos - batch < FINWIN && st->high - batch < FINWIN) {
+		/*
+		 * A batch not yet served to its end, just behind: readers on
+		 * several threads start their first views together, and the
+		 * stream began with whichever request came first. Follow it from
+		 * there (the batches after it keep their counts).
+		 */
+		st->fin <<= st->pos - batch;
+		st->pos = batch;
+	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
 		st->fin = 0;
 		memset(st->served, 0, sizeof(st->served));
+		if (st->done)
+			memset(st->done, 0, (pl->nbatches + 63) / 64 * sizeof(uint64_t));
 	}
 	if (batch > st->high)
 		st->high = batch;
@@ -603,8 +620,11 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 	if (served && batch - st->pos < FINWIN) {
 		uint64_t *sv = &st->served[batch % FINWIN];
 		*sv += served;
-		if (*sv >= size)
+		if (*sv >= size) {
 			st->fin |= 1ull << (batch - st->pos);
+			if (st->done)
+				st->done[batch / 64] |= 1ull << (batch % 64);
+		}
 	}
 	/* the oldest batch not read to its end; a reader that skips batches moves it on */
 	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
