@@ -37,15 +37,17 @@ larger_stat() { # FIELD: a top-level number of the mount's stats.json
 larger_cpu() { # the daemon's user + system CPU time, in clock ticks
 	awk '{ print $14 + $15 }' "/proc/$SFS_PID/stat" 2>/dev/null || echo 0
 }
-# One cold epoch over the views with -o cache=$1; records larger-epoch with
-# the reader's result, the epoch fields of stats.json and the daemon's CPU.
-larger_epoch() { # CACHE TAG
-	local out stats cpu0 cpu1 tick
+# One cold epoch over the views with -o cache=$1 (with VIEWS, only the first
+# VIEWS of them); records larger-epoch with the reader's result, the epoch
+# fields of stats.json and the daemon's CPU.
+larger_epoch() { # CACHE TAG [VIEWS]
+	local out stats cpu0 cpu1 tick lim=()
+	[[ -n ${3:-} ]] && lim=(--limit "$3")
 	umount_sfs
 	drop_caches
 	mount_sfs "$L_STORE" "$1" || { mount_failed "$L_STORE"; return 1; }
 	cpu0=$(larger_cpu)
-	if ! out=$(timeout 600 "$READBENCH" --decode batch --direct --threads "$NCPU" \
+	if ! out=$(timeout 600 "$READBENCH" --decode batch --direct --threads "$NCPU" "${lim[@]}" \
 		--label "$2" "$L_VIEWS" 2>>"$OUT/logs/larger-readbench.err"); then
 		fail "cold epoch over $L_VIEWS with cache=$1 (see logs/larger-readbench.err)"
 		return 1
@@ -53,7 +55,7 @@ larger_epoch() { # CACHE TAG
 	cpu1=$(larger_cpu)
 	tick=$(getconf CLK_TCK)
 	stats=$(tr -d '\n' <"$MNT/.spritefs/stats.json")
-	rec larger-epoch spritefs "$COLD" 0 "\"cache\":\"$1\",\"tag\":\"$2\",\"daemon_cpu_s\":$(awk -v a="$cpu0" -v b="$cpu1" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }'),\"stats\":$stats" "$out"
+	rec larger-epoch spritefs "$COLD" 0 "\"cache\":\"$1\",\"tag\":\"$2\",\"views_limit\":${3:-0},\"daemon_cpu_s\":$(awk -v a="$cpu0" -v b="$cpu1" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }'),\"stats\":$stats" "$out"
 }
 
 msg "1/5 larger than memory: packing Fashion-MNIST at 224x224x1$( ((LIMIT)) && echo ", $LIMIT samples per split")"
@@ -129,7 +131,8 @@ if ((HAVE_MOUNT)); then
 		sed -n 's/.*smallest budget that works is \([0-9.]*\) MiB.*/\1/p')
 	if mountpoint -q "$MNT"; then fusermount3 -u "$MNT"; fi
 	mount_sfs "$L_STORE" "$CACHE" && L_WS=$(larger_stat working_set) &&
-		L_WHOLE=$(stat -c %s "$MNT/train/images.npy") || L_WS=""
+		L_WHOLE=$(stat -c %s "$MNT/train/images.npy") &&
+		L_VIEWS_N=$(find "$L_VIEWS" -name '*.sprite' | wc -l) || L_WS=""
 	umount_sfs
 	if [[ -z $L_MIN || -z $L_WS ]]; then
 		fail "budget sweep: no smallest budget or working set (see logs/spritefs.log)"
@@ -140,9 +143,17 @@ mn, ws, whole = (float(sys.argv[1]) + 0.05) * 2**20, int(sys.argv[2]), int(sys.a
 pts = sorted({max(mn, x) for x in (mn, ws / 4, ws / 2, ws, 2 * ws, whole)})
 pts = [x for k, x in enumerate(pts) if x <= whole and (k == len(pts) - 1 or pts[k + 1] > 1.1 * x)]
 print(" ".join("%dK" % -(-int(x) // 1024) for x in pts))' "$L_MIN" "$L_WS" "$L_WHOLE")
+		# Below half the working set each view may load most of its window's
+		# sheets again: the first 1/16 of the epoch, at least 8 views (their
+		# amplification is over what they need) keeps such points to seconds.
 		msg "5/5 budget sweep: $L_BUDGETS (working set $((L_WS >> 20)) MiB)"
 		for b in $L_BUDGETS; do
-			larger_epoch "$b" sweep || break
+			part=""
+			if (($(numfmt --from=iec "$b") * 2 < L_WS)); then
+				part=$(((L_VIEWS_N + 15) / 16))
+				((part >= 8)) || part=$((L_VIEWS_N < 8 ? L_VIEWS_N : 8))
+			fi
+			larger_epoch "$b" sweep $part || break
 		done
 	fi
 fi

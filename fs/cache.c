@@ -601,7 +601,7 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		 * there (the batches after it keep their counts).
 		 */
 		st->fin <<= st->pos - batch;
-		st->pos = batch;
+		st->pos = st->cursor = batch;
 	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
