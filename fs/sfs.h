@@ -196,12 +196,13 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
 			    int push);
 /*
  * A reader is reading batch `batch` of the epoch view whose pinned order is
- * handle (finished 1: it has now read it to its end): follow the position
- * (the cache pins the order while it follows it; sheets used only by
- * batches read to their end are done) and load the sheets of the batches
- * ahead in their order of first use, within the budget. Never blocks on I/O.
+ * handle, of `size` bytes, and has just been served `served` bytes of it (0
+ * before a request): follow the position (the cache pins the order while it
+ * follows it; sheets used only by batches whose every byte has been served
+ * are done) and load the sheets of the batches ahead in their order of first
+ * use, within the budget. Never blocks on I/O.
  */
-void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished);
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size);
 /* Store bytes read for the epoch view read last (stats.json). */
 struct sfs_epoch_io {
 	int active;
