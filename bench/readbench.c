@@ -74,6 +74,8 @@ struct rb_ctx {
 	pthread_mutex_t err_lock;
 	char first_err[512];
 	uint32_t shape[3];
+	uint32_t th, tw, tc; /* --tile: images fitted as spritefs-pack would */
+	enum sprite_fit fit;
 };
 
 static struct rb_ctx ctx;
@@ -301,11 +303,27 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 	t->bytes += (uint64_t)n;
 	if (ctx.decode == RB_IMAGE) {
 		struct sprite_image im = {0};
-		int r = sprite_image_decode(t->buf, (size_t)n, it->path, &im, err);
+		int r = sprite_image_decode_for(t->buf, (size_t)n, it->path, ctx.th, ctx.tw, ctx.fit,
+						&im, err);
 		if (r < 0)
 			return rb_fail("%s: %s", it->path, err[0] ? err : strerror(-r));
-		t->sum += sprite_checksum(im.px, (size_t)im.h * im.w * im.c);
-		rb_note_shape(im.h, im.w, im.c);
+		if (ctx.th) {
+			/* the tile a trainer gets: the same fit as the store's */
+			uint32_t c = ctx.tc ? ctx.tc : im.c;
+			size_t tb = (size_t)ctx.th * ctx.tw * c;
+			uint8_t *tile = malloc(tb);
+			if (!tile || sprite_image_fit(&im, ctx.th, ctx.tw, c, ctx.fit, tile) < 0) {
+				free(tile);
+				sprite_image_free(&im);
+				return rb_fail("%s: %s", it->path, "cannot fit the image to --tile");
+			}
+			t->sum += sprite_checksum(tile, tb);
+			rb_note_shape(ctx.th, ctx.tw, c);
+			free(tile);
+		} else {
+			t->sum += sprite_checksum(im.px, (size_t)im.h * im.w * im.c);
+			rb_note_shape(im.h, im.w, im.c);
+		}
 		sprite_image_free(&im);
 		t->samples++;
 	} else { /* RB_BATCH */
@@ -439,6 +457,9 @@ static void usage(FILE *f)
 		   "                 milliseconds is all noise); sample_sum covers one pass\n"
 		   "  --seconds S    passes until S seconds have gone (at least one; replaces\n"
 		   "                 --passes)\n"
+		   "  --tile HxW[xC] with --decode image: fit each image to this tile as\n"
+		   "                 spritefs-pack does (its decode and resize are timed too)\n"
+		   "  --fit MODE     crop (default), pad or stretch, with --tile\n"
 		   "  --label TEXT   copied into the JSON output\n");
 }
 
@@ -456,12 +477,15 @@ int main(int argc, char **argv)
 					     {"passes", required_argument, 0, 'P'},
 					     {"label", required_argument, 0, 'L'},
 					     {"seconds", required_argument, 0, 'S'},
+					     {"tile", required_argument, 0, 'T'},
+					     {"fit", required_argument, 0, 'F'},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	pthread_mutex_init(&ctx.err_lock, NULL);
+	ctx.fit = SPRITE_FIT_CROP; /* spritefs-pack's default */
 	ctx.passes = 1;
 	int o;
-	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:P:S:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:P:S:T:F:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'd':
 			if (!strcmp(optarg, "none") || !strcmp(optarg, "raw"))
@@ -484,6 +508,21 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			ctx.match = optarg;
+			break;
+		case 'T':
+			if (sprite_parse_tile(optarg, &ctx.th, &ctx.tw, &ctx.tc) < 0) {
+				fprintf(stderr, "spritefs-readbench: bad --tile %s (HxW or HxWxC)\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+			if (sprite_fit_parse(optarg, &ctx.fit) < 0) {
+				fprintf(stderr, "spritefs-readbench: bad --fit %s (crop, pad or "
+						"stretch)\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 't':
 			threads = atoi(optarg);

@@ -383,6 +383,11 @@ def main():
              f"({(data.get('tree_bytes') or 0) / 1e6:.1f} MB), store {(store_bytes or 0) / 1e6:.1f} MB. "
              f"Medians of {cfg.get('runs', 1)} run(s); ratios are against the TIFF tree on tmpfs, "
              f"measured in the same run.")
+    if data.get("pack_s") and data.get("files"):
+        L.append(f"Packing: {data['files']} files into the store"
+                 + (f" at {data['tile']} tiles (crop fit)" if data.get("tile") else "")
+                 + f" in {data['pack_s']:.1f} s, {data['files'] / data['pack_s']:.0f} images/s "
+                 f"(spritefs-pack, all CPUs).")
     L.append("")
     L.append("### Ceilings")
     L.append("")

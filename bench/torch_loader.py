@@ -3,7 +3,8 @@
 
 torchvision.datasets.ImageFolder + DataLoader over an image tree (the TIFF
 ImageFolder tree on tmpfs or on the disk, or a spritefs mount's by-class
-view), as a PyTorch user would write it: default PIL loader, ToTensor,
+view), as a PyTorch user would write it: default PIL loader, (with
+--resize, Resize + CenterCrop for photos of every size), ToTensor,
 shuffle off (order does not change the bytes read), N workers, batch B.
 It only iterates: no model. Prints one JSON line with samples/s, so the
 bench can set it against spritefs-readbench's decoded samples/s (target T3).
@@ -23,6 +24,9 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="at most N samples (0: all)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads in the main process")
     ap.add_argument("--label", default="")
+    ap.add_argument("--resize", default="", metavar="HxW",
+                    help="Resize(shorter side) + CenterCrop to HxW first, as for photos of "
+                         "every size (spritefs-pack's crop fit)")
     a = ap.parse_args()
     try:
         import torch
@@ -42,7 +46,15 @@ def main():
                            if e.is_dir() and any(os.scandir(e.path)))
             return names, {n: i for i, n in enumerate(names)}
 
-    ds = Folder(a.root, transform=transforms.ToTensor())
+    steps = []
+    if a.resize:
+        try:
+            h, w = (int(v) for v in a.resize.split("x")[:2])
+        except ValueError:
+            print(f"torch_loader: --resize {a.resize}: expected HxW", file=sys.stderr)
+            return 2
+        steps = [transforms.Resize(min(h, w)), transforms.CenterCrop((h, w))]
+    ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]))
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
     # Batches of large images (224x224x3 floats: 38 MB for 64) now and then

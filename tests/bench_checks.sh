@@ -51,7 +51,13 @@ bad_case "--limit abc: expected a whole number" - --limit abc
 bad_case "--limit -1: expected a whole number" - --limit -1
 bad_case "--model c8k3;rm: expected cnn" - --model 'c8k3;rm'
 bad_case "--dataset needs a value" - --dataset
-bad_case "--dataset small: expected fashion-mnist, large or larger" - --dataset small
+bad_case "--dataset small: expected fashion-mnist, large, larger or photos" - --dataset small
+bad_case "--data $T/nowhere: no such folder or store file" - --data "$T/nowhere"
+mkdir -p "$T/notree/cls"
+bad_case "--data $T/notree: an ImageFolder tree needs a train/ folder" - --data "$T/notree"
+bad_case "--data and --dataset large: give one of them" - --dataset large --data "$T/notree"
+bad_case "--tile 64: expected HxW or HxWxC" - --dataset photos --tile 64
+bad_case "--tile goes with --data or --dataset photos" - --tile 64x64
 bad_case "--out needs a value" - --out
 bad_case "--quick takes no value" - --quick=yes
 bad_case "unknown argument '--fast'" - --fast

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""mkphotos.py - a seeded folder of photo-like JPEGs for spritefs-bench.
+
+Writes OUT/train/<class>/NNNNN.jpg and OUT/test/<class>/NNNNN.jpg (--eval-name): images of
+every size and aspect ratio (each side drawn from 200-640 px), JPEG quality
+90, 4:2:0, as a camera folder would hold. Each class is a learnable pattern:
+an ellipse of the class's hue, at a random place, size and tilt, over a
+smooth random background with noise, so a model must find the object, not
+read a pixel. The same --seed gives the same bytes (numpy's PCG64 and PIL's
+encoder). Run with Debian's /usr/bin/python3 (python3-numpy, python3-pil).
+"""
+import argparse
+import os
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", help="the folder to write (must not exist)")
+    ap.add_argument("--count", type=int, default=3000, help="images in all (default 3000)")
+    ap.add_argument("--classes", type=int, default=5, help="classes (default 5)")
+    ap.add_argument("--val", type=float, default=0.2, help="share held out (default 0.2)")
+    ap.add_argument("--eval-name", default="test", help="the held-out split's folder (test)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--min-side", type=int, default=200)
+    ap.add_argument("--max-side", type=int, default=640)
+    a = ap.parse_args()
+    if a.count < 2 * a.classes or not 2 <= a.classes <= 64 or not 0 < a.val < 1:
+        ap.error("--count must be at least 2 x --classes, --classes 2-64, --val in (0, 1)")
+    if not 8 <= a.min_side <= a.max_side <= 8192:
+        ap.error("--min-side and --max-side: 8 <= min <= max <= 8192")
+    try:
+        import numpy as np
+        from PIL import Image, ImageDraw
+    except ImportError as e:
+        print(f"mkphotos: needs numpy and PIL ({e}); run with /usr/bin/python3", file=sys.stderr)
+        return 1
+    if os.path.exists(a.out):
+        print(f"mkphotos: {a.out} exists; give a new folder", file=sys.stderr)
+        return 1
+    rng = np.random.Generator(np.random.PCG64(a.seed))
+    names = [f"c{k:02d}" for k in range(a.classes)]
+    for split in ("train", a.eval_name):
+        for n in names:
+            os.makedirs(os.path.join(a.out, split, n))
+    nval = max(a.classes, int(round(a.count * a.val)))
+    step = max(1, a.count // 20)
+    for i in range(a.count):
+        k = i % a.classes
+        split = a.eval_name if i >= a.count - nval else "train"
+        h = int(rng.integers(a.min_side, a.max_side + 1))
+        w = int(rng.integers(a.min_side, a.max_side + 1))
+        # background: a coarse random field, upscaled (smooth), plus noise
+        coarse = rng.integers(40, 200, size=(4, 4, 3), dtype=np.uint8)
+        bg = Image.fromarray(coarse, "RGB").resize((w, h), Image.BILINEAR)
+        img = np.asarray(bg, dtype=np.int16) + rng.integers(-12, 13, size=(h, w, 3))
+        im = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
+        # the object: an ellipse of the class's hue covering 30-70% of the short side
+        hue = int(255 * k / a.classes)
+        color = Image.new("HSV", (1, 1), (hue, 220, 230)).convert("RGB").getpixel((0, 0))
+        s = min(h, w)
+        eh = int(s * rng.uniform(0.3, 0.7))
+        ew = int(eh * rng.uniform(0.6, 1.6))
+        cy = int(rng.integers(eh // 2, max(eh // 2 + 1, h - eh // 2)))
+        cx = int(rng.integers(min(ew // 2, w // 2), max(min(ew // 2, w // 2) + 1, w - ew // 2)))
+        d = ImageDraw.Draw(im)
+        d.ellipse([cx - ew // 2, cy - eh // 2, cx + ew // 2, cy + eh // 2], fill=color)
+        path = os.path.join(a.out, split, names[k], f"{i:05d}.jpg")
+        im.save(path, "JPEG", quality=90, subsampling=2)
+        if (i + 1) % step == 0:
+            print(f"mkphotos: {i + 1}/{a.count}", file=sys.stderr, flush=True)
+    print(f"mkphotos: {a.count} JPEGs in {a.out} ({a.count - nval} train, {nval} {a.eval_name}, "
+          f"{a.classes} classes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
