@@ -86,8 +86,7 @@ static void zip_header(struct buf *b, const struct member *e, int central)
 }
 
 /* One .npy member (format 1.0, '<f4', C order) of count floats and the given shape. */
-static void npy_member(struct buf *b, struct member *e, const float *v, const int *shape,
-		       int ndim)
+static void npy_member(struct buf *b, struct member *e, const float *v, const int *shape, int ndim)
 {
 	char dict[200];
 	int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
@@ -113,7 +112,8 @@ static void npy_member(struct buf *b, struct member *e, const float *v, const in
 	e->size = (uint32_t)(10 + hlen + data);
 	uLong crc = crc32(0L, Z_NULL, 0);
 	crc = crc32(crc, head, (uInt)(10 + hlen));
-	crc = crc32(crc, (const Bytef *)v, (uInt)data); /* as stored: little-endian, as a checkpoint */
+	/* the floats as stored: little-endian, as in a checkpoint */
+	crc = crc32(crc, (const Bytef *)v, (uInt)data);
 	e->crc = (uint32_t)crc;
 	zip_header(b, e, 0);
 	put(b, head, 10 + hlen);
@@ -128,8 +128,8 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 
 	/* zip32 offsets: refuse what would not fit (a 4 GiB model is not what this writes) */
 	if (m->nparams > (UINT32_MAX - 65536 * 2 * HN_MAX_LAYERS) / sizeof(float)) {
-		snprintf(err, HN_ERR_MAX, "%s: %zu parameters are too many for a zip32 .npz",
-			 path, m->nparams);
+		snprintf(err, HN_ERR_MAX, "%s: %zu parameters are too many for a zip32 .npz", path,
+			 m->nparams);
 		return -EFBIG;
 	}
 	for (int i = 0; i < m->nlayers; i++) {
