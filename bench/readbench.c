@@ -9,8 +9,11 @@
  * maths: a TIFF/PNG/JPEG file goes through common/image.h, a spritefs batch
  * file through common/batch.h (parse and point into the bytes), a store
  * sheet through lz4 + checksums (common/store.h), an images.npy is cut into
- * rows. Every delivered sample is hashed (XXH3) and the hashes are summed,
- * an order-independent fingerprint: the same samples give the same
+ * rows. --decode lz4 reads a store's sheets into memory first and times
+ * only their decoding (checksum, lz4, checks: a mount's decode worker's
+ * work), the rate that bounds a cold mount per decode thread. Every
+ * delivered sample is hashed (XXH3) and the hashes are summed, an
+ * order-independent fingerprint: the same samples give the same
  * "sample_sum" whatever the medium, the number of threads or the file order,
  * so the bench can show that two media delivered the same data.
  *
@@ -36,13 +39,14 @@
 #include "common/store.h"
 #include "common/util.h"
 
-enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE };
+enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE, RB_LZ4 };
 
 struct rb_item {
 	char *path;
-	uint32_t sheet; /* RB_STORE: sheet index; RB_NPY: first row */
-	uint32_t rows;	/* RB_NPY: rows in this chunk */
-	int src;	/* RB_STORE / RB_NPY: index into srcs */
+	uint32_t sheet;	 /* RB_STORE: sheet index; RB_NPY: first row */
+	uint32_t rows;	 /* RB_NPY: rows in this chunk */
+	int src;	 /* RB_STORE / RB_NPY / RB_LZ4: index into srcs */
+	uint8_t *stored; /* RB_LZ4: the sheet's stored bytes, read before the clock */
 };
 
 /* An opened store or npy file shared by the items that refer to it. */
@@ -63,7 +67,8 @@ struct rb_ctx {
 	int nsrcs;
 	const char *match;
 	uint32_t passes;
-	uint64_t next; /* atomic: next item to take, over passes * nitems */
+	double seconds, deadline; /* --seconds: passes until then */
+	uint64_t next;		  /* atomic: next item to take, over passes * nitems */
 	/* totals, atomic */
 	uint64_t files, bytes, samples, sum, errors;
 	pthread_mutex_t err_lock;
@@ -123,10 +128,13 @@ static int rb_cmp_item(const void *a, const void *b)
 	return strcmp(((const struct rb_item *)a)->path, ((const struct rb_item *)b)->path);
 }
 
-/* Read a whole file into *buf (grown as needed); returns its length or -errno. */
+/*
+ * Read a whole file into *buf (grown as needed, 4 KiB-aligned for
+ * --direct); returns its length or -errno.
+ */
 static int64_t rb_slurp(const char *path, uint8_t **buf, size_t *cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (ctx.direct ? O_DIRECT : 0));
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -139,11 +147,13 @@ static int64_t rb_slurp(const char *path, uint8_t **buf, size_t *cap)
 			size_t ncap = *cap ? *cap * 2 : 1 << 20;
 			while (ncap < want)
 				ncap *= 2;
-			uint8_t *n = realloc(*buf, ncap);
-			if (!n) {
+			uint8_t *n;
+			if (posix_memalign((void **)&n, 4096, ncap) != 0) {
 				close(fd);
 				return -ENOMEM;
 			}
+			memcpy(n, *buf, len);
+			free(*buf);
 			*buf = n;
 			*cap = ncap;
 		}
@@ -184,6 +194,24 @@ static int64_t rb_read_raw(const char *path, uint8_t *buf, size_t bs)
 	}
 	close(fd);
 	return total;
+}
+
+/* --decode lz4: a sheet's stored bytes, read into memory before the clock starts */
+static int rb_load_stored(struct rb_src *s, struct rb_item *it)
+{
+	const struct sprite_sheet_entry *e = &sprite_store_info(s->store)->sheets[it->sheet];
+	int fd = open(s->path, O_RDONLY | O_CLOEXEC), r = -errno;
+	it->stored = malloc(e->stored_size ? e->stored_size : 1);
+	if (!it->stored)
+		r = -ENOMEM;
+	else if (fd >= 0)
+		r = sprite_pread_full(fd, it->stored, e->stored_size, e->offset);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		fprintf(stderr, "spritefs-readbench: %s: sheet %u: %s\n", s->path, it->sheet,
+			strerror(-r));
+	return r;
 }
 
 static void rb_note_shape(uint32_t h, uint32_t w, uint32_t c)
@@ -231,6 +259,19 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 		t->files++;
 		t->bytes += e->stored_size;
 		t->samples += b.count;
+		return 0;
+	}
+	if (ctx.decode == RB_LZ4) {
+		struct rb_src *s = &ctx.srcs[it->src];
+		const struct sprite_sheet_entry *e =
+			&sprite_store_info(s->store)->sheets[it->sheet];
+		int64_t n = sprite_sheet_decode(s->store, it->sheet, it->stored, e->stored_size,
+						t->buf, t->cap, err);
+		if (n < 0)
+			return rb_fail("%s: %s", s->path, err);
+		t->files++;
+		t->bytes += (uint64_t)n;
+		t->samples += e->count;
 		return 0;
 	}
 	if (ctx.decode == RB_NPY) {
@@ -285,7 +326,8 @@ static void *rb_worker(void *arg)
 	struct rb_thread *t = arg;
 	for (;;) {
 		uint64_t i = __atomic_fetch_add(&ctx.next, 1, __ATOMIC_RELAXED);
-		if (i >= ctx.nitems * ctx.passes)
+		if (ctx.seconds > 0 ? i >= ctx.nitems && sprite_now() >= ctx.deadline
+				    : i >= ctx.nitems * ctx.passes)
 			break;
 		/* sample_sum fingerprints one pass: later passes leave it alone */
 		uint64_t sum = t->sum;
@@ -385,14 +427,18 @@ static void usage(FILE *f)
 		   "  --decode KIND  none (raw read, default) | image (TIFF/PNG/JPEG files) |\n"
 		   "                 batch (spritefs *.sprite batch files) | npy (uint8 .npy "
 		   "files) |\n"
-		   "                 store (sheets of *.sprites store files)\n"
+		   "                 store (sheets of *.sprites store files) |\n"
+		   "                 lz4 (sheets of a store read into memory first: decoding\n"
+		   "                 alone is timed, bytes are decoded bytes)\n"
 		   "  --match SUFFIX only files whose path ends with SUFFIX\n"
 		   "  --threads N    reader threads (default 1)\n"
 		   "  --bs SIZE      read size for raw reads, rows chunk for npy (default 1M)\n"
-		   "  --direct       O_DIRECT for raw reads\n"
+		   "  --direct       O_DIRECT for raw reads and batch files\n"
 		   "  --limit N      at most N files / sheets (in path order)\n"
 		   "  --passes N     read everything N times (warm reads: a pass of a few\n"
 		   "                 milliseconds is all noise); sample_sum covers one pass\n"
+		   "  --seconds S    passes until S seconds have gone (at least one; replaces\n"
+		   "                 --passes)\n"
 		   "  --label TEXT   copied into the JSON output\n");
 }
 
@@ -401,16 +447,21 @@ int main(int argc, char **argv)
 	int threads = 1;
 	uint64_t limit = 0, bs = 1 << 20;
 	const char *label = "";
-	static const struct option opts[] = {
-		{"decode", required_argument, 0, 'd'},	{"match", required_argument, 0, 'm'},
-		{"threads", required_argument, 0, 't'}, {"bs", required_argument, 0, 'b'},
-		{"direct", no_argument, 0, 'D'},	{"limit", required_argument, 0, 'l'},
-		{"passes", required_argument, 0, 'P'},	{"label", required_argument, 0, 'L'},
-		{"help", no_argument, 0, 'h'},		{0, 0, 0, 0}};
+	static const struct option opts[] = {{"decode", required_argument, 0, 'd'},
+					     {"match", required_argument, 0, 'm'},
+					     {"threads", required_argument, 0, 't'},
+					     {"bs", required_argument, 0, 'b'},
+					     {"direct", no_argument, 0, 'D'},
+					     {"limit", required_argument, 0, 'l'},
+					     {"passes", required_argument, 0, 'P'},
+					     {"label", required_argument, 0, 'L'},
+					     {"seconds", required_argument, 0, 'S'},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	pthread_mutex_init(&ctx.err_lock, NULL);
 	ctx.passes = 1;
 	int o;
-	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:P:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "d:m:t:b:Dl:L:P:S:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'd':
 			if (!strcmp(optarg, "none") || !strcmp(optarg, "raw"))
@@ -423,6 +474,8 @@ int main(int argc, char **argv)
 				ctx.decode = RB_NPY;
 			else if (!strcmp(optarg, "store"))
 				ctx.decode = RB_STORE;
+			else if (!strcmp(optarg, "lz4"))
+				ctx.decode = RB_LZ4;
 			else {
 				fprintf(stderr, "spritefs-readbench: unknown --decode %s\n",
 					optarg);
@@ -459,6 +512,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'S': {
+			char *end;
+			ctx.seconds = strtod(optarg, &end);
+			if (*end || !(ctx.seconds > 0 && ctx.seconds <= 3600)) {
+				fprintf(stderr, "spritefs-readbench: --seconds must be 0..3600\n");
+				return 2;
+			}
+			break;
+		}
 		case 'L':
 			label = optarg;
 			break;
@@ -478,14 +540,14 @@ int main(int argc, char **argv)
 	size_t bufcap = ctx.bs;
 	char err[SPRITE_ERR_MAX + 512];
 	int npaths = argc - optind;
-	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY) {
+	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY || ctx.decode == RB_LZ4) {
 		ctx.srcs = calloc((size_t)npaths, sizeof(*ctx.srcs));
 		if (!ctx.srcs)
 			return 1;
 	}
 	for (int a = optind; a < argc; a++) {
 		const char *p = argv[a];
-		if (ctx.decode == RB_STORE) {
+		if (ctx.decode == RB_STORE || ctx.decode == RB_LZ4) {
 			struct rb_src *s = &ctx.srcs[ctx.nsrcs];
 			s->path = argv[a];
 			int r = sprite_store_open(p, &s->store, err);
@@ -501,6 +563,9 @@ int main(int argc, char **argv)
 				if (in->sheets[i].raw_size > bufcap)
 					bufcap = in->sheets[i].raw_size;
 				if (rb_add_item(NULL, i, 0, ctx.nsrcs) < 0)
+					return 1;
+				if (ctx.decode == RB_LZ4 &&
+				    rb_load_stored(s, &ctx.items[ctx.nitems - 1]) < 0)
 					return 1;
 			}
 			ctx.nsrcs++;
@@ -569,6 +634,7 @@ int main(int argc, char **argv)
 		}
 	}
 	double t0 = sprite_now();
+	ctx.deadline = t0 + ctx.seconds;
 	for (int i = 0; i < threads; i++) {
 		if (pthread_create(&th[i].tid, NULL, rb_worker, &th[i]) != 0) {
 			fprintf(stderr, "spritefs-readbench: cannot start threads\n");
@@ -586,7 +652,7 @@ int main(int argc, char **argv)
 	double wall = sprite_now() - t0;
 	if (wall <= 0)
 		wall = 1e-9;
-	static const char *names[] = {"none", "image", "batch", "npy", "store"};
+	static const char *names[] = {"none", "image", "batch", "npy", "store", "lz4"};
 	printf("{\"label\":\"%s\",\"decode\":\"%s\",\"threads\":%d,\"passes\":%u,\"direct\":%s,"
 	       "\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"samples\":%" PRIu64
 	       ",\"wall_s\":%.6f,\"mb_s\":%.3f,\"files_s\":%.1f,\"samples_s\":%.1f,"

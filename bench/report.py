@@ -123,6 +123,7 @@ def summarize_train(out_dir, rec):
         return sum(v) if all(x is not None for x in v) else None
 
     wall, comp, wait, n = tot("wall_s"), tot("compute_s"), tot("data_wait_s"), tot("samples")
+    comm = sum(e.get("comm_s") or 0 for e in epochs)  # absent before data-parallel runs
     # wall_s is the training pass; evaluation is timed apart (eval_s)
     s.update({"n_epochs": len(epochs), "wall_s": wall, "compute_s": comp,
               "data_wait_s": wait, "samples": n, "eval_s": tot("eval_s"),
@@ -130,6 +131,9 @@ def summarize_train(out_dir, rec):
               "samples_s": (n / wall) if n and wall else med(
                   [e.get("samples_per_s") for e in epochs]),
               "data_wait_share": (wait / wall) if wait is not None and wall else None,
+              "compute_share": (comp / wall) if comp is not None and wall else None,
+              "comm_share": (comm / wall) if wall else None,
+              "nranks": epochs[-1].get("nranks", 1),
               "test_acc": final.get("test_acc", epochs[-1].get("test_acc")),
               "train_loss": epochs[-1].get("train_loss"),
               "weights_xxh3": final.get("weights_xxh3")})
@@ -154,6 +158,8 @@ def main():
     if not gnuplot and not any("gnuplot" in n for n in notes):
         notes.append("gnuplot not installed: no plots (apt-get install gnuplot-nox; then "
                      "`gnuplot plot.gp` in this folder draws them)")
+    if cfg.get("dataset") == "larger":
+        return main_larger(out, recs, machine, notes, gnuplot)
 
     # ---- ceilings
     ceil = {}
@@ -242,8 +248,10 @@ def main():
 
     # ---- training
     trains = [summarize_train(out, r) for r in recs if r.get("kind") == "train"]
-    main_runs = [t for t in trains if not t["name"].startswith("sweep-") and t.get("peer") != "torch"]
+    main_runs = [t for t in trains if not t["name"].startswith(("sweep-", "dp-"))
+                 and t.get("peer") != "torch"]
     sweeps = [t for t in trains if t["name"].startswith("sweep-")]
+    dps = [t for t in trains if t["name"].startswith("dp-")]
     torch_train = next((t for t in trains if t.get("peer") == "torch"), None)
     base_train = next((t for t in main_runs if t["medium"] == "tiff-tmpfs" and t["device"] == "cpu"), {})
     for t in trains:
@@ -336,6 +344,17 @@ def main():
         r8 = ratio(gs.get("samples_s"), gp.get("samples_s"))
         target("T8", "hntrain GPU fed by spritefs vs preloaded in RAM", r8, ">= 0.95x",
                None if r8 is None else r8 >= 0.95, "samples/s")
+    d21 = next((t for t in dps if t["name"] == "dp-2x1"), None)
+    d12 = next((t for t in dps if t["name"] == "dp-1x2"), None)
+    if d21 and d12:
+        r9 = ratio(d21.get("samples_s"), d12.get("samples_s"))
+        a21, a12 = d21.get("test_acc"), d12.get("test_acc")
+        acc_ok = a21 is not None and a12 is not None and abs(a21 - a12) <= 0.003
+        target("T9", "2 MPI ranks x 1 thread vs 1 process x 2 threads (global batch 64)", r9,
+               ">= 0.9x, test acc within 0.3 points",
+               None if r9 is None else (r9 >= 0.9 and acc_ok),
+               f"samples/s; comm share {pct(d21.get('comm_share'))}; "
+               f"test acc {fmt_acc(a21)} vs {fmt_acc(a12)}")
 
     summary = {"ceilings": ceilings, "reads": rows, "train": [
         {k: v for k, v in t.items() if k not in ("epochs", "final", "raw")} for t in trains],
@@ -422,6 +441,19 @@ def main():
             L.append(f"| {t['name']} | {t.get('args', '')} | {fmt(t.get('samples_s'))} | "
                      f"{pct(t.get('data_wait_share'))} | "
                      f"{fmt_acc(acc)} |")
+        L.append("")
+    if dps:
+        base = next((t for t in dps if t["name"] == "dp-1x2"), {})
+        L.append("### Data-parallel (fed by " + dps[0]["medium"] + ", 1 epoch, global batch 64)")
+        L.append("")
+        L.append("| run | args | ranks | samples/s | x 1x2 | compute | data wait | comm | test acc |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for t in dps:
+            L.append(f"| {t['name']} | {t.get('args', '')} | {t.get('nranks', 1)} | "
+                     f"{fmt(t.get('samples_s'))} | "
+                     f"{fmt_ratio(ratio(t.get('samples_s'), base.get('samples_s')))} | "
+                     f"{pct(t.get('compute_share'))} | {pct(t.get('data_wait_share'))} | "
+                     f"{pct(t.get('comm_share'))} | {fmt_acc(t.get('test_acc'))} |")
         L.append("")
     L.append("### Targets")
     L.append("")
@@ -541,6 +573,192 @@ plot 'epoch_split.dat' using 2:xtic(1) title 'compute' linecolor rgb '#4472c4', 
         return
     if r.returncode != 0:
         print("report.py: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
+
+
+# ---- larger than memory (spritefs-bench --dataset larger) -------------------
+
+def fio_mb_s(res):
+    """Read bandwidth, MB/s, of a fio --output-format=json result."""
+    try:
+        return res["jobs"][0]["read"]["bw_bytes"] / 1e6
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def larger_epoch(r):
+    """One cold epoch over the views: the reader's result and stats.json's fields."""
+    res, st = r.get("result") or {}, r.get("stats") or {}
+    ep = st.get("epoch") or {}
+    wall = res.get("wall_s")
+    shape = res.get("shape") or [224, 224, 1]
+    tile = shape[0] * shape[1] * shape[2] or 224 * 224
+    tiles = (res.get("samples") or 0) * tile
+    amp = ep.get("read_amplification")
+    views = r.get("views_limit") or 0
+    if views and ep.get("batches") and ep.get("stored_bytes") and res.get("files"):
+        # the first views only: over what they need, taken as their share of the epoch
+        need = ep["stored_bytes"] * res["files"] / ep["batches"]
+        amp = ep.get("store_bytes_read", 0) / need
+    return {"cache": r.get("cache"), "budget_bytes": st.get("cache_budget"),
+            "views_limit": views,
+            "working_set": st.get("working_set"), "wall_s": wall,
+            "samples": res.get("samples"), "samples_s": res.get("samples_s"),
+            "tile_bytes": tile,
+            "view_mb_s": res.get("mb_s"),
+            "tiles_mb_s": tiles / 1e6 / wall if wall else None,
+            "read_amplification": amp,
+            "store_bytes_read": ep.get("store_bytes_read"),
+            "stored_bytes": ep.get("stored_bytes"),
+            "view_bytes": res.get("bytes"),
+            "decode_s": st.get("decode_s"), "daemon_cpu_s": r.get("daemon_cpu_s"),
+            "sheets_decoded": st.get("sheets_decoded"), "rss": st.get("rss"),
+            "errors": res.get("errors")}
+
+
+def main_larger(out, recs, machine, notes, gnuplot):
+    cfg = machine.get("config", {})
+    store = next((r.get("bytes") for r in recs if r.get("kind") == "store"), None)
+    fio = next((fio_mb_s(r.get("result")) for r in recs
+                if r.get("kind") == "ceiling" and r.get("medium") == "fio-store-larger"), None)
+    lz4r = next((r for r in recs if r.get("kind") == "larger-lz4"), None)
+    lz4 = (lz4r.get("result") or {}).get("mb_s") if lz4r else None
+    workers = lz4r.get("workers") if lz4r else None
+    epochs = [larger_epoch(r) for r in recs if r.get("kind") == "larger-epoch"]
+    main_ep = next((e for r, e in zip([r for r in recs if r.get("kind") == "larger-epoch"],
+                                      epochs) if r.get("tag") == "main"), None)
+    sweep = sorted([e for r, e in zip([r for r in recs if r.get("kind") == "larger-epoch"],
+                                      epochs) if r.get("tag") == "sweep"],
+                   key=lambda e: e.get("budget_bytes") or 0)
+    # compression ratio of the train split: what a view delivers over what it needs from the store
+    ratio_c = None
+    if main_ep and main_ep.get("stored_bytes") and main_ep.get("samples"):
+        ratio_c = main_ep["samples"] * main_ep["tile_bytes"] / main_ep["stored_bytes"]
+    disk_bound = fio * ratio_c if fio and ratio_c else None
+    dec_bound = lz4 * workers if lz4 and workers else None
+    bounds = [b for b in (disk_bound, dec_bound) if b]
+    bound = min(bounds) if bounds else None
+    bound_by = None if not bound else ("disk" if bound == disk_bound else "decode")
+    cold_ratio = ratio(main_ep.get("tiles_mb_s"), bound) if main_ep else None
+    trains = {r["medium"]: summarize_train(out, r) for r in recs if r.get("kind") == "larger-train"}
+    tm, tp = trains.get("mount"), trains.get("preload")
+    same = None
+    if tm and tp and tm.get("weights_xxh3") and tp.get("weights_xxh3"):
+        same = tm["weights_xxh3"] == tp["weights_xxh3"]
+    budget = main_ep.get("budget_bytes") if main_ep else None
+    whole = main_ep.get("view_bytes") if main_ep else None
+    summary = {
+        "store_bytes": store, "compression_ratio": ratio_c,
+        "fio_store_mb_s": fio, "lz4_mb_s_per_thread": lz4, "decode_workers": workers,
+        "bound_tiles_mb_s": bound, "bound_by": bound_by, "disk_bound_tiles_mb_s": disk_bound,
+        "decode_bound_tiles_mb_s": dec_bound, "cold_epoch": main_ep,
+        "cold_vs_bound": cold_ratio,
+        "decoded_over_budget": (main_ep["samples"] * main_ep["tile_bytes"] / budget)
+        if main_ep and budget and main_ep.get("samples") else None,
+        "train": {k: {x: y for x, y in v.items() if x not in ("epochs", "final", "raw")}
+                  for k, v in trains.items()},
+        "samples_s_vs_preload": ratio(tm.get("samples_s"), tp.get("samples_s"))
+        if tm and tp else None,
+        "weights_same": same, "sweep": sweep}
+    results = {"machine": machine, "notes": notes, "summary": summary, "records": recs}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+    L = []
+    mode = "quick" if cfg.get("quick") else "full"
+    L.append(f"## spritefs-bench: larger than memory ({mode} mode)")
+    L.append("")
+    L.append(f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
+             f"{(machine.get('ram_bytes') or 0) / 2**30:.0f} GiB RAM, disk "
+             f"{machine.get('disk', {}).get('device', '?')} ({machine.get('disk', {}).get('fs', '?')}).")
+    dec = main_ep["samples"] * main_ep["tile_bytes"] if main_ep and main_ep.get("samples") else None
+    L.append(f"Data: Fashion-MNIST at 224x224x1, store {fmt((store or 0) / 1e6)} MB, train split "
+             f"{fmt((dec or 0) / 1e6)} MB decoded, -o cache={main_ep.get('cache') if main_ep else '?'} "
+             f"(decoded train split {fmt_ratio(summary['decoded_over_budget'])} the budget, working set "
+             f"{fmt(((main_ep or {}).get('working_set') or 0) / 2**20)} MiB), every other option default.")
+    L.append("")
+    L.append("| what | value |")
+    L.append("|---|---:|")
+    rows = [
+        ("read amplification of a cold epoch (store bytes read / bytes it needs)",
+         fmt((main_ep or {}).get("read_amplification"), 3)),
+        ("cold epoch: decoded tiles MB/s (O_DIRECT views)", fmt((main_ep or {}).get("tiles_mb_s"))),
+        ("fio O_DIRECT 1 MiB QD16 on the store, MB/s", fmt(fio)),
+        ("compression ratio (train split, decoded / stored)", fmt(ratio_c, 2)),
+        ("lz4 decode, one thread (checksum + lz4 + checks), MB/s decoded", fmt(lz4)),
+        ("decode workers", fmt(workers)),
+        (f"bound min(fio x ratio, lz4 x workers), MB/s ({bound_by or '-'})", fmt(bound)),
+        ("cold epoch vs bound", fmt_ratio(cold_ratio)),
+        ("daemon CPU time / cold epoch wall", fmt_ratio(
+            ratio((main_ep or {}).get("daemon_cpu_s"), (main_ep or {}).get("wall_s")))),
+        ("daemon decode time / cold epoch wall", fmt_ratio(
+            ratio((main_ep or {}).get("decode_s"), (main_ep or {}).get("wall_s")))),
+    ]
+    for name, t in (("mount", tm), ("preload", tp)):
+        if t:
+            rows.append((f"hntrain {cfg.get('model', '')} samples/s, {name}", fmt(t.get("samples_s"))))
+            rows.append((f"hntrain data-wait share, {name}", pct(t.get("data_wait_share"))))
+    rows.append(("hntrain samples/s, mount vs --preload", fmt_ratio(summary["samples_s_vs_preload"])))
+    rows.append(("same weights hash (mount, --preload)",
+                 "-" if same is None else ("yes" if same else "**NO: MISMATCH**")))
+    for a, b in rows:
+        L.append(f"| {a} | {b} |")
+    L.append("")
+    if sweep:
+        L.append("### Cache budget sweep (one cold epoch each)")
+        L.append("")
+        L.append("| budget MiB | / working set | decoded tiles MB/s | read amplification |")
+        L.append("|---:|---:|---:|---:|")
+        for e in sweep:
+            part = f" (first {e['views_limit']} views)" if e.get("views_limit") else ""
+            L.append(f"| {fmt((e.get('budget_bytes') or 0) / 2**20, 1)}{part} | "
+                     f"{fmt_ratio(ratio(e.get('budget_bytes'), e.get('working_set')))} | "
+                     f"{fmt(e.get('tiles_mb_s'))} | {fmt(e.get('read_amplification'), 3)} |")
+        L.append("")
+    if notes:
+        L.append("### Notes")
+        L.append("")
+        for n in notes:
+            L.append(f"* {n}")
+        L.append("")
+    text = "\n".join(L)
+    print(text)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out, "larger.dat"), "w") as f:
+        f.write("# budget_MiB tiles_MB_s read_amplification\n")
+        for e in sweep:
+            if e.get("budget_bytes") and e.get("tiles_mb_s") is not None:
+                f.write(f"{e['budget_bytes'] / 2**20:.3f} {e['tiles_mb_s']:.3f} "
+                        f"{e.get('read_amplification') or 0:.4f}\n")
+    ws = (main_ep or {}).get("working_set")
+    gp = f"""# generated by spritefs-bench (report.py)
+set terminal pngcairo font 'Sans,10' size 900,500
+set output 'larger.png'
+set title 'Cold epoch over the views against the cache budget'
+set xlabel 'cache budget, MiB (log)'
+set logscale x
+set ylabel 'decoded tiles MB/s'
+set y2label 'read amplification (log)'
+set logscale y2
+set yrange [0:*]
+set y2range [0.9:*]
+set ytics nomirror
+set y2tics
+set key top left
+{f"set arrow from {ws / 2**20:.3f}, graph 0 to {ws / 2**20:.3f}, graph 1 nohead dt 2" if ws else ""}
+plot 'larger.dat' using 1:2 with linespoints lw 2 title 'decoded tiles MB/s', \\
+     '' using 1:3 axes x1y2 with linespoints lw 2 title 'read amplification'
+"""
+    with open(os.path.join(out, "larger.gp"), "w") as f:
+        f.write(gp)
+    if gnuplot and len(sweep) >= 2:
+        r = subprocess.run([gnuplot, "larger.gp"], cwd=out, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("report.py: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
+    if same is False:
+        print("spritefs-bench: WEIGHTS MISMATCH between the mount and --preload", file=sys.stderr)
+        return 3
+    return 0
 
 
 if __name__ == "__main__":

@@ -120,8 +120,10 @@ int64_t sprite_store_sheet_raw_size(const sprite_store *s, uint32_t i);
 
 /*
  * Decode one sheet already read from disk: check the stored checksum,
- * decompress into raw (raw_cap >= entry->raw_size), check the raw checksum and
- * that the batch header matches the entry and the store. Safe on any input.
+ * decompress into raw (raw_cap >= entry->raw_size) and check that the batch
+ * header matches the entry and the store. Safe on any input. The raw
+ * checksum is left to sprite_store_verify_sheets(): with the stored bytes
+ * checked, the deterministic decode can only give the writer's bytes.
  * Returns raw_size or a negative error (-SPRITE_ECHECKSUM, -SPRITE_ECORRUPT).
  */
 int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *stored,

@@ -59,12 +59,15 @@ struct slot {
 struct stream {
 	void *handle; /* pinned epoch order; NULL: free */
 	const struct sfs_plan *plan;
-	uint32_t pos;	      /* oldest batch not yet read to its end: sheets used before are done */
-	uint64_t fin;	      /* bit k: batch pos + k has been read to its end */
-	uint32_t high;	      /* furthest batch read */
-	uint32_t cursor;      /* batches before it have every sheet resident or loading */
-	uint64_t used;	      /* LRU tick */
+	uint32_t pos;	 /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	 /* bit k: batch pos + k has been read to its end */
+	uint32_t high;	 /* furthest batch read */
+	uint32_t cursor; /* batches before it have every sheet resident or loading */
+	uint64_t used;	 /* LRU tick */
 	uint64_t start_bytes; /* split's store bytes read when the stream began */
+	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
+	uint64_t served[FINWIN];
+	uint64_t *done; /* bit b: batch b served to its end in this pass (NULL: no memory) */
 };
 
 struct sfs_cache {
@@ -245,6 +248,8 @@ void sfs_cache_destroy(struct sfs *fs)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	/* the streams' pins go with the epoch table, freed whole (main.c frees it first) */
+	for (uint32_t k = 0; k < NSTREAMS; k++)
+		free(c->streams[k].done);
 	free(c->slots);
 	free(c->res);
 	free(c->split_read);
@@ -556,7 +561,7 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 	}
 }
 
-void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished)
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size)
 {
 	struct sfs_cache *c = fs->cache;
 	const struct sfs_plan *pl = sfs_epoch_plan(handle);
@@ -575,27 +580,55 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished
 	if (!st) {
 		st = lru;
 		drop = st->handle;
+		free(st->done);
 		sfs_epoch_pin(fs, handle); /* lock order: cache, then epochs */
 		*st = (struct stream){.handle = handle,
 				      .plan = pl,
 				      .pos = batch,
 				      .high = batch,
 				      .cursor = batch,
-				      .start_bytes = c->split_read[pl->split]};
+				      .start_bytes = c->split_read[pl->split],
+				      .done = calloc((pl->nbatches + 63) / 64, sizeof(uint64_t))};
 		c->current = (uint32_t)(st - c->streams);
 	}
 	st->used = ++c->tick;
-	if (batch < st->pos) {
+	if (batch < st->pos && st->done && !(st->done[batch / 64] >> (batch % 64) & 1) &&
+	    st->pos - batch < FINWIN && st->high - batch < FINWIN) {
+		/*
+		 * A batch not yet served to its end, just behind: readers on
+		 * several threads start their first views together, and the
+		 * stream began with whichever request came first. Follow it from
+		 * there (the batches after it keep their counts).
+		 */
+		st->fin <<= st->pos - batch;
+		st->pos = st->cursor = batch;
+	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
 		st->fin = 0;
+		memset(st->served, 0, sizeof(st->served));
+		if (st->done)
+			memset(st->done, 0, (pl->nbatches + 63) / 64 * sizeof(uint64_t));
 	}
 	if (batch > st->high)
 		st->high = batch;
-	if (finished && batch - st->pos < FINWIN)
-		st->fin |= 1ull << (batch - st->pos);
+	/*
+	 * A batch is read to its end when as many bytes as it holds have been
+	 * served, in whatever order its requests came. A reader that reads some
+	 * bytes twice may end it early: that costs reads, never bytes.
+	 */
+	if (served && batch - st->pos < FINWIN) {
+		uint64_t *sv = &st->served[batch % FINWIN];
+		*sv += served;
+		if (*sv >= size) {
+			st->fin |= 1ull << (batch - st->pos);
+			if (st->done)
+				st->done[batch / 64] |= 1ull << (batch % 64);
+		}
+	}
 	/* the oldest batch not read to its end; a reader that skips batches moves it on */
 	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
+		st->served[st->pos % FINWIN] = 0;
 		st->fin >>= 1;
 		st->pos++;
 	}

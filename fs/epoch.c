@@ -80,6 +80,10 @@ static int plan_build(struct sfs *fs, const struct sfs_split *sp, const uint32_t
 	boff[0] = 0;
 	for (uint32_t b = 0; b < nb; b++) {
 		uint64_t end = (uint64_t)(b + 1) * B < n ? (uint64_t)(b + 1) * B : n;
+		/* -o ranks: another node's batch needs nothing here, so nothing is loaded for it */
+		uint32_t owner = fs->o.nranks > 1 ? b % fs->o.nranks : 0;
+		if (owner < fs->o.rank_lo || owner > fs->o.rank_hi)
+			end = (uint64_t)b * B;
 		for (uint64_t k = (uint64_t)b * B; k < end; k++) {
 			uint32_t sh = (uint32_t)(perm[k] / T);
 			if (last[sh] != b) {

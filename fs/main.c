@@ -42,6 +42,7 @@
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
 	char *cachedir, *kopen, *push, *tile, *fit;
+	char *ranks;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -59,6 +60,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("seed=%s", seed),
 	OPT("window=%s", window),
 	OPT("batch=%s", batch),
+	OPT("ranks=%s", ranks),
 	OPT("workers=%s", workers),
 	OPT("direct=%s", direct),
 	OPT("cachedir=%s", cachedir),
@@ -77,9 +79,9 @@ static const struct fuse_opt cli_spec[] = {
 };
 
 /* ours, when given without "=VALUE" (FUSE would call them unknown) */
-static const char *const cli_valued[] = {
-	"cache",   "prealloc", "prefetch", "epochs",	  "seed", "window", "batch",
-	"workers", "direct",   "cachedir", "kernel_open", "push", "tile",   "fit"};
+static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
+					 "window",   "batch",	    "ranks",	"workers", "direct",
+					 "cachedir", "kernel_open", "push",	"tile",	   "fit"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -128,6 +130,9 @@ static void usage(FILE *f)
 		"be\n"
 		"                     looked up by name)\n"
 		"  -o batch=N         samples per epoch-view batch file (default %u)\n"
+		"  -o ranks=R[-R2]/N  this node serves data-parallel ranks R..R2 of N (mpirun\n"
+		"                     hntrain): prefetch only their epoch-view files b, those\n"
+		"                     with b %% N in R..R2 (default: every file)\n"
 		"  -o window=N|full   epoch views in another order than the data set's: N sheets\n"
 		"                     per window, or the full shuffle (default: the data set's\n"
 		"                     order, recorded by spritefs-pack --window; dataset.json)\n"
@@ -523,6 +528,27 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 		return -1;
 	if (c->batch && parse_u32("batch", c->batch, 1, SFS_MAX_BATCH, &o->batch))
 		return -1;
+	if (c->ranks) {
+		unsigned lo, hi, n;
+		int used = 0;
+		if (sscanf(c->ranks, "%u-%u/%u%n", &lo, &hi, &n, &used) == 3 && !c->ranks[used]) {
+		} else if (used = 0,
+			   sscanf(c->ranks, "%u/%u%n", &lo, &n, &used) == 2 && !c->ranks[used]) {
+			hi = lo;
+		} else {
+			used = -1;
+		}
+		if (used < 0 || n < 1 || n > 65536 || lo > hi || hi >= n) {
+			fprintf(stderr,
+				"spritefs: -o ranks=%s: expected R/N or R-R2/N with R <= R2 < N <= "
+				"65536 (ranks R..R2 of N)\n",
+				c->ranks);
+			return -1;
+		}
+		o->rank_lo = lo;
+		o->rank_hi = hi;
+		o->nranks = n;
+	}
 	if (c->workers && parse_u32("workers", c->workers, 1, 64, &o->workers))
 		return -1;
 	if (c->direct) {
@@ -787,6 +813,7 @@ out_args:
 	free(c.seed);
 	free(c.window);
 	free(c.batch);
+	free(c.ranks);
 	free(c.workers);
 	free(c.direct);
 	free(c.cachedir);

@@ -105,7 +105,7 @@ void sfs_readahead(struct sfs *fs, const struct sfs_reader *r)
 		 * per batch file, when its first bytes are read.
 		 */
 		if (sfs_epoch_plan(r->handle))
-			sfs_cache_stream(fs, r->handle, r->n, 0);
+			sfs_cache_stream(fs, r->handle, r->n, 0, 0);
 		else if (r->off == 0)
 			epoch_ahead(fs, sp, r->perm, (uint64_t)r->n * fs->o.batch);
 		break;
@@ -584,7 +584,7 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 				.handle = handle,
 				.n = n};
 	sfs_readahead(fs, &ra);
-	const uint64_t fend = end;
+	const uint64_t start = pos, fend = end;
 
 	struct memo m = {.raw = NULL};
 	const uint64_t tb = fs->tile_bytes;
@@ -645,9 +645,14 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 	}
 	if (m.raw)
 		sfs_sheet_put(fs, m.sheet);
-	/* read to its end: the sheets only this batch and earlier ones use are done */
-	if (r == 0 && fend >= h.total_size && sfs_epoch_plan(handle))
-		sfs_cache_stream(fs, handle, n, 1);
+	/*
+	 * Count what was served: the view is done once all its bytes have been,
+	 * whichever request comes last. One large read (O_DIRECT, async) is
+	 * split by the kernel into requests served in parallel, and the one
+	 * carrying the last byte may well be served first.
+	 */
+	if (r == 0 && sfs_epoch_plan(handle))
+		sfs_cache_stream(fs, handle, n, fend - start, h.total_size);
 	sfs_epoch_put(fs, handle);
 	return r;
 }

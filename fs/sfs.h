@@ -34,6 +34,12 @@ struct sfs_opts {
 	uint64_t seed;		 /* seed listed under epochs/ */
 	uint32_t window;	 /* views' window: SFS_WINDOW_DATASET, SFS_WINDOW_FULL or sheets */
 	uint32_t batch;		 /* samples per epoch-view batch file */
+	/*
+	 * -o ranks=R[-R2]/N: this node serves data-parallel ranks [rank_lo,
+	 * rank_hi] of nranks, which read view files b with b % nranks among
+	 * them; prefetch follows only those (nranks 0: every view file).
+	 */
+	uint32_t rank_lo, rank_hi, nranks;
 	uint32_t workers;	 /* decode threads */
 	int direct;		 /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
 	int kernel_open;	 /* 1: FUSE no_open when the kernel offers it */
@@ -190,12 +196,13 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
 			    int push);
 /*
  * A reader is reading batch `batch` of the epoch view whose pinned order is
- * handle (finished 1: it has now read it to its end): follow the position
- * (the cache pins the order while it follows it; sheets used only by
- * batches read to their end are done) and load the sheets of the batches
- * ahead in their order of first use, within the budget. Never blocks on I/O.
+ * handle, of `size` bytes, and has just been served `served` bytes of it (0
+ * before a request): follow the position (the cache pins the order while it
+ * follows it; sheets used only by batches whose every byte has been served
+ * are done) and load the sheets of the batches ahead in their order of first
+ * use, within the budget. Never blocks on I/O.
  */
-void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, int finished);
+void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size);
 /* Store bytes read for the epoch view read last (stats.json). */
 struct sfs_epoch_io {
 	int active;

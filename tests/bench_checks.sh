@@ -51,7 +51,7 @@ bad_case "--limit abc: expected a whole number" - --limit abc
 bad_case "--limit -1: expected a whole number" - --limit -1
 bad_case "--model c8k3;rm: expected cnn" - --model 'c8k3;rm'
 bad_case "--dataset needs a value" - --dataset
-bad_case "--dataset small: expected fashion-mnist or large" - --dataset small
+bad_case "--dataset small: expected fashion-mnist, large or larger" - --dataset small
 bad_case "--out needs a value" - --out
 bad_case "--quick takes no value" - --quick=yes
 bad_case "unknown argument '--fast'" - --fast

@@ -96,7 +96,8 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 	fuzz_accepted++;
 	v->nsheets = in->nsheets;
 	uint64_t per_split[SPRITE_MAX_SPLITS] = {0};
-	int all_good = 1;
+	int all_good = 1; /* every sheet decodes, and (for verify) its raw checksum matches */
+	/* sheets verify finds bad: not decoded, or decoded to another raw checksum */
 	int64_t nbad = 0;
 	for (uint32_t i = 0; i < in->nsheets; i++) {
 		const struct sprite_sheet_entry *e = &in->sheets[i];
@@ -127,9 +128,15 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 				if (lt && b.labels[k] != lt[e->first + k])
 					broken("a sheet's label is not the label table's", i);
 			}
+			uint64_t h = sprite_checksum(raw, (size_t)r);
+			/* decoding leaves the raw checksum to verify (store.h) */
+			if (h != e->raw_checksum) {
+				all_good = 0;
+				nbad++;
+			}
 			if (i < MAX_SHEETS) {
 				v->good[i] = 1;
-				v->hash[i] = sprite_checksum(raw, (size_t)r);
+				v->hash[i] = h;
 			}
 		} else {
 			all_good = 0;

@@ -7,6 +7,10 @@
 # at most 1.05 in stats.json); at half the working set (cache=10M), at most
 # 2x. Then every view of two epochs is checked byte for byte against the
 # store (mount_check), and the order is the data set's whatever the budget.
+# Last, the same bounds for views of 1 MiB read whole by 16 MiB O_DIRECT
+# reads, which the kernel splits into requests served in parallel: a view
+# is done only once all its bytes are served, whichever request ends last;
+# and with two reader threads, whose first views start together.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
 
@@ -53,6 +57,76 @@ for budget in 20M 10M; do
 		[[ $(sha1sum <"$T/mnt/train/epochs/0/1/000.sprite") == "$order20" ]] ||
 			fail "epoch 1's first view differs between cache=20M and cache=10M"
 	fi
+	sfs_umount "$T/mnt"
+done
+
+# every view of epoch 0 read whole, one os.read each into an aligned buffer
+# with O_DIRECT, by THREADS threads taking the next view (trainers' loaders
+# start several views together); THREADS 0: one thread that reads the first
+# 4 KiB of view 1 before view 0, as when a second loader thread wins the
+# race to the first request. Then each view read plainly must give the same
+# bytes. Prints the stats.json read amplification of the O_DIRECT pass.
+cat >"$T/direct.py" <<'EOF'
+import glob, hashlib, json, mmap, os, sys, threading
+mnt, nthreads = sys.argv[1], int(sys.argv[2])
+paths = sorted(glob.glob(mnt + "/train/epochs/0/0/*.sprite"))
+sums, lock, nxt, errors = [None] * len(paths), threading.Lock(), [0], []
+head = None
+if nthreads == 0:
+    fd = os.open(paths[1], os.O_RDONLY | os.O_DIRECT)
+    head = mmap.mmap(-1, 4096)
+    assert os.readv(fd, [head]) == 4096
+    nthreads = 1
+def reader():
+    buf = mmap.mmap(-1, 16 << 20)
+    while True:
+        with lock:
+            i = nxt[0]
+            nxt[0] += 1
+        if i >= len(paths):
+            return
+        try:
+            fd = os.open(paths[i], os.O_RDONLY | os.O_DIRECT)
+            size = os.fstat(fd).st_size
+            assert 1 << 20 < size <= len(buf), (paths[i], size)
+            if i == 1 and head is not None:
+                os.lseek(fd, 4096, os.SEEK_SET)
+                k = 4096 + os.readv(fd, [buf])
+                buf[4096:k] = buf[:k - 4096]
+                buf[:4096] = head
+            else:
+                k = os.readv(fd, [buf])
+            os.close(fd)
+            assert k == size, (paths[i], k, size)
+            sums[i] = hashlib.sha1(buf[:k]).digest()
+        except Exception as e:
+            errors.append(e)
+            return
+threads = [threading.Thread(target=reader) for _ in range(nthreads)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors
+e = json.load(open(mnt + "/.spritefs/stats.json"))["epoch"]
+assert e is not None and e["batch"] == e["batches"] - 1 == len(paths) - 1, (e, len(paths))
+for i, p in enumerate(paths):
+    with open(p, "rb") as f:
+        assert hashlib.sha1(f.read()).digest() == sums[i], p + ": O_DIRECT bytes differ"
+print(e["read_amplification"])
+EOF
+for run in "20M 1" "10M 1" "20M 2" "20M 0"; do
+	read -r budget nthreads <<<"$run"
+	sfs_mount "$T/spritefs.direct.$budget.$nthreads.log" "$T/big.sprites" "$T/mnt" -o cache=$budget,batch=256
+	amp=$(/usr/bin/python3 "$T/direct.py" "$T/mnt" "$nthreads") ||
+		fail "O_DIRECT pass, cache=$budget, $nthreads threads"
+	how="$nthreads thread(s)"
+	((nthreads)) || how="1 thread, view 1 begun before view 0"
+	echo "cache=$budget, 1 MiB views read by 16 MiB O_DIRECT reads, $how: read amplification $amp"
+	bound=1.05
+	[[ $budget == 10M ]] && bound=2
+	awk -v a="$amp" -v b=$bound 'BEGIN { exit !(a <= b) }' ||
+		fail "cache=$budget, $how: read amplification $amp > $bound with O_DIRECT reads"
 	sfs_umount "$T/mnt"
 done
 echo "PASS"

@@ -816,6 +816,29 @@ static void check_damage(void)
 	IDX(b)[1].checksum = sprite_checksum(b + e0[1].offset, e0[1].stored_size);
 	fix_index(b);
 	expect_sheet("garbage lz4 sheet", b, 1, SPRITE_ECORRUPT, "sheet 1: lz4 data");
+
+	/* a wrong raw checksum: decoding trusts the stored one, --verify does not */
+	b = copy();
+	IDX(b)[1].raw_checksum ^= 1;
+	fix_index(b);
+	char path[256], err[SPRITE_ERR_MAX] = "";
+	snprintf(path, sizeof(path), "%s/bad.sprites", dir);
+	spit(path, b, base_len);
+	free(b);
+	sprite_store *s;
+	if (sprite_store_open(path, &s, err) < 0) {
+		CHECK(0, "raw checksum: open: %s", err);
+		return;
+	}
+	size_t cap = (size_t)sprite_store_sheet_raw_size(s, 0);
+	void *raw = malloc(cap);
+	int64_t n = sprite_store_read_sheet(s, 1, raw, cap, err);
+	CHECK(n > 0, "raw checksum: decode failed: %s", err);
+	int r = sprite_store_verify(s, err);
+	CHECK(r == -SPRITE_ECHECKSUM && strstr(err, "sheet 1: decoded checksum mismatch"),
+	      "raw checksum: verify got %d '%s'", r, err);
+	free(raw);
+	sprite_store_close(s);
 }
 
 /* Damage inside the decoded bytes of a raw-codec store, checksums fixed. */

@@ -39,6 +39,15 @@ struct hn_loader_config {
 	int eval_only;	       /* only the test split, once (needs eval): evaluating a
 				  checkpoint that has all its epochs */
 	const cpu_set_t *mask; /* affinity for the loader threads, or NULL */
+	/*
+	 * Data-parallel: rank of nranks (0 of 1 alone). Batch k of a pass is
+	 * then this rank's share of global batch k (nranks * batch samples of
+	 * the order): of its g samples, [g * rank / nranks, g * (rank + 1) /
+	 * nranks), so that the sequence of global batches is the same whatever
+	 * nranks, and a full global batch's share is the whole view file
+	 * k * nranks + rank of a mount whose view batch is `batch`.
+	 */
+	int rank, nranks;
 };
 
 typedef struct hn_loader hn_loader;
@@ -51,6 +60,13 @@ void hn_loader_release(hn_loader *l, struct hn_batch *b);
 void hn_loader_stop(hn_loader *l); /* joins the threads; NULL is fine */
 /* Batches per pass of a split. */
 uint64_t hn_batches(uint64_t samples, int batch);
+/*
+ * Rank r's share [*lo, *hi) of a global batch of g samples among nranks;
+ * *view: whether it is the whole view file (samples [r*batch, (r+1)*batch)
+ * of the global batch, cut at g).
+ */
+void hn_rank_share(uint64_t g, int batch, int rank, int nranks, uint64_t *lo, uint64_t *hi,
+		   int *view);
 
 /* ---- checkpoint.c ---- */
 
@@ -66,6 +82,7 @@ struct hn_checkpoint {
 	uint64_t step;	/* optimizer steps taken */
 	uint64_t seed;
 	uint32_t batch, accum, window;
+	uint32_t nranks;      /* data-parallel ranks that trained it (1 alone; 0 read as 1) */
 	uint64_t train_count; /* training samples per epoch (after --limit) */
 	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
 	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,
@@ -99,10 +116,18 @@ void hn_checkpoint_free(struct hn_checkpoint *c);
 
 /* ---- log.c: JSON lines ---- */
 
+/* One rank's split of time, for the log of a data-parallel run. */
+struct hn_rank_times {
+	double compute_s, data_wait_s, comm_s;
+};
+
 struct hn_epoch_stats {
 	uint64_t epoch; /* 1-based in the log */
-	uint64_t samples, steps;
-	double wall_s, compute_s, data_wait_s, eval_s;
+	uint64_t samples, steps; /* samples: of every rank */
+	/* compute, data wait, comm (gradient sums between ranks): the ranks' mean */
+	double wall_s, compute_s, data_wait_s, comm_s, eval_s;
+	int nranks;			  /* 1 alone */
+	const struct hn_rank_times *rank; /* nranks entries when nranks > 1 */
 	double train_loss, train_acc;
 	double test_loss, test_acc; /* < 0 when there is no test split */
 	double lr;
@@ -116,7 +141,8 @@ struct hn_final_stats {
 	/* the whole run's, counting the epochs before a --resume: the epochs done, steps */
 	uint64_t run_epochs, run_steps;
 	uint64_t weights_xxh3;
-	double wall_s, compute_s, data_wait_s;
+	double wall_s, compute_s, data_wait_s, comm_s;
+	int nranks;
 	double test_acc;
 	const char *source, *device, *model;
 	uint64_t nparams;

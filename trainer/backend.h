@@ -82,6 +82,7 @@ struct hn_backend_config {
 	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
 	int device_index; /* gpu ordinal */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
+	int rank;	  /* data-parallel rank (0 alone): its own dropout masks */
 };
 
 struct hn_step_result {
@@ -127,6 +128,14 @@ struct hn_backend_ops {
 	const char *(*describe)(void *state);
 	/* Bytes of backend memory for weights, grads, opt state and activations at max_batch. */
 	uint64_t (*memory_bytes)(void *state);
+	/*
+	 * Optional (cpu; NULL where the gradients live on a device): the
+	 * gradients of the group so far (train_step calls without apply),
+	 * folded into one host buffer of nparams floats, the threads' parts
+	 * added in thread order. Data-parallel training sums it over the ranks
+	 * in place, then applies it with train_step(n 0, apply 1).
+	 */
+	float *(*grads)(void *state);
 };
 
 /* The cpu backend, always built. */

@@ -63,6 +63,7 @@ struct cpu_state {
 	struct hn_backend_config cfg;
 	int max_batch;
 	int micro; /* micro-batches since the last apply: keeps dropout masks distinct */
+	int folded; /* cpu_grads handed the group's gradients out: the next apply takes them */
 	hn_team *team;
 	int nthreads;
 
@@ -518,23 +519,47 @@ static void step_member(void *arg, int tid, int nthreads)
 	}
 }
 
-/* Fold the members' gradients into grads (in member order) and update, a parameter slice each. */
-static void update_member(void *arg, int tid, int nthreads)
+/* Member tid's slice [p0, p1) of the parameters, for folding and updating. */
+static int member_params(const struct cpu_state *st, int tid, int nthreads, size_t *p0,
+			 size_t *p1)
 {
-	struct step_job *j = arg;
-	struct cpu_state *st = j->st;
 	const size_t np = st->m.nparams;
 	long lo, hi;
 	hn_team_split((long)((np + 15) / 16), tid, nthreads, &lo, &hi);
-	size_t p0 = (size_t)lo * 16, p1 = (size_t)hi * 16 < np ? (size_t)hi * 16 : np;
-	if (p1 <= p0)
-		return;
+	*p0 = (size_t)lo * 16;
+	*p1 = (size_t)hi * 16 < np ? (size_t)hi * 16 : np;
+	return *p1 > *p0;
+}
+
+/* Fold the members' gradients of slice [p0, p1) into grads, in member order. */
+static void fold_slice(struct cpu_state *st, size_t p0, size_t p1)
+{
 	for (int t = 1; t < st->nthreads; t++) {
 		float *restrict g = st->grads, *restrict mine = st->mb[t].grads;
 		for (size_t p = p0; p < p1; p++)
 			g[p] += mine[p];
 		memset(mine + p0, 0, sizeof(float) * (p1 - p0));
 	}
+}
+
+static void fold_member(void *arg, int tid, int nthreads)
+{
+	struct step_job *j = arg;
+	size_t p0, p1;
+	if (member_params(j->st, tid, nthreads, &p0, &p1))
+		fold_slice(j->st, p0, p1);
+}
+
+/* Fold the members' gradients into grads (in member order) and update, a parameter slice each. */
+static void update_member(void *arg, int tid, int nthreads)
+{
+	struct step_job *j = arg;
+	struct cpu_state *st = j->st;
+	const size_t np = st->m.nparams;
+	size_t p0, p1;
+	if (!member_params(st, tid, nthreads, &p0, &p1))
+		return;
+	fold_slice(st, p0, p1);
 	float *s1 = st->nopt ? st->opt + p0 : NULL;
 	float *s2 = st->nopt >= 2 * np ? st->opt + np + p0 : NULL;
 	hn_optim_update(&st->o, st->params + p0, st->grads + p0, s1, s2, p1 - p0, j->lr, j->t);
@@ -557,7 +582,7 @@ static void draw_masks(struct cpu_state *st, int n, uint64_t step)
 		const struct hn_layer *l = &m->layers[i];
 		if (l->kind == HN_LAYER_DROPOUT && l->p > 0.0f) {
 			uint64_t salt = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL ^
-					(uint64_t)st->micro << 32;
+					(uint64_t)st->micro << 32 ^ (uint64_t)st->cfg.rank << 48;
 			hn_dropout_mask(st->mask[i], (size_t)n * out_floats(l), l->p,
 					st->cfg.seed ^ salt, step);
 		}
@@ -585,12 +610,14 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 			  struct hn_step_result *res)
 {
 	struct cpu_state *st = state;
-	if (n == 0 && apply && st->micro > 0) { /* no samples: apply what the group summed */
+	/* no samples: apply what the group summed (or what cpu_grads handed out) */
+	if (n == 0 && apply && (st->micro > 0 || st->folded)) {
 		struct step_job j = {.st = st, .lr = lr, .t = step};
 		if (res)
 			memset(res, 0, sizeof *res);
 		hn_team_run(st->team, update_member, &j);
 		st->micro = 0;
+		st->folded = 0;
 		return 0;
 	}
 	int rc = check_batch(st, labels, n);
@@ -613,8 +640,23 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 	if (apply) {
 		hn_team_run(st->team, update_member, &j);
 		st->micro = 0;
+		st->folded = 0;
 	}
 	return 0;
+}
+
+/*
+ * The group's gradients in one buffer: the members' folded in as
+ * update_member folds them, so that summing this buffer over ranks in rank
+ * order makes the additions one process with more threads makes.
+ */
+static float *cpu_grads(void *state)
+{
+	struct cpu_state *st = state;
+	struct step_job j = {.st = st};
+	hn_team_run(st->team, fold_member, &j);
+	st->folded = 1;
+	return st->grads;
 }
 
 static int cpu_evaluate(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
@@ -689,4 +731,5 @@ const struct hn_backend_ops hn_backend_cpu = {
 	.set_opt_state = cpu_set_opt_state,
 	.describe = cpu_describe,
 	.memory_bytes = cpu_memory_bytes,
+	.grads = cpu_grads,
 };

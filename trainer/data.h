@@ -41,6 +41,7 @@
 #define HN_SPLIT_TRAIN	  0
 #define HN_SPLIT_TEST	  1
 #define HN_MAX_CLASSES	  65535
+#define HN_NO_VIEW	  UINT64_MAX
 
 struct hn_source_info {
 	char kind[16]; /* "store", "mount", "images", "idx" (+ "+preload" when --preload) */
@@ -139,6 +140,13 @@ struct hn_batch {
 	uint64_t epoch;
 	int split;	  /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
 	uint64_t index;	  /* batch number within the split's pass */
+	/*
+	 * Training: the epoch view file that holds exactly these samples
+	 * (index, or with N ranks index * N + rank when the batch is a whole
+	 * view file), HN_NO_VIEW when none does (a rank's share of a short
+	 * last global batch): a mount then gathers it.
+	 */
+	uint64_t view;
 	int n;		  /* samples */
 	uint32_t *idx;	  /* n sample indices */
 	uint8_t *tiles;	  /* n * h*w*c */

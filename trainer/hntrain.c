@@ -26,6 +26,7 @@
 #include "trainer/app.h"
 #include "trainer/backend.h"
 #include "trainer/data.h"
+#include "trainer/dist.h"
 #include "trainer/export.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
@@ -153,6 +154,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.fast = o->fast,
 		.device_index = 0,
 		.seed = o->seed,
+		.rank = hn_dist()->rank,
 	};
 	if (t->be->create(t->m, &o->optim, &cfg, t->params, &t->st, err) < 0)
 		return hn_error("--device %s: cannot set up the model: %s", o->device, err);
@@ -191,7 +193,7 @@ static int plan_run(const struct hn_opts *o, const struct hn_checkpoint *ck, str
 				" epochs do not match --batch %d --accum %d over %" PRIu64
 				" samples",
 				ck->step, ck->epoch, o->batch, o->accum, t->ntrain);
-	if (o->log && !(t->logf = fopen(o->log, "a")))
+	if (o->log && t->rank == 0 && !(t->logf = fopen(o->log, "a")))
 		return hn_error("--log %s: %s", o->log, strerror(errno));
 	return 0;
 }
@@ -215,6 +217,68 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 		       ck->epoch, ck->step);
 }
 
+/*
+ * --affinity with several ranks on a machine: each local rank takes its own
+ * part of the list (local rank l of L: CPUs [l*k/L, (l+1)*k/L) of its k), so
+ * that 2 ranks x 1 thread on "0,1" pin to distinct cores. A list shorter
+ * than the ranks gives CPU l % k.
+ */
+static void split_affinity(struct hn_opts *o)
+{
+	const struct hn_dist_info *d = hn_dist();
+	if (!o->affinity || d->local_size < 2)
+		return;
+	int cpus[CPU_SETSIZE], k = 0;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &o->pin_mask))
+			cpus[k++] = c;
+	if (k == 0)
+		return;
+	int L = d->local_size, l = d->local_rank;
+	int lo = k >= L ? l * k / L : l % k, hi = k >= L ? (l + 1) * k / L : lo + 1;
+	CPU_ZERO(&o->pin_mask);
+	for (int i = lo; i < hi; i++)
+		CPU_SET(cpus[i], &o->pin_mask);
+}
+
+/*
+ * What every rank must agree on: the options that decide the numbers, and
+ * the data set as opened (name, shape, classes, counts).
+ */
+static uint64_t settings_hash(const struct hn_opts *o, const hn_source *src,
+			      const struct hn_model *m)
+{
+	const struct hn_source_info *di = src ? hn_source_info(src) : NULL;
+	char buf[1024];
+	int n = snprintf(buf, sizeof buf,
+			 "model=%s params=%zu optim=%d lr=%.17g sched=%d seed=%" PRIu64
+			 " batch=%d accum=%d window=%u epochs=%" PRIu64 " threads=%d device=%s",
+			 o->model, m ? m->nparams : 0, (int)o->optim.kind, o->lr, (int)o->sched,
+			 o->seed, o->batch, o->accum, o->window, o->epochs, o->threads, o->device);
+	if (di && n > 0 && (size_t)n < sizeof buf)
+		snprintf(buf + n, sizeof buf - (size_t)n,
+			 " data=%s %ux%ux%u classes=%u train=%" PRIu64 " test=%" PRIu64, di->name,
+			 di->h, di->w, di->c, di->nclasses, di->count[0], di->count[1]);
+	return sprite_checksum(buf, strlen(buf));
+}
+
+/*
+ * Every rank's set-up went well and they run the same: else every rank
+ * stops, rank 0 saying why (a rank that failed has said its own message).
+ * -EINVAL when every rank answered (they may leave MPI together), another
+ * -errno when one did not.
+ */
+static int agree(const struct hn_opts *o, const hn_source *src, const struct hn_model *m, int ok)
+{
+	char err[HN_ERR_MAX] = "";
+	if (hn_dist()->size < 2)
+		return ok ? 0 : -EINVAL;
+	int rc = hn_dist_agree(ok, ok ? settings_hash(o, src, m) : 0, err);
+	if (rc < 0 && (rc != -EINVAL || (ok && hn_dist()->rank == 0)))
+		fprintf(stderr, "%s: %s\n", prog, err);
+	return rc;
+}
+
 /* The final record of --log, which is closed after it. */
 static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 {
@@ -229,6 +293,8 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.wall_s = t->wall_s,
 		.compute_s = t->compute_s,
 		.data_wait_s = t->data_wait_s,
+		.comm_s = t->comm_s,
+		.nranks = t->nranks,
 		.test_acc = t->test_acc,
 		.source = di->kind,
 		.device = o->device,
@@ -241,6 +307,22 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 	bad |= fclose(t->logf) != 0;
 	t->logf = NULL;
 	return bad ? hn_error("--log %s: write error", o->log) : 0;
+}
+
+/* Every rank ends with the same weights: a check that the gradient sums agreed. */
+static int same_weights(const struct hn_train *t, uint64_t hash)
+{
+	char err[HN_ERR_MAX];
+	double mine[2] = {(double)(hash >> 32), (double)(hash & 0xffffffffu)};
+	double *all = malloc((size_t)t->nranks * sizeof mine);
+	int rc = all ? hn_dist_gather_doubles(mine, 2, all, err) : -ENOMEM;
+	if (rc < 0)
+		hn_error("%s", all ? err : "out of memory");
+	for (int r = 1; rc == 0 && r < t->nranks; r++)
+		if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+			rc = hn_error("rank %d ended with other weights than rank 0", r);
+	free(all);
+	return rc;
 }
 
 /* What the run skipped or ignored, the "weights xxh3" line, and the final --log record. */
@@ -260,8 +342,11 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 	if (t->be->get_params(t->st, t->params) < 0)
 		return hn_error("cannot read the weights back from the backend");
 	uint64_t hash = sprite_checksum(t->params, t->m->nparams * sizeof(float));
-	printf("weights xxh3 %016" PRIx64 "\n", hash);
-	if (o->export_path) {
+	if (t->nranks > 1 && same_weights(t, hash) < 0)
+		return -1;
+	if (t->rank == 0)
+		printf("weights xxh3 %016" PRIx64 "\n", hash);
+	if (o->export_path && t->rank == 0) {
 		char err[HN_ERR_MAX];
 		if (hn_export_npz(o->export_path, t->m, t->params, err) < 0)
 			return hn_error("--export: %s", err);
@@ -283,16 +368,29 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	hn_blas_core_check(argv); /* may execute hntrain again with OPENBLAS_CORETYPE set */
+	if (hn_dist_init(&argc, &argv, err) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 1;
+	}
 	hn_opts_parse(argc, argv, &o); /* these two exit on a bad command line */
 	hn_opts_check(&o, &ck);
+	t.rank = hn_dist()->rank;
+	t.nranks = hn_dist()->size;
+	if (t.rank > 0) /* rank 0 speaks for the run; the others only report errors */
+		o.quiet = 1;
+	split_affinity(&o);
 
-	if (open_source(&o, &src) < 0)
-		goto out_ckpt;
+	int ok = open_source(&o, &src) == 0;
 	t.src = src;
-	if (!o.given_window) /* the order is the data set's */
+	if (ok && !o.given_window) /* the order is the data set's */
 		o.window = hn_source_info(src)->order_window;
-	if (build_model(&o, &ck, hn_source_info(src), &m) < 0)
+	ok = ok && build_model(&o, &ck, hn_source_info(src), &m) == 0;
+	int agreed = agree(&o, src, ok ? &m : NULL, ok);
+	if (agreed < 0) {
+		if (agreed == -EINVAL) /* every rank got here: leave together */
+			hn_dist_finalize();
 		goto out_source;
+	}
 	if (o.plan) {
 		print_plan(&o, hn_source_info(src), &m);
 		rc = 0;
@@ -320,6 +418,8 @@ int main(int argc, char **argv)
 	rc = report(&o, &t) < 0 ? 1 : 0;
 	if (t.logf)
 		fclose(t.logf);
+	if (rc == 0)
+		hn_dist_finalize();
 
 out_backend:
 	t.be->destroy(t.st);
@@ -327,7 +427,6 @@ out_params:
 	free(t.params);
 out_source:
 	hn_source_close(src);
-out_ckpt:
 	hn_checkpoint_free(&ck);
 	return rc;
 }

@@ -53,6 +53,28 @@ uint64_t hn_batches(uint64_t samples, int batch)
 	return batch > 0 ? (samples + (uint64_t)batch - 1) / (uint64_t)batch : 0;
 }
 
+void hn_rank_share(uint64_t g, int batch, int rank, int nranks, uint64_t *lo, uint64_t *hi,
+		   int *view)
+{
+	uint64_t vlo = (uint64_t)rank * (uint64_t)batch, vhi = vlo + (uint64_t)batch;
+	*lo = g * (uint64_t)rank / (uint64_t)nranks;
+	*hi = g * (uint64_t)(rank + 1) / (uint64_t)nranks;
+	*view = *lo == (vlo < g ? vlo : g) && *hi == (vhi < g ? vhi : g) && *hi > *lo;
+}
+
+/*
+ * This rank's share of global batch k of a pass of `count` samples: its
+ * first sample in the pass and its size.
+ */
+static uint64_t share(const hn_loader *l, uint64_t k, uint64_t count, uint64_t *n, int *view)
+{
+	uint64_t gb = (uint64_t)l->c.batch * (uint64_t)l->c.nranks, first = k * gb, lo, hi;
+	uint64_t g = count - first < gb ? count - first : gb;
+	hn_rank_share(g, l->c.batch, l->c.rank, l->c.nranks, &lo, &hi, view);
+	*n = hi - lo;
+	return first + lo;
+}
+
 /* Fill slot q for sequence number seq; called with the lock held. */
 static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 {
@@ -63,9 +85,10 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 	if (r < l->ntrain_b) {
 		q->b.split = HN_SPLIT_TRAIN;
 		q->b.index = r;
-		uint64_t first = r * (uint64_t)l->c.batch;
-		uint64_t n = l->ntrain - first < (uint64_t)l->c.batch ? l->ntrain - first
-								      : (uint64_t)l->c.batch;
+		uint64_t n;
+		int view;
+		uint64_t first = share(l, r, l->ntrain, &n, &view);
+		q->b.view = view ? r * (uint64_t)l->c.nranks + (uint64_t)l->c.rank : HN_NO_VIEW;
 		if (!l->have_perm || l->perm_epoch != e) {
 			hn_source_perm(l->c.src, l->c.seed, e, l->c.window, l->perm);
 			l->perm_epoch = e;
@@ -76,9 +99,10 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 	} else {
 		q->b.split = HN_SPLIT_TEST;
 		q->b.index = r - l->ntrain_b;
-		uint64_t first = q->b.index * (uint64_t)l->c.batch;
-		uint64_t n = l->ntest - first < (uint64_t)l->c.batch ? l->ntest - first
-								     : (uint64_t)l->c.batch;
+		q->b.view = HN_NO_VIEW;
+		uint64_t n;
+		int view;
+		uint64_t first = share(l, q->b.index, l->ntest, &n, &view);
 		for (uint64_t i = 0; i < n; i++)
 			q->b.idx[i] = (uint32_t)(first + i);
 		q->b.n = (int)n;
@@ -128,7 +152,7 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 {
 	const struct hn_source_info *si = hn_source_info(c->src);
 	if (c->nloaders < 1 || c->nloaders > 256 || c->queue < 1 || c->queue > 4096 ||
-	    c->batch < 1) {
+	    c->batch < 1 || c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks) {
 		snprintf(err, HN_ERR_MAX, "loader: bad configuration");
 		return -EINVAL;
 	}
@@ -139,8 +163,8 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 	l->tile_bytes = (size_t)si->h * si->w * si->c;
 	l->ntrain = c->eval_only ? 0 : si->count[HN_SPLIT_TRAIN];
 	l->ntest = c->eval ? si->count[HN_SPLIT_TEST] : 0;
-	l->ntrain_b = hn_batches(l->ntrain, c->batch);
-	l->ntest_b = hn_batches(l->ntest, c->batch);
+	l->ntrain_b = hn_batches(l->ntrain, c->batch * c->nranks);
+	l->ntest_b = hn_batches(l->ntest, c->batch * c->nranks);
 	l->per_epoch = l->ntrain_b + l->ntest_b;
 	l->total = c->eval_only			   ? l->per_epoch
 		   : c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch

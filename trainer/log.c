@@ -27,6 +27,21 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : NAN;
 }
 
+/* Each rank's compute, data wait and comm, when there is more than one. */
+static void rank_times(FILE *f, int n, const struct hn_rank_times *r)
+{
+	if (n <= 1 || !r)
+		return;
+	fputs("\"ranks\": [", f);
+	for (int i = 0; i < n; i++) {
+		fputs("{", f);
+		num(f, "compute_s", r[i].compute_s, 0);
+		num(f, "data_wait_s", r[i].data_wait_s, 0);
+		num(f, "comm_s", r[i].comm_s, 1);
+		fputs(i + 1 < n ? "}, " : "}], ", f);
+	}
+}
+
 int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 {
 	double sps = ratio((double)s->samples, s->wall_s);
@@ -37,6 +52,10 @@ int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", share, 0);
+	num(f, "comm_s", s->comm_s, 0);
+	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
+	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
+	rank_times(f, s->nranks, s->rank);
 	num(f, "samples_per_s", sps, 0);
 	num(f, "train_loss", s->train_loss, 0);
 	num(f, "train_acc", s->train_acc, 0);
@@ -63,6 +82,9 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
+	num(f, "comm_s", s->comm_s, 0);
+	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
+	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
 	num(f, "samples_per_s", ratio((double)s->samples, s->wall_s), 0);
 	if (s->test_acc >= 0)
 		num(f, "test_acc", s->test_acc, 0);

@@ -31,6 +31,7 @@
 #include "trainer/app.h"
 #include "trainer/backend.h"
 #include "trainer/data.h"
+#include "trainer/dist.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
 #include "trainer/team.h"
@@ -134,11 +135,17 @@ static void print_version(void)
 		printf("gpu: not built (no %s next to hntrain, in %s, or in "
 		       "$HNTRAIN_CUDA_PLUGIN)\n",
 		       HN_CUDA_PLUGIN_NAME, HN_PLUGIN_DIR);
+	printf("ranks: %s\n", hn_dist_library());
 }
 
+/* With several ranks, a message says which rank on which machine it comes from. */
 static void vmessage(const char *fmt, va_list ap)
 {
-	fprintf(stderr, "%s: ", prog);
+	const struct hn_dist_info *d = hn_dist();
+	if (d->size > 1)
+		fprintf(stderr, "%s: rank %d on %s: ", prog, d->rank, d->host);
+	else
+		fprintf(stderr, "%s: ", prog);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
@@ -149,6 +156,7 @@ void hn_die(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vmessage(fmt, ap);
 	va_end(ap);
+	hn_dist_stop_early();
 	exit(code);
 }
 
@@ -668,6 +676,12 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		hn_die(2, "--amp needs --device gpu");
 	if (o->fast && strcmp(o->device, "gpu"))
 		hn_die(2, "--fast needs --device gpu (the cpu backend has one algorithm)");
+	if (!strcmp(o->device, "gpu") && hn_dist()->size > 1)
+		hn_die(2,
+		       "--device gpu with %d ranks: data-parallel training sums gradients on the "
+		       "CPU only (no NCCL yet); run the ranks with --device cpu, or one process "
+		       "on the GPU",
+		       hn_dist()->size);
 }
 
 static const char *const sched_names[] = {"constant", "step", "cosine"};
@@ -770,15 +784,35 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 		hn_die(1, "--resume: the checkpoint uses another --optim");
 	if (o->given_seed && o->seed != ck->seed)
 		hn_die(1, "--resume: the checkpoint was trained with --seed %" PRIu64, ck->seed);
-	if ((o->given_batch && (uint32_t)o->batch != ck->batch) ||
+	/*
+	 * What a checkpoint keeps is the global batch (ranks x --batch): any
+	 * number of ranks that divides it continues the same sequence of steps.
+	 */
+	uint64_t gb = (uint64_t)ck->batch * ck->nranks, N = (uint64_t)hn_dist()->size;
+	if (gb % N)
+		hn_die(1,
+		       "--resume: the checkpoint was trained with a global batch of %" PRIu64
+		       " (%u rank%s x --batch %u), which %" PRIu64
+		       " ranks cannot share evenly; resume with a number of ranks that divides it",
+		       gb, ck->nranks, ck->nranks == 1 ? "" : "s", ck->batch, N);
+	if ((o->given_batch && (uint64_t)o->batch != gb / N) ||
 	    (o->given_accum && (uint32_t)o->accum != ck->accum) ||
 	    (o->given_window && o->window != ck->window))
-		hn_die(1, "--resume: the checkpoint uses --batch %u --accum %u --window %u",
-		       ck->batch, ck->accum, ck->window);
+		hn_die(1,
+		       "--resume: the checkpoint uses --batch %u on %u rank%s (global batch %" PRIu64
+		       ") --accum %u --window %u",
+		       ck->batch, ck->nranks, ck->nranks == 1 ? "" : "s", gb, ck->accum,
+		       ck->window);
+	if (ck->nranks != N && !o->quiet && hn_dist()->rank == 0)
+		printf("resuming a checkpoint of %u rank%s x --batch %u on %" PRIu64
+		       " rank%s x --batch %" PRIu64 ": the global batch of %" PRIu64
+		       " is kept\n",
+		       ck->nranks, ck->nranks == 1 ? "" : "s", ck->batch, N, N == 1 ? "" : "s",
+		       gb / N, gb);
 	o->model = ck->spec;
 	o->optim = ck->optim;
 	o->seed = ck->seed;
-	o->batch = (int)ck->batch;
+	o->batch = (int)(gb / N);
 	o->accum = (int)ck->accum;
 	o->window = ck->window;
 	o->given_window = 1; /* the run's order, whatever the data set's says now */

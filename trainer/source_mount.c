@@ -428,7 +428,7 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 	int n = bt->n;
 	char path[4400];
 	snprintf(path, sizeof path, "%s/%s/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
-		 s->root, m->train_split, m->seed, bt->epoch, bt->index);
+		 s->root, m->train_split, m->seed, bt->epoch, bt->view);
 	struct sprite_batch_header hdr;
 	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
 	size_t need = hdr.total_size;
@@ -473,7 +473,7 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 static int mount_read(hn_source *s, const struct hn_batch *b, char *err)
 {
 	struct mount_src *m = s->priv;
-	if (b->split == HN_SPLIT_TRAIN && m->use_views &&
+	if (b->split == HN_SPLIT_TRAIN && m->use_views && b->view != HN_NO_VIEW &&
 	    !__atomic_load_n(&m->views_off, __ATOMIC_RELAXED)) {
 		char why[HN_ERR_MAX];
 		int rc;

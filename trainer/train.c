@@ -22,6 +22,7 @@
 #include "trainer/app.h"
 #include "trainer/backend.h"
 #include "trainer/data.h"
+#include "trainer/dist.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
@@ -31,7 +32,7 @@
 /* One epoch's counts, summed over its steps. */
 struct epoch {
 	uint64_t e; /* 0-based */
-	double wait, compute, loss, lr;
+	double wait, compute, comm, loss, lr;
 	uint64_t correct, seen;
 	struct sprite_progress bar;
 };
@@ -80,6 +81,22 @@ void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint6
 		r->seen += (uint64_t)bt->n;
 		hn_loader_release(ld, bt);
 	}
+	/* Each rank evaluated its share: the sums over the ranks. */
+	int N = hn_dist()->size;
+	double mine[3] = {r->loss, (double)r->correct, (double)r->seen}, *all = NULL;
+	if (N > 1) {
+		all = malloc((size_t)N * sizeof mine);
+		if (!all || hn_dist_gather_doubles(mine, 3, all, err) < 0)
+			hn_die(1, "%s", all ? err : "out of memory");
+		r->loss = 0;
+		r->correct = r->seen = 0;
+		for (int k = 0; k < N; k++) {
+			r->loss += all[3 * k];
+			r->correct += (uint64_t)all[3 * k + 1];
+			r->seen += (uint64_t)all[3 * k + 2];
+		}
+		free(all);
+	}
 	r->secs = sprite_now() - t0;
 }
 
@@ -89,8 +106,11 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
 	const struct hn_source_info *di = hn_source_info(t->src);
 	t->ntrain = di->count[HN_SPLIT_TRAIN];
 	t->ntest = di->count[HN_SPLIT_TEST];
-	t->nb_train = hn_batches(t->ntrain, o->batch);
-	t->nb_test = hn_batches(t->ntest, o->batch);
+	if (t->nranks < 1)
+		t->nranks = 1;
+	t->gbatch = (uint64_t)o->batch * (uint64_t)t->nranks;
+	t->nb_train = hn_batches(t->ntrain, (int)t->gbatch);
+	t->nb_test = hn_batches(t->ntest, (int)t->gbatch);
 	t->steps_per_epoch = (t->nb_train + (uint64_t)o->accum - 1) / (uint64_t)o->accum;
 	t->total_steps = t->steps_per_epoch * o->epochs;
 	t->first_epoch = o->resume ? ck->epoch : 0;
@@ -99,23 +119,22 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
 	t->first_step = t->step;
 	t->micro = 0;
 	t->pending = 0;
-	t->wall_s = t->compute_s = t->data_wait_s = 0;
+	t->wall_s = t->compute_s = t->data_wait_s = t->comm_s = 0;
 	t->samples = 0;
 	t->test_acc = -1;
 }
 
 /*
  * The samples a batch's gradients are averaged over: those the batch holds,
- * or with --accum those its group plans (a batch short of image files that
- * did not decode is then weighted a little less).
+ * or with --accum or several ranks those its (global) group plans (a batch
+ * short of image files that did not decode is then weighted a little less).
  */
 static int group_samples(const struct hn_train *t, int n, uint64_t g0, uint64_t g_end)
 {
-	uint64_t batch = (uint64_t)t->o->batch;
-	uint64_t s_end = g_end * batch;
-	if (t->o->accum == 1)
+	uint64_t s_end = g_end * t->gbatch;
+	if (t->o->accum == 1 && t->nranks == 1)
 		return n;
-	return (int)((s_end < t->ntrain ? s_end : t->ntrain) - g0 * batch);
+	return (int)((s_end < t->ntrain ? s_end : t->ntrain) - g0 * t->gbatch);
 }
 
 /*
@@ -143,11 +162,11 @@ static void check_loss(const struct hn_train *t, const struct hn_step_result *re
  * (compute), count it. The batch that ends its --accum group applies the
  * summed gradients and takes an optimizer step.
  *
- * Data-parallel training belongs here: each rank computes its batch's
- * gradients, and before the applying call updates the weights, an allreduce
- * sums them over the ranks. Its time, read around that call, is a third
- * share beside data wait and compute (communication), summed into ep like
- * the other two.
+ * Data-parallel (several ranks): each rank computes its share's gradients
+ * without applying them; at the end of the group the backend's gradient
+ * buffer is summed over the ranks (in rank order, dist.h) and then applied.
+ * The time of that sum is a third share beside data wait and compute
+ * (communication), summed into ep like the other two.
  */
 static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint64_t b)
 {
@@ -172,14 +191,14 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	/* Non-applying calls get their own dropout stream, outside the step range. */
 	uint64_t sidx = apply ? t->step + 1 : (1ull << 63) | t->micro;
 	struct hn_step_result res = {0};
-	int rc = 0;
+	int rc = 0, dist = t->nranks > 1, here = apply && !dist;
 	/*
 	 * A batch whose every file failed to decode: nothing to learn from, but
 	 * the step still counts (the schedule and --resume count steps), and
 	 * gradients already summed in its group are applied.
 	 */
-	if (bt->n > 0 || (apply && t->pending))
-		rc = t->be->train_step(t->st, bt->tiles, bt->labels, bt->n, group, apply,
+	if (bt->n > 0 || (here && t->pending))
+		rc = t->be->train_step(t->st, bt->tiles, bt->labels, bt->n, group, here,
 				       (float)ep->lr, sidx, &res);
 	t->pending = apply ? 0 : t->pending + (bt->n > 0);
 	double t2 = sprite_now();
@@ -187,6 +206,21 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 		hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s", ep->e + 1,
 		       b, strerror(-rc));
 	ep->compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
+	if (apply && dist) {
+		/* every rank applies, even one whose share was empty */
+		float *g = t->be->grads(t->st); /* the threads' parts folded: compute */
+		double tc = sprite_now();
+		ep->compute += tc - t2;
+		if (hn_dist_sum_floats(g, t->m->nparams, err) < 0)
+			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s", ep->e + 1, b, err);
+		double t3 = sprite_now();
+		ep->comm += t3 - tc;
+		rc = t->be->train_step(t->st, NULL, NULL, 0, group, 1, (float)ep->lr, sidx, NULL);
+		if (rc < 0)
+			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
+			       ep->e + 1, b, strerror(-rc));
+		ep->compute += sprite_now() - t3;
+	}
 	check_loss(t, &res, bt->n, ep->e, b, ep->lr);
 
 	ep->loss += res.loss_sum;
@@ -198,7 +232,7 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	int n = bt->n;
 	hn_loader_release(ld, bt); /* a loader may refill it now */
 	if (!o->quiet) {
-		sprite_progress_add(&ep->bar, (uint64_t)n);
+		sprite_progress_add(&ep->bar, (uint64_t)n * (uint64_t)t->nranks); /* about */
 		sprite_progress_draw(&ep->bar);
 	}
 }
@@ -222,6 +256,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 		.batch = (uint32_t)o->batch,
 		.accum = (uint32_t)o->accum,
 		.window = o->window,
+		.nranks = (uint32_t)t->nranks,
 		.train_count = t->ntrain,
 		.has_schedule = 1,
 		.sched = (uint32_t)o->sched,
@@ -243,11 +278,46 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 	free(c.opt);
 }
 
+/*
+ * Several ranks: ep's counts summed over them, its times their mean, each
+ * rank's times into rt (nranks entries).
+ */
+static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank_times *rt)
+{
+	enum { SEEN, LOSS, CORRECT, WAIT, COMPUTE, COMM, K };
+	char err[HN_ERR_MAX];
+	int N = t->nranks;
+	double mine[K] = {(double)ep->seen, ep->loss, (double)ep->correct,
+			  ep->wait,	    ep->compute, ep->comm};
+	double *all = malloc((size_t)N * sizeof mine);
+	if (!all || hn_dist_gather_doubles(mine, K, all, err) < 0)
+		hn_die(1, "%s", all ? err : "out of memory");
+	memset(mine, 0, sizeof mine);
+	for (int r = 0; r < N; r++) {
+		for (int k = 0; k < K; k++)
+			mine[k] += all[r * K + k];
+		rt[r] = (struct hn_rank_times){
+			.compute_s = all[r * K + COMPUTE],
+			.data_wait_s = all[r * K + WAIT],
+			.comm_s = all[r * K + COMM],
+		};
+	}
+	free(all);
+	ep->seen = (uint64_t)mine[SEEN];
+	ep->loss = mine[LOSS];
+	ep->correct = (uint64_t)mine[CORRECT];
+	ep->wait = mine[WAIT] / N;
+	ep->compute = mine[COMPUTE] / N;
+	ep->comm = mine[COMM] / N;
+}
+
 /* The end of an epoch: add it to the run's totals, print its line, append it to --log. */
-static void end_epoch(struct hn_train *t, const struct epoch *ep, double wall,
-		      const struct hn_eval *ev)
+static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const struct hn_eval *ev)
 {
 	const struct hn_opts *o = t->o;
+	struct hn_rank_times rt[t->nranks];
+	if (t->nranks > 1)
+		sum_ranks(t, ep, rt);
 	uint64_t seen = ep->seen, tseen = ev->seen;
 	struct hn_epoch_stats es = {
 		.epoch = ep->e + 1,
@@ -256,6 +326,9 @@ static void end_epoch(struct hn_train *t, const struct epoch *ep, double wall,
 		.wall_s = wall,
 		.compute_s = ep->compute,
 		.data_wait_s = ep->wait,
+		.comm_s = ep->comm,
+		.nranks = t->nranks,
+		.rank = rt,
 		.eval_s = ev->secs,
 		.train_loss = seen ? ep->loss / (double)seen : 0,
 		.train_acc = seen ? (double)ep->correct / (double)seen : 0,
@@ -267,16 +340,20 @@ static void end_epoch(struct hn_train *t, const struct epoch *ep, double wall,
 	t->wall_s += wall;
 	t->compute_s += ep->compute;
 	t->data_wait_s += ep->wait;
+	t->comm_s += ep->comm;
 	t->samples += seen;
 	if (!o->quiet) {
-		char testbuf[32] = "test -";
+		char testbuf[32] = "test -", commbuf[64] = "";
 		if (tseen)
 			snprintf(testbuf, sizeof testbuf, "test %.2f%%", 100 * es.test_acc);
+		if (t->nranks > 1)
+			snprintf(commbuf, sizeof commbuf, "  comm %.3f s (%.2f%%)", ep->comm,
+				 wall > 0 ? 100 * ep->comm / wall : 0);
 		printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
-		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)\n",
+		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s\n",
 		       ep->e + 1, o->epochs, es.train_loss, 100 * es.train_acc, testbuf,
 		       wall > 0 ? (double)seen / wall : 0, ep->compute, ep->wait,
-		       wall > 0 ? 100 * ep->wait / wall : 0);
+		       wall > 0 ? 100 * ep->wait / wall : 0, commbuf);
 	}
 	if (t->logf && hn_log_epoch(t->logf, &es) < 0)
 		hn_die(1, "--log %s: write error", o->log);
@@ -301,7 +378,7 @@ static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 	struct hn_eval ev;
 	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
 	end_epoch(t, &ep, wall, &ev);
-	if (o->checkpoint)
+	if (o->checkpoint && t->rank == 0)
 		save_checkpoint(t, e);
 }
 
@@ -319,6 +396,8 @@ static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
 		.end_epoch = t->end_epoch,
 		.eval = t->ntest > 0,
 		.mask = &o->loader_mask,
+		.rank = t->rank,
+		.nranks = t->nranks,
 	};
 }
 

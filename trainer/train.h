@@ -28,10 +28,12 @@ struct hn_train {
 	const struct hn_backend_ops *be;
 	void *st;
 	float *params; /* m->nparams floats: the weights are read back into it */
-	FILE *logf;    /* --log, or NULL */
+	FILE *logf;    /* --log, or NULL (ranks other than 0 have none) */
+	int rank, nranks; /* data-parallel (dist.h): 0 of 1 alone */
 	/* set by hn_train_init */
 	uint64_t ntrain, ntest;	    /* samples per pass of each split */
-	uint64_t nb_train, nb_test; /* batches per pass */
+	uint64_t gbatch;	    /* global batch: nranks x --batch */
+	uint64_t nb_train, nb_test; /* (global) batches per pass */
 	uint64_t steps_per_epoch;   /* optimizer steps, ceil(nb_train / accum) */
 	uint64_t total_steps;	    /* over all --epochs: what the schedule spans */
 	uint64_t first_epoch;	    /* epochs the --resume checkpoint has, else 0 */
@@ -39,8 +41,9 @@ struct hn_train {
 	uint64_t first_step, step;  /* optimizer steps taken at the start, and now */
 	uint64_t micro;		    /* batches handed to the backend in this process */
 	int pending;		    /* batches summed into a group's gradients, not applied */
-	/* the totals of this process's epochs, for the final report */
-	double wall_s, compute_s, data_wait_s;
+	/* the totals of this process's epochs, for the final report (of every rank; the
+	 * times their mean) */
+	double wall_s, compute_s, data_wait_s, comm_s;
 	uint64_t samples;
 	double test_acc; /* of the last evaluation; -1 when there was none */
 };
@@ -70,7 +73,9 @@ void hn_train_run(struct hn_train *t);
 /* The learning rate of optimizer step s (0-based) of total. */
 double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total);
 
-/* Evaluate the loader's next nb batches (a pass over the test split) into r. Exits 1 on a failure.
+/*
+ * Evaluate the loader's next nb batches (a pass over the test split, this
+ * rank's share) into r, summed over the ranks. Exits 1 on a failure.
  */
 void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
 		 struct hn_eval *r);
