@@ -8,9 +8,9 @@
 The sample order is the documented one (docs/FORMAT.md, "The sample order"):
 splitmix64, a full Fisher-Yates shuffle or the windowed one, as the split's
 `order` in dataset.json says. Batches come from the mount's epoch views
-(`<split>/epochs/<seed>/<epoch>/<n>.sprite`) when the mount serves views of
-this seed's batch size and order; otherwise they are gathered from
-`<split>/images.npy` in the same order. Either way the sample ids are checked
+(`<split>/epochs/<seed>/<epoch>/<n>.sprite`) when they hold the global batch
+or, as hntrain's MPI ranks read them, each rank's share; otherwise they are
+gathered from `<split>/images.npy` in the same order. Either way the sample ids are checked
 against the permutation, so a reader never trains on another order silently.
 
 Data-parallel sharding: with `world` ranks, global batch g holds the epoch
@@ -203,10 +203,6 @@ class Mount:
         win = s["window"] if s["order"] == "windowed" else 0
         return epoch_order(seed, epoch, s["count"], self.sheet_tiles, win)
 
-    def views_serve(self, split, epoch, batch):
-        """Whether the mount's epoch views hold this run's batches (seed aside)."""
-        return batch == self.view_batch and 0 <= epoch < 2047
-
     def _images(self, split):
         p = os.path.join(self.path, split, "images.npy")
         try:
@@ -234,31 +230,44 @@ class Mount:
         """Yield (tiles, labels, ids) of each batch of the epoch, this rank's share.
 
         Global batch g is batch*world samples of the order; rank takes its
-        shard_range. views: True to require the epoch views, False to gather
-        from images.npy, None to use the views when they hold batches of
-        batch*world samples."""
+        shard_range. Read from the epoch views when they hold the global
+        batches (view g, sliced) or, as hntrain's ranks read them, the ranks'
+        shares (view g*world + rank, for every full global batch); otherwise,
+        and for a short last global batch whose shares are not views,
+        gathered from images.npy. views: True to require the views, False to
+        gather, None to use them where they serve."""
         n = self._split(split)["count"]
         order = self.order(split, epoch, seed)
         g = batch * world
         nb = (n + g - 1) // g
         if not 0 <= start_batch <= nb:
             raise ValueError(f"start_batch {start_batch}: the epoch has {nb} batches of {g}")
-        use = self.views_serve(split, epoch, g) if views is None else views
-        if use and g != self.view_batch:
+        mode = "gather"
+        if views is not False and 0 <= epoch < 2047:
+            if g == self.view_batch:
+                mode = "global"
+            elif batch == self.view_batch:
+                mode = "rank"
+        if views and mode == "gather":
+            want = f"{g}" if world == 1 else f"neither {g} nor {batch}"
             raise SpritefsError(f"{self.path}/dataset.json: the epoch views hold batches of "
-                                f"{self.view_batch}, not {g} (mount with -o batch={g})")
+                                f"{self.view_batch}, not {want} (mount with -o batch={batch})")
+        edir = os.path.join(self.path, split, "epochs", str(seed), str(epoch))
         im = lb = None
         for b in range(start_batch, nb):
             want = order[b * g:min((b + 1) * g, n)]
             lo, hi = shard_range(len(want), rank, world)
-            if use:
-                p = os.path.join(self.path, split, "epochs", str(seed), str(epoch), f"{b}.sprite")
+            if mode == "global" or (mode == "rank" and len(want) == g):
+                v = b if mode == "global" else b * world + rank
+                p = os.path.join(edir, f"{v}.sprite")
                 tiles, labels, ids = read_batch(p)
-                if not np.array_equal(ids, want):
+                if mode == "global":
+                    tiles, labels, ids = tiles[lo:hi], labels[lo:hi], ids[lo:hi]
+                if not np.array_equal(ids, want[lo:hi]):
                     raise SpritefsError(f"{p}: sample ids are not those of the documented "
                                         f"order (seed {seed}, epoch {epoch}); "
                                         "the mount serves another order")
-                yield tiles[lo:hi], labels[lo:hi], ids[lo:hi]
+                yield tiles, labels, ids
             else:
                 if im is None:
                     im, lb = self._images(split)

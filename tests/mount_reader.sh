@@ -59,8 +59,10 @@ for seed, epoch in ((0, 0), (5, 3)):
             assert np.array_equal(tiles, images[i]), "tiles differ from images.npy"
             assert np.array_equal(lab, labels[i]), "labels differ from labels.npy"
     # shards: rank r of `world` takes [b*r/world, b*(r+1)/world) of each global batch
-    for world, batch, views in ((2, 32, True), (2, 50, False), (3, 7, False)):
-        glob = list(m.epoch("train", epoch, seed=seed, batch=batch * world, views=views))
+    # views: True reads view g (batch 32 x 2 = the mount's 64) or, as hntrain's ranks do,
+    # view g*2+r (batch 64 per rank), gathering the short last global batch
+    for world, batch, views in ((2, 32, True), (2, 64, True), (2, 64, False), (2, 50, False), (3, 7, False)):
+        glob = list(m.epoch("train", epoch, seed=seed, batch=batch * world, views=False))
         ranks = [list(m.epoch("train", epoch, seed=seed, batch=batch, rank=r, world=world, views=views))
                  for r in range(world)]
         assert all(len(r) == len(glob) for r in ranks), "ranks see different batch counts"
@@ -115,10 +117,7 @@ import spritefs
 root = sys.argv[1]
 m = spritefs.Mount(root)
 def r64(x): return (x + 63) // 64 * 64
-for epoch in (0, 1):
-    d = f"{root}/train/epochs/9/{epoch}"
-    os.makedirs(d)
-    for b, (tiles, labels, ids) in enumerate(m.epoch("train", epoch, seed=9, batch=64, views=False)):
+def write(d, b, tiles, labels, ids):
         cnt, (h, w, c) = len(ids), m.tile
         io = r64(64 + 2 * cnt); to = r64(io + 4 * cnt); total = to + tiles.size
         buf = bytearray(total)
@@ -127,6 +126,16 @@ for epoch in (0, 1):
         buf[io:io + 4 * cnt] = ids.astype("<u4").tobytes()
         buf[to:] = tiles.tobytes()
         open(f"{d}/{b}.sprite", "wb").write(buf)
+for epoch in (0, 1):
+    d = f"{root}/train/epochs/9/{epoch}"
+    os.makedirs(d)
+    for b, batch in enumerate(m.epoch("train", epoch, seed=9, batch=64, views=False)):
+        write(d, b, *batch)
+    # the full global batches of 2 ranks of 64 again, from the ranks' shards: view g*2+r
+    for r in (0, 1):
+        for g, batch in enumerate(m.epoch("train", epoch, seed=9, batch=64, rank=r, world=2, views=False)):
+            if len(batch[2]) == 64:
+                write(d, g * 2 + r, *batch)
 print("views written")
 PY
 common=(--model mlp --epochs 2 --batch 64 --seed 9 --window 3 --threads 1)
@@ -137,6 +146,22 @@ h_copy=$(awk '/weights xxh3/ { print $NF }' "$T/hn-copy.log")
 h_store=$("$HNTRAIN" --data "$T/s.sprites" "${common[@]}" --quiet 2>"$T/hn-store.log" | awk '/weights xxh3/ { print $NF }')
 [[ -n $h_copy && $h_copy == "$h_store" ]] || fail "weights over the reader's views $h_copy, over the store $h_store"
 echo "hntrain over the reader's epoch views: weights $h_copy, as over the store"
+# hntrain's MPI ranks read view g*2+r of the copy (the reader's rank shards) and check it
+if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader -np 2)
+	timeout 150 "${mpi[@]}" "$HNTRAIN" --data "$T/copy" "${common[@]}" >"$T/mpi-copy.log" 2>&1 ||
+		fail "2 ranks over the reader's views: $(tail -3 "$T/mpi-copy.log")"
+	grep -q "epoch views" "$T/mpi-copy.log" || fail "the ranks did not read the views: $(head -3 "$T/mpi-copy.log")"
+	grep -q "epoch views unusable" "$T/mpi-copy.log" && fail "the ranks gathered instead of reading the views"
+	h_mc=$(awk '/weights xxh3/ { print $NF }' "$T/mpi-copy.log")
+	h_ms=$(timeout 150 "${mpi[@]}" "$HNTRAIN" --data "$T/s.sprites" "${common[@]}" --quiet 2>"$T/mpi-store.log" |
+		awk '/weights xxh3/ { print $NF }')
+	[[ -n $h_mc && $h_mc == "$h_ms" ]] || fail "2 ranks: weights over the reader's views $h_mc, over the store $h_ms"
+	echo "2 MPI ranks over the reader's rank shards: weights $h_mc, as over the store"
+else
+	echo "hntrain built without MPI: the ranks part skipped"
+fi
 
 # bad input names the file
 expect_err() { # WHAT PATTERN PYTHON...
