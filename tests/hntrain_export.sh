@@ -5,7 +5,7 @@
 # docs/HNTRAIN.md's layout (members by layer name, PyTorch layouts) over the
 # test split of a spritefs mount of the store gets the correct count hntrain
 # reported, and so does the PyTorch module loaded as docs/HNTRAIN.md shows
-# (when torch imports). The file is written atomically (no temp left) and
+# (when torch imports); 2 MPI ranks export too (rank 0). The file is written atomically (no temp left) and
 # bad destinations are refused before training.
 source "$(dirname "$0")/hntrain_common.sh"
 PY=/usr/bin/python3
@@ -23,7 +23,7 @@ check() { # NAME DATA SPEC HNTRAIN-ARGS...
 	local name=$1 data=$2 spec=$3
 	shift 3
 	rm -f "$TMP/$name.jsonl"
-	"$HNTRAIN" --data "$data" --model "$spec" --threads 1 --export "$TMP/$name.npz" \
+	"${RUNNER[@]}" "$HNTRAIN" --data "$data" --model "$spec" --threads 1 --export "$TMP/$name.npz" \
 		--log "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>&1 ||
 		fail "[$name] hntrain: $(tail -3 "$TMP/$name.out")"
 	grep -q "weights exported to $TMP/$name.npz" "$TMP/$name.out" || fail "[$name] no export line"
@@ -118,10 +118,20 @@ PY
 		fail "[$name] $(tail -5 "$TMP/$name.py")"
 	echo "[$name] $(tr '\n' ' ' <"$TMP/$name.py")"
 }
+RUNNER=()
 check mlp "$TMP/gray" mlp --epochs 2
 check cnn "$TMP/gray" cnn --epochs 1
 check lenet5 "$TMP/gray" lenet5 --epochs 1
 check spec "$TMP/rgb" c8k3s2p1-r-m2-x0.25-d32-r --epochs 2
+# 2 MPI ranks: rank 0 writes the archive of the weights they share
+if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	RUNNER=(timeout 150 mpirun --oversubscribe --bind-to none --mca btl self,vader -np 2)
+	check mpi "$TMP/gray" cnn --epochs 1 --batch 32
+	RUNNER=()
+else
+	echo "hntrain built without MPI: the ranks part skipped"
+fi
 
 # the archive is replaced atomically, and a bad destination fails before training
 ino=$(stat -c %i "$TMP/mlp.npz")
