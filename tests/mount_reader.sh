@@ -101,6 +101,15 @@ PY
 	cat "$T/py-$2.log"
 }
 check_reader "$T/full" full 128 0
+# README.md's example, run as printed over the mount (its mount point replaced)
+awk '/^From Python, `mount\/spritefs.py`/ { f = 1 } f && /^```python/ { p = 1; next }
+	p && /^```/ { exit } p' "$SRCDIR/README.md" >"$T/readme.py"
+grep -q "spritefs.EpochDataset" "$T/readme.py" || fail "no spritefs.py example in README.md"
+sed -i "s|\"/mnt/sprites\"|\"$T/full\"|g" "$T/readme.py"
+if $PY -c "import torch" 2>/dev/null; then
+	$PY "$T/readme.py" >"$T/readme.log" 2>&1 || fail "README.md's example: $(tail -5 "$T/readme.log")"
+	echo "README.md's example runs"
+fi
 check_reader "$T/win" windowed 128 3
 
 # hntrain's own order: a copy of the mount whose epoch views the reader wrote
