@@ -27,6 +27,7 @@
 #include "trainer/backend.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
+#include "trainer/export.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
@@ -345,6 +346,13 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 		return -1;
 	if (t->rank == 0)
 		printf("weights xxh3 %016" PRIx64 "\n", hash);
+	if (o->export_path && t->rank == 0) {
+		char err[HN_ERR_MAX];
+		if (hn_export_npz(o->export_path, t->m, t->params, err) < 0)
+			return hn_error("--export: %s", err);
+		if (!o->quiet)
+			printf("weights exported to %s\n", o->export_path);
+	}
 	return t->logf ? log_final(o, t, hash) : 0;
 }
 

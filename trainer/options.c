@@ -109,6 +109,8 @@ static void usage(FILE *f)
 		"  --log FILE           JSON lines: one per epoch, then a final one\n"
 		"                       (not in the data, nor the --checkpoint or --resume "
 		"file)\n"
+		"  --export FILE.npz    write the final weights, by layer name, as a numpy .npz\n"
+		"                       (atomically; not in the data)\n"
 		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
 		"  -V, --version        the version, store format and backends, and exit\n"
 		"  --help               this text\n"
@@ -337,7 +339,7 @@ static void check_source_options(const struct hn_opts *o, int kind)
 }
 
 /*
- * --checkpoint and --log write files: refuse up front (a usage error, exit
+ * --checkpoint, --log and --export write files: refuse up front (a usage error, exit
  * 2) when one names the data, the checkpoint being resumed or the other
  * output, which it would replace (a checkpoint is renamed over its name) or
  * append JSON to. --checkpoint naming the --resume file is the normal way
@@ -354,10 +356,15 @@ static void check_outputs(const struct hn_opts *o)
 	} out[] = {
 		{"--checkpoint", o->checkpoint, "replace it with a checkpoint"},
 		{"--log", o->log, "append JSON lines to it"},
+		{"--export", o->export_path, "replace it with the weights"},
 	};
 	if (o->checkpoint && o->log && same_file(o->checkpoint, o->log))
 		hn_die(2, "--checkpoint and --log both name %s: give them different files",
 		       o->checkpoint);
+	if (o->export_path && ((o->checkpoint && same_file(o->export_path, o->checkpoint)) ||
+			       (o->log && same_file(o->export_path, o->log))))
+		hn_die(2, "--export %s is also the --checkpoint or --log file: give another name",
+		       o->export_path);
 	for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
 		const char *opt = out[i].opt, *path = out[i].path;
 		if (!path)
@@ -416,6 +423,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_CHECKPOINT,
 		O_RESUME,
 		O_LOG,
+		O_EXPORT,
 		O_STRICT,
 		O_QUIET,
 		O_HELP,
@@ -458,6 +466,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
 		{"resume", required_argument, 0, O_RESUME},
 		{"log", required_argument, 0, O_LOG},
+		{"export", required_argument, 0, O_EXPORT},
 		{"strict", no_argument, 0, O_STRICT},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
@@ -633,6 +642,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			break;
 		case O_LOG:
 			o->log = optarg;
+			break;
+		case O_EXPORT:
+			o->export_path = optarg;
 			break;
 		case O_QUIET:
 			o->quiet = 1;
@@ -825,6 +837,8 @@ void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck)
 		hn_die(1, "--checkpoint %s: %s", o->checkpoint, err);
 	if (o->checkpoint && hn_checkpoint_check_replace(o->checkpoint, err) < 0)
 		hn_die(2, "--checkpoint: %s", err);
+	if (o->export_path && hn_checkpoint_check_dest(o->export_path, err) < 0)
+		hn_die(1, "--export %s: %s", o->export_path, err);
 	if (o->log && !log_appendable(o->log))
 		hn_die(2,
 		       "--log %s: a file that is not a JSON-lines log (its first byte is not '{'); "

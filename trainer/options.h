@@ -48,6 +48,7 @@ struct hn_opts {
 	const char *device;
 	int amp, fast, plan, quiet;
 	const char *checkpoint, *resume, *log;
+	const char *export_path; /* --export: the final weights as .npz */
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
 	/* given explicitly: these override what a --resume checkpoint says */
