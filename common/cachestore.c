@@ -32,18 +32,6 @@
 #include "common/store.h"
 #include "common/util.h"
 
-static void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void seterr(char *err, const char *fmt, ...)
-{
-	if (!err)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- fingerprint ------------------------------------------------------- */
 
 /* Folders open on the way down, so that a symbolic link loop is hashed once. */
@@ -70,9 +58,9 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, str
 		char shown[SPRITE_ERR_MAX];
 		sprite_escape(dir, shown, sizeof shown);
 		if (r == -ENOMEM)
-			seterr(err, "out of memory listing %s", shown);
+			sprite_seterr(err, "out of memory listing %s", shown);
 		else
-			seterr(err, "%s: cannot open: %s", shown, strerror(-r));
+			sprite_seterr(err, "%s: cannot open: %s", shown, strerror(-r));
 		return r;
 	}
 	for (size_t i = 0; i < n && r == 0; i++) {
@@ -103,16 +91,16 @@ int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w
 	struct stat st;
 	if (stat(source, &st) < 0) {
 		int e = errno;
-		seterr(err, "%s: %s", source, strerror(e));
+		sprite_seterr(err, "%s: %s", source, strerror(e));
 		return -e;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		seterr(err, "%s: not a folder", source);
+		sprite_seterr(err, "%s: not a folder", source);
 		return -ENOTDIR;
 	}
 	XXH3_state_t *h = XXH3_createState();
 	if (!h) {
-		seterr(err, "out of memory");
+		sprite_seterr(err, "out of memory");
 		return -ENOMEM;
 	}
 	XXH3_64bits_reset(h);

@@ -120,17 +120,17 @@ static int list_folder(const char *src, struct source *s, char *err)
 	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
 		char shown[SPRITE_ERR_MAX];
 		if (strlen(f->splits[k].name) >= SPRITE_SPLIT_NAME_MAX) {
-			seterr(err, "%s: split name longer than %u bytes",
+			sprite_seterr(err, "%s: split name longer than %u bytes",
 			       sprite_escape(f->splits[k].dir, shown, sizeof shown),
 			       SPRITE_SPLIT_NAME_MAX - 1);
 			r = -ENAMETOOLONG;
 		} else if (k == SPRITE_MAX_SPLITS) {
-			seterr(err, "%s: more than %u splits", src, SPRITE_MAX_SPLITS);
+			sprite_seterr(err, "%s: more than %u splits", src, SPRITE_MAX_SPLITS);
 			r = -E2BIG;
 		}
 	}
 	if (r == 0 && f->nclasses > SPRITE_MAX_CLASSES) {
-		seterr(err, "%s: %zu classes, more than %u", src, f->nclasses, SPRITE_MAX_CLASSES);
+		sprite_seterr(err, "%s: %zu classes, more than %u", src, f->nclasses, SPRITE_MAX_CLASSES);
 		r = -E2BIG;
 	}
 	if (r == 0)
@@ -141,7 +141,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 	for (size_t k = 0; k < f->nsplits && r == 0; k++)
 		r = pass_over(s, &f->splits[k].outside);
 	if (r == -ENOMEM)
-		seterr(err, "out of memory");
+		sprite_seterr(err, "out of memory");
 	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
 		struct walk_ctx wc = {s, (uint32_t)k};
 		r = sprite_folder_walk(f, k, walk_item, walk_ignored, &wc, err, SPRITE_ERR_MAX);
@@ -342,7 +342,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		const struct sprite_folder_entry *e = &s.ignored.v[i];
 		if (e->unreadable && o->strict) {
 			char shown[SPRITE_ERR_MAX];
-			seterr(err, "stopped at %s: %s (--strict)",
+			sprite_seterr(err, "stopped at %s: %s (--strict)",
 			       sprite_escape(e->path, shown, sizeof shown), e->why);
 			r = -SPRITE_ECORRUPT;
 			goto out;
@@ -353,7 +353,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	}
 	rep->found = s.items.n;
 	if (s.items.n == 0) {
-		seterr(err,
+		sprite_seterr(err,
 		       "%s: no images found (expected %s/<class>/<image> or "
 		       "%s/<split>/<class>/<image>, or IDX files)",
 		       src, src, src);
@@ -381,7 +381,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);
 	if (!cn) {
 		r = -ENOMEM;
-		seterr(err, "out of memory");
+		sprite_seterr(err, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < s.f.nclasses; i++)
@@ -427,7 +427,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	tids = calloc((size_t)jobs, sizeof *tids);
 	if (!R.tiles || !R.slots || !tids) {
 		r = -ENOMEM;
-		seterr(err, "out of memory for %zu tiles of %zu bytes", slots, R.tile_bytes);
+		sprite_seterr(err, "out of memory for %zu tiles of %zu bytes", slots, R.tile_bytes);
 		goto out;
 	}
 	pthread_mutex_init(&R.mu, NULL);
@@ -439,7 +439,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	}
 	if (nthreads == 0) {
 		r = -EAGAIN;
-		seterr(err, "cannot start decode threads");
+		sprite_seterr(err, "cannot start decode threads");
 		goto out_sync;
 	}
 	if (o->progress)
@@ -458,7 +458,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		if (sl->bad && o->strict) {
 			/* Not skipped: the pack ends here, and err says so. */
 			char shown[SPRITE_ERR_MAX];
-			seterr(err, "stopped at %s: %s (--strict)",
+			sprite_seterr(err, "stopped at %s: %s (--strict)",
 			       sprite_escape(it->path, shown, sizeof shown), sl->why);
 			r = -SPRITE_ECORRUPT;
 		} else if (sl->bad) {
@@ -473,7 +473,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 			char a[SPRITE_ERR_MAX], b[SPRITE_ERR_MAX];
 			sprite_escape(s.items.v[first].path, a, sizeof a);
 			sprite_escape(it->path, b, sizeof b);
-			seterr(err,
+			sprite_seterr(err,
 			       "images differ in size, %ux%u and %ux%u, and no tile size is "
 			       "given (spritefs-pack --tile HxWxC, spritefs -o tile=HxWxC; "
 			       "e.g. 64x64x3): %s is %ux%u, %s is %ux%u",
@@ -490,7 +490,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 							   R.tiles + (i % R.nslots) * R.tile_bytes,
 							   it->label, rel_path(src, it->path));
 			if (r < 0) {
-				seterr(err, "%s: write error: %s", store, strerror(-r));
+				sprite_seterr(err, "%s: write error: %s", store, strerror(-r));
 			} else {
 				rep->packed++;
 				rep->split_count[store_split]++;
@@ -525,7 +525,7 @@ out_sync:
 	if (o->progress)
 		sprite_progress_end(o->progress);
 	if (r == 0 && rep->packed == 0) {
-		seterr(err, "%s: none of the %llu files is a usable image", src,
+		sprite_seterr(err, "%s: none of the %llu files is a usable image", src,
 		       (unsigned long long)rep->found);
 		r = -ENODATA;
 	}
@@ -553,12 +553,12 @@ static int check_store_path(const char *store, char *err)
 {
 	struct stat st;
 	if (stat(store, &st) == 0 && S_ISDIR(st.st_mode)) {
-		seterr(err, "%s: is a folder (give the path of the store file to write)", store);
+		sprite_seterr(err, "%s: is a folder (give the path of the store file to write)", store);
 		return -EISDIR;
 	}
 	char *dir = strdup(store);
 	if (!dir) {
-		seterr(err, "out of memory");
+		sprite_seterr(err, "out of memory");
 		return -ENOMEM;
 	}
 	char *slash = strrchr(dir, '/');
@@ -566,13 +566,13 @@ static int check_store_path(const char *store, char *err)
 	int r = 0;
 	if (stat(d, &st) < 0) {
 		r = -errno;
-		seterr(err, "%s: the folder %s: %s", store, d, strerror(-r));
+		sprite_seterr(err, "%s: the folder %s: %s", store, d, strerror(-r));
 	} else if (!S_ISDIR(st.st_mode)) {
 		r = -ENOTDIR;
-		seterr(err, "%s: %s is not a folder", store, d);
+		sprite_seterr(err, "%s: %s is not a folder", store, d);
 	} else if (access(d, W_OK | X_OK) < 0) {
 		r = -errno;
-		seterr(err, "%s: cannot write in the folder %s: %s", store, d, strerror(-r));
+		sprite_seterr(err, "%s: cannot write in the folder %s: %s", store, d, strerror(-r));
 	}
 	free(dir);
 	return r;
@@ -589,33 +589,33 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		rep = &local;
 	memset(rep, 0, sizeof *rep);
 	if (!source || !store) {
-		seterr(err, "no source or store given");
+		sprite_seterr(err, "no source or store given");
 		return -EINVAL;
 	}
 	if ((o->tile_h > SPRITE_MAX_TILE_SIDE || o->tile_w > SPRITE_MAX_TILE_SIDE ||
 	     o->tile_c > SPRITE_MAX_CHANNELS) ||
 	    (o->tile_c && o->tile_c != 1 && o->tile_c != 3 && o->tile_c != 4)) {
-		seterr(err, "bad tile shape %ux%ux%u (sides up to %u, channels 1, 3 or 4)",
+		sprite_seterr(err, "bad tile shape %ux%ux%u (sides up to %u, channels 1, 3 or 4)",
 		       o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
 		return -EINVAL;
 	}
 	if ((uint32_t)o->fit > SPRITE_FIT_PAD) {
-		seterr(err, "unknown fit mode %u", (unsigned)o->fit);
+		sprite_seterr(err, "unknown fit mode %u", (unsigned)o->fit);
 		return -EINVAL;
 	}
 	if (o->name && strlen(o->name) >= SPRITE_NAME_MAX) {
-		seterr(err, "data set name of %zu bytes: a store holds at most %u", strlen(o->name),
+		sprite_seterr(err, "data set name of %zu bytes: a store holds at most %u", strlen(o->name),
 		       SPRITE_NAME_MAX - 1);
 		return -ENAMETOOLONG;
 	}
 	struct stat st;
 	if (stat(source, &st) < 0) {
 		int e = errno;
-		seterr(err, "%s: %s", source, strerror(e));
+		sprite_seterr(err, "%s: %s", source, strerror(e));
 		return -e;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		seterr(err, "%s: not a folder (give an image folder or a folder of IDX files)",
+		sprite_seterr(err, "%s: not a folder (give an image folder or a folder of IDX files)",
 		       source);
 		return -ENOTDIR;
 	}

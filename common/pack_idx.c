@@ -98,7 +98,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 			continue;
 		char *lp = idx_path(src, bases[i][2]);
 		if (!lp) {
-			seterr(err, "%s: no matching %s[.gz] for %s", src, bases[i][2], ip);
+			sprite_seterr(err, "%s: no matching %s[.gz] for %s", src, bases[i][2], ip);
 			free(ip);
 			r = -ENOENT;
 			goto out;
@@ -111,7 +111,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		int64_t nl = s->n < 0 ? 0 : sprite_idx_load_labels(lp, &s->labels, err);
 		rep->bytes_in += file_size(ip) + file_size(lp);
 		if (s->n >= 0 && nl >= 0 && nl != s->n) {
-			seterr(err, "%s holds %lld images but %s holds %lld labels", ip,
+			sprite_seterr(err, "%s holds %lld images but %s holds %lld labels", ip,
 			       (long long)s->n, lp, (long long)nl);
 			nl = -SPRITE_ECORRUPT;
 		}
@@ -122,7 +122,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 			goto out;
 		}
 		if (nsp > 1 && (s->h != sp[0].h || s->w != sp[0].w)) {
-			seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src, s->name,
+			sprite_seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src, s->name,
 			       s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
 			r = -SPRITE_ECORRUPT;
 			goto out;
@@ -133,7 +133,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		rep->found += (uint64_t)s->n;
 	}
 	if (rep->found == 0) {
-		seterr(err, "%s: the IDX files hold no images", src);
+		sprite_seterr(err, "%s: the IDX files hold no images", src);
 		r = -ENODATA;
 		goto out;
 	}
@@ -141,7 +141,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 	uint32_t nclasses;
 	if (is_fashion(src)) {
 		if (maxlabel >= 10) {
-			seterr(err, "%s: label %u out of range for Fashion-MNIST", src, maxlabel);
+			sprite_seterr(err, "%s: label %u out of range for Fashion-MNIST", src, maxlabel);
 			r = -SPRITE_ECORRUPT;
 			goto out;
 		}
@@ -216,7 +216,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		}
 	}
 	if (r < 0) {
-		seterr(err, "%s: write error: %s", store, strerror(-r));
+		sprite_seterr(err, "%s: write error: %s", store, strerror(-r));
 		goto out;
 	}
 	r = sprite_writer_finish(w, err);
@@ -227,7 +227,7 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		sprite_progress_end(o->progress);
 	goto out;
 nomem:
-	seterr(err, "out of memory");
+	sprite_seterr(err, "out of memory");
 	r = -ENOMEM;
 out:
 	sprite_writer_abort(w);

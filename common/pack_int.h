@@ -15,18 +15,6 @@
 
 #define PACK_MAX_FILE (1ull << 30) /* larger source files are refused */
 
-static inline void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static inline void seterr(char *err, const char *fmt, ...)
-{
-	if (!err)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* Put "path: " in front of err unless it already names path. */
 static inline void prefix_err(char *err, const char *path)
 {

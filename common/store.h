@@ -25,7 +25,9 @@
 
 #include "common/format.h"
 
-#define SPRITE_ERR_MAX 256
+#ifndef SPRITE_ERR_MAX
+#define SPRITE_ERR_MAX 256 /* bytes of an error message buffer (also in util.h) */
+#endif
 
 /* Error codes beyond errno for format problems. */
 #define SPRITE_EBADMAGIC 1000 /* not a store / not a batch file */

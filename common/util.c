@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -317,6 +318,16 @@ int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+void sprite_seterr(char *err, const char *fmt, ...)
+{
+	if (!err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
+	va_end(ap);
+}
+
 int sprite_write_full(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -329,6 +340,45 @@ int sprite_write_full(int fd, const void *buf, size_t len)
 		}
 		p += r;
 		len -= (size_t)r;
+	}
+	return 0;
+}
+
+int sprite_write_file_atomic(const char *path, const void *buf, size_t len)
+{
+	char tmp[PATH_MAX + 32];
+	if (strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = fd < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = sprite_write_full(fd, buf, len);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (fd >= 0)
+			unlink(tmp);
+		return rc;
+	}
+	/* make the rename itself durable */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
 	}
 	return 0;
 }

@@ -21,6 +21,18 @@ uint64_t sprite_checksum_avx2(const void *p, size_t len);
 int sprite_pread_full(int fd, void *buf, size_t len, uint64_t off);
 int sprite_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int sprite_write_full(int fd, const void *buf, size_t len);
+#ifndef SPRITE_ERR_MAX
+#define SPRITE_ERR_MAX 256 /* bytes of an error message buffer (also in store.h) */
+#endif
+/* Format a message into err (SPRITE_ERR_MAX bytes); NULL err: nothing. */
+void sprite_seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Write len bytes as the whole of path, atomically: to "<path>.tmp.<pid>",
+ * fsynced, renamed over path, then the folder fsynced, so a crash leaves the
+ * old file or the new one, never half of one. 0, or -errno (the temp file
+ * removed).
+ */
+int sprite_write_file_atomic(const char *path, const void *buf, size_t len);
 
 /*
  * Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no

@@ -157,33 +157,11 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	uint64_t sum = sprite_checksum(buf, total);
 	memcpy(buf + total, &sum, 8);
 
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = sprite_write_full(fd, buf, total + 8);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	int rc = sprite_write_file_atomic(path, buf, total + 8);
 	free(buf);
 	if (rc < 0) {
-		if (fd >= 0)
-			unlink(tmp);
-		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path,
-			 strerror(-rc));
+		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path, strerror(-rc));
 		return rc;
-	}
-	/* Make the rename itself durable. */
-	char dcopy[4200];
-	snprintf(dcopy, sizeof dcopy, "%s", path);
-	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
 	}
 	return 0;
 }

@@ -4,8 +4,6 @@
  * numpy reads them with np.load like any savez output.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,31 +169,11 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		return -ENOMEM;
 	}
 
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = sprite_write_full(fd, b.p, b.len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	int rc = sprite_write_file_atomic(path, b.p, b.len);
 	free(b.p);
 	if (rc < 0) {
-		if (fd >= 0)
-			unlink(tmp);
 		snprintf(err, HN_ERR_MAX, "%s: cannot write the weights: %s", path, strerror(-rc));
 		return rc;
-	}
-	char dcopy[4200];
-	snprintf(dcopy, sizeof dcopy, "%s", path);
-	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
 	}
 	return 0;
 }
