@@ -83,6 +83,7 @@ struct hn_checkpoint {
 	uint64_t seed;
 	uint32_t batch, accum, window;
 	uint32_t nranks;      /* data-parallel ranks that trained it (1 alone; 0 read as 1) */
+	char test_split[17];  /* the evaluation split ("" in older files: found again) */
 	uint64_t train_count; /* training samples per epoch (after --limit) */
 	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
 	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,

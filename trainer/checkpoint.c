@@ -47,9 +47,10 @@ struct ckpt_header {
 	double lr, gamma; /* version 2 on; zero in version 1 */
 	uint64_t epochs, step_epochs, warmup;
 	uint32_t sched, reserved2;
-	uint8_t pad[512 - 424]; /* bytes 440..443 (pad[16..19]): ranks, 0 meaning 1 */
+	uint8_t pad[512 - 424]; /* 424..439 (pad[0..15]): evaluation split; 440..443: ranks */
 };
 #define CKPT_NRANKS_AT 16 /* in pad */
+#define CKPT_TEST_SPLIT_AT 0 /* in pad: bytes 424..439, the evaluation split, NUL-padded */
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
 		       offsetof(struct ckpt_header, sched) == 416,
@@ -134,6 +135,7 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	h.window = c->window;
 	uint32_t nranks = c->nranks ? c->nranks : 1;
 	memcpy(h.pad + CKPT_NRANKS_AT, &nranks, sizeof nranks);
+	memcpy(h.pad + CKPT_TEST_SPLIT_AT, c->test_split, strnlen(c->test_split, 16));
 	h.train_count = c->train_count;
 	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
 	h.lr = c->lr;
@@ -261,6 +263,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->accum = h.accum;
 	c->window = h.window;
 	memcpy(&c->nranks, h.pad + CKPT_NRANKS_AT, sizeof c->nranks);
+	memcpy(c->test_split, h.pad + CKPT_TEST_SPLIT_AT, 16);
+	c->test_split[16] = 0;
 	if (c->nranks == 0) /* written before data-parallel training */
 		c->nranks = 1;
 	c->train_count = h.train_count;

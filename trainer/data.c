@@ -13,6 +13,7 @@
  */
 #include "trainer/data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -22,12 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#include "common/perm.h"
-#include "common/store.h"
 #include <unistd.h>
 
+#include "common/folder.h"
 #include "common/perm.h"
+#include "common/store.h"
 #include "trainer/source.h"
 
 int hn_source_fail(char *err, int rc, const char *fmt, ...)
@@ -149,6 +149,105 @@ int hn_source_kind(const char *path, char *err)
 	if (mount_part(path, err))
 		return HN_SOURCE_IN_MOUNT;
 	return hn_source_idx_has(path) ? HN_SOURCE_IDX : HN_SOURCE_IMAGES;
+}
+
+/* ---- the evaluation split -------------------------------------------- */
+
+#define MAX_LISTED 64
+
+/* The split names of path (of that kind), into names[]; how many, or -errno. */
+static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAME_MAX + 1],
+		       char *err)
+{
+	int n = 0;
+	if (kind == HN_SOURCE_IDX) {
+		snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "train");
+		snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "test");
+	} else if (kind == HN_SOURCE_STORE) {
+		char e[SPRITE_ERR_MAX] = "";
+		sprite_store *st;
+		int r = sprite_store_open(path, &st, e);
+		if (r < 0)
+			return hn_source_fail(err, r, "%s: %s", path, e[0] ? e : strerror(-r));
+		const struct sprite_store_info *in = sprite_store_info(st);
+		for (uint32_t i = 0; i < in->nsplits && n < MAX_LISTED; i++)
+			snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%.*s",
+				 (int)SPRITE_SPLIT_NAME_MAX, in->splits[i].name);
+		sprite_store_close(st);
+	} else if (kind == HN_SOURCE_MOUNT) {
+		/* a mount's root: dataset.json, stats.json and one folder per split */
+		DIR *d = opendir(path);
+		if (!d)
+			return hn_source_fail(err, -errno, "%s: %s", path, strerror(errno));
+		struct dirent *de;
+		while ((de = readdir(d)) && n < MAX_LISTED)
+			if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+			    strlen(de->d_name) <= SPRITE_SPLIT_NAME_MAX)
+				snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%s", de->d_name);
+		closedir(d);
+	} else {
+		struct sprite_folder f;
+		char e[SPRITE_ERR_MAX] = "";
+		int r = sprite_folder_list(path, &f, e, sizeof e);
+		if (r < 0) {
+			sprite_folder_free(&f);
+			return hn_source_fail(err, r, "%s", e);
+		}
+		for (size_t i = 0; i < f.nsplits && n < MAX_LISTED; i++)
+			if (strlen(f.splits[i].name) <= SPRITE_SPLIT_NAME_MAX)
+				snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%s", f.splits[i].name);
+		sprite_folder_free(&f);
+	}
+	return n;
+}
+
+int hn_source_pick_test_split(const char *path, const char *train_split, char *out, size_t cap,
+			      char *err)
+{
+	static const char *const usual[] = {"val", "valid", "validation", "test"};
+	/* data that cannot be listed: "test", and opening it says what is wrong */
+	char ignored[HN_ERR_MAX];
+	snprintf(out, cap, "test");
+	int kind = hn_source_kind(path, ignored);
+	if (kind < 0 || kind == HN_SOURCE_IN_MOUNT)
+		return 0;
+	char(*names)[SPRITE_SPLIT_NAME_MAX + 1] = calloc(MAX_LISTED, sizeof *names);
+	if (!names)
+		return hn_source_fail(err, -ENOMEM, "out of memory");
+	int n = list_splits(path, kind, names, ignored);
+	if (n < 0) {
+		free(names);
+		return 0;
+	}
+	int rc = 0, found = -1, others = 0;
+	for (size_t u = 0; rc == 0 && found < 0 && u < sizeof usual / sizeof usual[0]; u++)
+		for (int i = 0; i < n; i++)
+			if (!strcmp(names[i], usual[u]) && strcmp(names[i], train_split))
+				found = i;
+	if (found < 0)
+		for (int i = 0; rc == 0 && i < n; i++)
+			if (strcmp(names[i], train_split)) {
+				others++;
+				found = found == -1 ? i : found;
+			}
+	if (rc == 0 && found < 0) {
+		out[0] = 0; /* only the training split: no evaluation */
+	} else if (rc == 0 && others > 1) {
+		char list[HN_ERR_MAX / 2] = "";
+		size_t o = 0;
+		for (int i = 0; i < n && o < sizeof list; i++)
+			if (strcmp(names[i], train_split))
+				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "",
+						      names[i]);
+		rc = hn_source_fail(err, -EINVAL,
+				    "%s: which split is the evaluation one? %s (give --test-split NAME, "
+				    "or none)",
+				    path, list);
+	} else if (rc == 0) {
+		snprintf(out, cap, "%s", names[found]);
+	}
+	free(names);
+	return rc;
 }
 
 int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err)

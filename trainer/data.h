@@ -124,6 +124,19 @@ enum hn_source_kind {
  */
 int hn_source_kind(const char *path, char *err);
 
+/*
+ * The evaluation split of path when --test-split is not given: "val",
+ * "valid", "validation" or "test", the first present in that order, else
+ * the one split other than train_split; "" (no evaluation) when there is no
+ * other split. Two or more others and none of those names: -EINVAL with err
+ * listing them. Reads only names (a store's header, a folder's listing);
+ * data that cannot be listed gives "test", and opening it says why.
+ */
+int hn_source_pick_test_split(const char *path, const char *train_split, char *out, size_t cap,
+			      char *err);
+
+/* Whether a --test-split value means no evaluation (NULL, "", "none"). */
+int hn_source_no_test(const char *split);
 /* Detect the kind of path and open it. */
 int hn_source_open(const char *path, const struct hn_source_options *o, hn_source **out, char *err);
 void hn_source_close(hn_source *s); /* NULL is fine */

@@ -61,6 +61,23 @@ static void report_note(void *ctx, const char *note)
 	fprintf(stderr, "%s%s: note: %s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", prog, note);
 }
 
+/* --test-split not given: the data's own evaluation split (data.h), or none. */
+static int pick_test_split(struct hn_opts *o)
+{
+	char err[HN_ERR_MAX] = "";
+	if (o->test_split)
+		return 0;
+	int r = hn_source_pick_test_split(o->data, o->split, o->test_split_buf,
+					  sizeof o->test_split_buf, err);
+	if (r < 0)
+		return hn_error("%s", err[0] ? err : strerror(-r));
+	o->test_split = o->test_split_buf[0] ? o->test_split_buf : "none";
+	if (!o->test_split_buf[0] && !o->quiet)
+		fprintf(stderr, "%s: note: %s has no split besides %s: training without evaluation\n",
+			prog, o->data, o->split);
+	return 0;
+}
+
 /* The data source of --data, and the model fitted to its tiles and classes. */
 static int open_source(const struct hn_opts *o, hn_source **src)
 {
@@ -203,8 +220,9 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 {
 	const struct hn_source_info *di = hn_source_info(t->src);
 	printf("data: %s\n", hn_source_describe(t->src));
-	printf("      %" PRIu64 " train + %" PRIu64 " test samples, tiles %ux%ux%u, %u classes\n",
-	       t->ntrain, t->ntest, di->h, di->w, di->c, di->nclasses);
+	printf("      %" PRIu64 " train + %" PRIu64 " %s samples, tiles %ux%ux%u, %u classes\n",
+	       t->ntrain, t->ntest, hn_source_no_test(o->test_split) ? "test" : o->test_split, di->h,
+	       di->w, di->c, di->nclasses);
 	printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
 	       t->m->name, t->m->nparams,
 	       o->optim.kind == HN_OPT_ADAM	  ? "adam"
@@ -380,7 +398,8 @@ int main(int argc, char **argv)
 		o.quiet = 1;
 	split_affinity(&o);
 
-	int ok = open_source(&o, &src) == 0;
+	int ok = pick_test_split(&o) == 0;
+	ok = ok && open_source(&o, &src) == 0;
 	t.src = src;
 	if (ok && !o.given_window) /* the order is the data set's */
 		o.window = hn_source_info(src)->order_window;

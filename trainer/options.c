@@ -54,7 +54,8 @@ static void usage(FILE *f)
 		"or a\n"
 		"                       folder of IDX files\n"
 		"  --split NAME         training split (train)\n"
-		"  --test-split NAME    evaluation split, or none (test)\n"
+		"  --test-split NAME    evaluation split, or none (default: val, valid, validation\n"
+		"                       or test, else the one split besides train)\n"
 		"  --limit N            train on the first N samples only\n"
 		"  --test-limit N       evaluate on the first N test samples only\n"
 		"  --preload            read the whole data set into RAM first (zero-I/O "
@@ -486,6 +487,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			break;
 		case O_TEST_SPLIT:
 			o->test_split = optarg;
+			o->given_test_split = 1;
 			break;
 		case O_LIMIT:
 			o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX);
@@ -740,7 +742,7 @@ void hn_opts_parse(int argc, char **argv, struct hn_opts *o)
 {
 	*o = (struct hn_opts){
 		.split = "train",
-		.test_split = "test",
+		.test_split = NULL, /* found in the data: hn_source_pick_test_split */
 		.fit = SPRITE_FIT_CROP,
 		.model = "cnn",
 		.optim = {.kind = HN_OPT_MOMENTUM,
@@ -816,6 +818,8 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 	o->accum = (int)ck->accum;
 	o->window = ck->window;
 	o->given_window = 1; /* the run's order, whatever the data set's says now */
+	if (!o->given_test_split && ck->test_split[0]) /* evaluated on as before */
+		o->test_split = ck->test_split;
 	resume_schedule(o, ck);
 }
 

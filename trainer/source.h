@@ -68,8 +68,6 @@ struct hn_mem {
 
 /* err = the formatted message (HN_ERR_MAX bytes; err may be NULL); returns rc. */
 int hn_source_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Whether a --test-split value means no evaluation (NULL, "", "none"). */
-int hn_source_no_test(const char *split);
 /* s->info.class_names from n names (NULL names, or a NULL name: its index). */
 int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
 /* An IDX folder reads as memory: source_mem.c's read and close. */

@@ -268,6 +268,8 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 		.params = t->params,
 	};
 	snprintf(c.spec, sizeof c.spec, "%s", o->model);
+	if (!hn_source_no_test(o->test_split))
+		snprintf(c.test_split, sizeof c.test_split, "%.16s", o->test_split);
 	size_t per = (size_t)hn_optim_state_per_param(o->optim.kind);
 	c.opt = malloc((m->nparams * per + 1) * sizeof(float));
 	if (!c.opt || t->be->get_params(t->st, t->params) < 0 ||
