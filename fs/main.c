@@ -42,7 +42,7 @@
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
 	char *cachedir, *kopen, *push, *tile, *fit;
-	char *ranks;
+	char *ranks, *log;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -68,6 +68,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("push=%s", push),
 	OPT("tile=%s", tile),
 	OPT("fit=%s", fit),
+	OPT("log=%s", log),
 	{"-f", offsetof(struct cli, foreground), 1},
 	{"-d", offsetof(struct cli, debug), 1},
 	{"debug", offsetof(struct cli, debug), 1},
@@ -81,7 +82,8 @@ static const struct fuse_opt cli_spec[] = {
 /* ours, when given without "=VALUE" (FUSE would call them unknown) */
 static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
 					 "window",   "batch",	    "ranks",	"workers", "direct",
-					 "cachedir", "kernel_open", "push",	"tile",	   "fit"};
+					 "cachedir", "kernel_open", "push",	"tile",	   "fit",
+					 "log"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -149,6 +151,10 @@ static void usage(FILE *f)
 		"                     sizes need it), as spritefs-pack --tile\n"
 		"  -o fit=MODE        image folder: crop (default), pad or stretch, as\n"
 		"                     spritefs-pack --fit\n"
+		"  -o log=FILE        append the daemon's messages (a bad sheet, a failed read)\n"
+		"                     to FILE, each with its time; they also go to stderr in\n"
+		"                     the foreground, and to syslog (daemon facility) once\n"
+		"                     detached\n"
 		"  other -o options go to FUSE (allow_other, default_permissions, ...);\n"
 		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n"
 		"\n"
@@ -663,6 +669,15 @@ int main(int argc, char *argv[])
 	if (check_mountpoint(mnt, mnt_abs) < 0)
 		goto out_fs;
 	mnt = mnt_abs;
+	/* opened here: the daemon's working folder becomes / when it detaches */
+	if (c.log) {
+		int lr = sfs_log_open(c.log);
+		if (lr < 0) {
+			fprintf(stderr, "spritefs: -o log=%s: %s\n", c.log,
+				lr == -EINVAL ? "not a regular file" : strerror(-lr));
+			goto out_fs;
+		}
+	}
 
 	/*
 	 * libfuse and the pack's temp file handlers only take over signals left
@@ -821,6 +836,8 @@ out_args:
 	free(c.push);
 	free(c.tile);
 	free(c.fit);
+	free(c.log);
+	sfs_log_close();
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -164,6 +164,9 @@ struct sfs {
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sfs_log_to_syslog(int on);
+/* -o log=FILE: append every line to FILE too, with its time; 0 or -errno. */
+int sfs_log_open(const char *path);
+void sfs_log_close(void);
 /*
  * A malloc'd JSON snapshot of the counters, padded with spaces to
  * SFS_STATS_SIZE bytes and ending in a newline; *len set. NULL on ENOMEM.

@@ -4,14 +4,19 @@
  * Counters are plain uint64_t fields updated with relaxed atomics on the hot
  * paths (no lock, no false sharing worth a cache line each at these rates);
  * a snapshot is taken when stats.json is opened, so one read(2) sequence sees
- * one consistent-enough picture. Log lines go to stderr, and to syslog once
- * the daemon has detached (stderr is /dev/null then).
+ * one consistent-enough picture. Log lines go to stderr, to syslog once the
+ * daemon has detached (stderr is /dev/null then), and with -o log=FILE to
+ * that file too, each line with its time, in one append write.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/json.h"
@@ -19,6 +24,30 @@
 #include "fs/sfs.h"
 
 static int use_syslog;
+static int log_fd = -1; /* -o log=FILE */
+
+int sfs_log_open(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = fd;
+	return 0;
+}
+
+void sfs_log_close(void)
+{
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+}
 
 void sfs_log_to_syslog(int on)
 {
@@ -37,6 +66,23 @@ void sfs_log(const char *fmt, ...)
 	fprintf(stderr, "%s\n", line);
 	if (use_syslog)
 		syslog(LOG_ERR, "%s", line);
+	if (log_fd >= 0) {
+		/* 2026-11-25T02:41:07.123+0000 [pid] line */
+		struct timespec ts;
+		struct tm tm;
+		char stamp[64], out[1200];
+		clock_gettime(CLOCK_REALTIME, &ts);
+		localtime_r(&ts.tv_sec, &tm);
+		size_t k = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+		char zone[8] = "";
+		strftime(zone, sizeof zone, "%z", &tm);
+		snprintf(stamp + k, sizeof stamp - k, ".%03ld%s", ts.tv_nsec / 1000000, zone);
+		int n = snprintf(out, sizeof out, "%s [%d] %s\n", stamp, (int)getpid(), line);
+		if (n > 0) {
+			ssize_t w = write(log_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+			(void)w; /* a full disk must not stop the daemon */
+		}
+	}
 }
 
 uint64_t sfs_rss_bytes(void)
