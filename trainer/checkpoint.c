@@ -47,11 +47,13 @@ struct ckpt_header {
 	double lr, gamma; /* version 2 on; zero in version 1 */
 	uint64_t epochs, step_epochs, warmup;
 	uint32_t sched, reserved2;
-	uint8_t pad[512 - 424];
+	uint8_t pad[484 - 424];
+	char augment[28]; /* --augment's canonical spelling, NUL-padded; "" none */
 };
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
-		       offsetof(struct ckpt_header, sched) == 416,
+		       offsetof(struct ckpt_header, sched) == 416 &&
+		       offsetof(struct ckpt_header, augment) == 484,
 	       "checkpoint header layout (docs/HNTRAIN.md)");
 
 #define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
@@ -131,6 +133,7 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	h.batch = c->batch;
 	h.accum = c->accum;
 	h.window = c->window;
+	memcpy(h.augment, c->augment, sizeof h.augment);
 	h.train_count = c->train_count;
 	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
 	h.lr = c->lr;
@@ -279,6 +282,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->batch = h.batch;
 	c->accum = h.accum;
 	c->window = h.window;
+	memcpy(c->augment, h.augment, sizeof c->augment);
+	c->augment[sizeof c->augment - 1] = 0;
 	c->train_count = h.train_count;
 	if (h.version >= 2) {
 		c->has_schedule = 1;

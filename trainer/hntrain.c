@@ -228,6 +228,7 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.wall_s = t->wall_s,
 		.compute_s = t->compute_s,
 		.data_wait_s = t->data_wait_s,
+		.augment_s = t->augment_s,
 		.test_acc = t->test_acc,
 		.source = di->kind,
 		.device = o->device,
@@ -274,7 +275,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	hn_blas_core_check(argv); /* may execute hntrain again with OPENBLAS_CORETYPE set */
+	hn_blas_core_check(argv);      /* may execute hntrain again with OPENBLAS_CORETYPE set */
 	hn_opts_parse(argc, argv, &o); /* these two exit on a bad command line */
 	hn_opts_check(&o, &ck);
 
@@ -283,6 +284,13 @@ int main(int argc, char **argv)
 	t.src = src;
 	if (!o.given_window) /* the order is the data set's */
 		o.window = hn_source_info(src)->order_window;
+	const struct hn_source_info *di = hn_source_info(src);
+	if (o.augment.crop && (o.augment.crop >= di->h || o.augment.crop >= di->w)) {
+		hn_error("--augment %s: a crop padding of %u needs tiles larger than %ux%u",
+			 o.augment.spec, o.augment.crop, di->h, di->w);
+		rc = 2; /* a usage error */
+		goto out_source;
+	}
 	if (build_model(&o, &ck, hn_source_info(src), &m) < 0)
 		goto out_source;
 	if (o.plan) {

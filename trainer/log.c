@@ -37,6 +37,8 @@ int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", share, 0);
+	num(f, "augment_s", s->augment_s, 0);
+	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
 	num(f, "samples_per_s", sps, 0);
 	num(f, "train_loss", s->train_loss, 0);
 	num(f, "train_acc", s->train_acc, 0);
@@ -63,6 +65,8 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
+	num(f, "augment_s", s->augment_s, 0);
+	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
 	num(f, "samples_per_s", ratio((double)s->samples, s->wall_s), 0);
 	if (s->test_acc >= 0)
 		num(f, "test_acc", s->test_acc, 0);

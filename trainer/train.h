@@ -40,7 +40,7 @@ struct hn_train {
 	uint64_t micro;		    /* batches handed to the backend in this process */
 	int pending;		    /* batches summed into a group's gradients, not applied */
 	/* the totals of this process's epochs, for the final report */
-	double wall_s, compute_s, data_wait_s;
+	double wall_s, compute_s, data_wait_s, augment_s;
 	uint64_t samples;
 	double test_acc; /* of the last evaluation; -1 when there was none */
 };
