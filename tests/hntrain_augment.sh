@@ -8,7 +8,7 @@ source "$(dirname "$0")/hntrain_common.sh"
 
 "$MKSTORE" "$TMP/d.sprites" --count-train 600 --count-test 100 --tile 16x12x3 --classes 4 \
 	--sheet 64 >/dev/null || fail "mkstore"
-common=(--model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11 --augment crop:3,flip)
+common=(--model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11 --augment rrc:0.5,crop:3,flip)
 
 ref=$(hash_of --data "$TMP/d.sprites" "${common[@]}")
 echo "store:        $ref"
@@ -30,7 +30,7 @@ else
 	echo "no FUSE here: the mount is not compared"
 fi
 plain=$(hash_of --data "$TMP/d.sprites" --model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11)
-[[ $plain != "$ref" ]] || fail "--augment crop:3,flip gives the weights of no augmentation"
+[[ $plain != "$ref" ]] || fail "--augment rrc:0.5,crop:3,flip gives the weights of no augmentation"
 flip=$(hash_of --data "$TMP/d.sprites" --model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11 \
 	--augment flip)
 [[ $flip != "$ref" && $flip != "$plain" ]] || fail "--augment flip is not its own augmentation"
@@ -42,14 +42,15 @@ grep -q '"augment_s": ' "$TMP/log.json" || fail "no augment_s in the log: $(cat 
 
 # The numpy reference: the first batch without and with --augment.
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
-	for a in none crop:3,flip crop:5 flip; do
+	for a in none crop:3,flip crop:5 flip rrc:0.35 rrc:0.08,crop:2,flip; do
 		aug=()
 		[[ $a == none ]] || aug=(--augment "$a")
 		HNTRAIN_DUMP_BATCH="$TMP/b-$a.npy" hash_of --data "$TMP/d.sprites" --model mlp \
 			--epochs 1 --batch 32 --lr 0.05 --seed 11 "${aug[@]}" >/dev/null
 	done
-	for a in crop:3,flip crop:5 flip; do
+	for a in crop:3,flip crop:5 flip rrc:0.35 rrc:0.08,crop:2,flip; do
 		/usr/bin/python3 - "$TMP/b-none.npy" "$TMP/b-$a.npy" "$a" 11 0 <<'PY' ||
+import math
 import sys
 import numpy as np
 
@@ -65,10 +66,13 @@ def splitmix64(z):
 
 plain, got, spec, seed, epoch = np.load(sys.argv[1]), np.load(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 crop = 0
+rrc = 0
 flip = False
 for t in spec.split(","):
     if t == "flip":
         flip = True
+    elif t.startswith("rrc:"):
+        rrc = round(float(t[4:]) * 10000)
     else:
         crop = int(t.split(":")[1])
 n, h, w, c = plain.shape
@@ -77,6 +81,17 @@ flips = 0
 for pos in range(n):
     key = splitmix64(splitmix64(splitmix64(seed ^ 0x6175676D656E7400) ^ epoch) ^ pos)
     t = plain[pos]
+    if rrc:
+        s16 = rrc * 65536 // 10000
+        A = s16 + (((65536 - s16) * (splitmix64((key + 3) & M) >> 48)) >> 16)
+        Q = 49152 + (((87381 - 49152) * (splitmix64((key + 4) & M) >> 48)) >> 16)
+        ch = min(max(math.isqrt(((h * h * A) >> 16) * Q >> 16), 1), h)
+        cw = min(max(math.isqrt((((w * w * A) >> 16) << 16) // Q), 1), w)
+        y0 = splitmix64((key + 5) & M) % (h - ch + 1)
+        x0 = splitmix64((key + 6) & M) % (w - cw + 1)
+        ys = y0 + np.arange(h) * ch // h
+        xs = x0 + np.arange(w) * cw // w
+        t = t[ys][:, xs]
     if crop:
         dy = splitmix64(key) % (2 * crop + 1)
         dx = splitmix64((key + 1) & M) % (2 * crop + 1)
@@ -101,13 +116,13 @@ fi
 
 # A resume keeps the augmentation: 2 + 2 epochs equal 4 in one go.
 args=(--data "$TMP/d.sprites" --model mlp --epochs 4 --batch 32 --lr 0.05 --seed 3
-	--augment crop:2,flip)
+	--augment rrc:0.35,crop:2,flip)
 full=$(hash_of "${args[@]}")
 hash_of "${args[@]}" --stop-after 2 --checkpoint "$TMP/a.ckpt" >/dev/null
 resumed=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/a.ckpt")
 echo "4 epochs $full, 2 + resume 2: $resumed"
 [[ $resumed == "$full" ]] || fail "a resumed augmented run ends with $resumed, not $full"
-again=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/a.ckpt" --augment flip,crop:2)
+again=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/a.ckpt" --augment flip,crop:2,rrc:0.350)
 [[ $again == "$full" ]] || fail "the same --augment spelt otherwise changed the resume"
 expect_fail "augment.*crop:2,flip.*flip" --data "$TMP/d.sprites" --resume "$TMP/a.ckpt" \
 	--augment flip
@@ -129,6 +144,9 @@ usage "--augment.*crop" --augment crop:x
 usage "--augment.*crop" --augment crop:
 usage "--augment.*crop" --augment crop:-1
 usage "--augment" --augment ""
+usage "--augment rrc:0.*rrc" --augment rrc:0
+usage "--augment rrc:1.5.*rrc" --augment rrc:1.5
+usage "--augment rrc:0.12345.*decimals" --augment rrc:0.12345
 usage "--augment crop:12.*12x12|--augment crop:12.*16x12" --augment crop:12
 usage "--augment crop:16" --augment crop:16,flip
 echo "ok"

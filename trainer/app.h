@@ -20,9 +20,11 @@
 /* ---- augment.c: --augment ---- */
 
 struct hn_augment {
+	uint32_t rrc;  /* rrc:S, random-resized-crop, S in ten-thousandths; 0 none */
 	uint32_t crop; /* crop:P, zero padding P on each side; 0 none */
 	int flip;      /* flip: horizontal, p = 0.5 */
-	char spec[28]; /* canonical spelling ("crop:4,flip"), as the checkpoint records it */
+	char spec[28]; /* canonical spelling ("rrc:0.35,crop:4,flip"), as the checkpoint records it
+			*/
 };
 
 /* Parse an --augment list; -EINVAL with err saying what is wrong. */

@@ -8,6 +8,7 @@
  * --loaders. docs/HNTRAIN.md gives the arithmetic for other trainers.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,20 @@ int hn_augment_parse(const char *s, struct hn_augment *a, char *err)
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(t, "flip")) {
 			a->flip = 1;
+		} else if (!strncmp(t, "rrc:", 4)) {
+			char *end;
+			errno = 0;
+			double v = strtod(t + 4, &end);
+			double s4 = floor(v * 10000 + 0.5);
+			if (end == t + 4 || *end || errno || !(v > 0 && v <= 1) ||
+			    fabs(v * 10000 - s4) > 1e-6) {
+				snprintf(err, HN_ERR_MAX,
+					 "rrc:S needs a smallest area S in (0, 1] with at most 4 "
+					 "decimals, got \"%s\"",
+					 t);
+				return -EINVAL;
+			}
+			a->rrc = (uint32_t)s4;
 		} else if (!strncmp(t, "crop:", 5)) {
 			char *end;
 			errno = 0;
@@ -49,11 +64,11 @@ int hn_augment_parse(const char *s, struct hn_augment *a, char *err)
 			a->crop = (uint32_t)p;
 		} else {
 			snprintf(err, HN_ERR_MAX,
-				 "unknown augmentation \"%s\" (expected crop:P or flip)", t);
+				 "unknown augmentation \"%s\" (expected rrc:S, crop:P or flip)", t);
 			return -EINVAL;
 		}
 	}
-	if (!a->crop && !a->flip) {
+	if (!a->rrc && !a->crop && !a->flip) {
 		snprintf(err, HN_ERR_MAX, "expected a list such as crop:4,flip");
 		return -EINVAL;
 	}
@@ -65,10 +80,50 @@ void hn_augment_format(const struct hn_augment *a, char *out, size_t n)
 {
 	int k = 0;
 	out[0] = 0;
-	if (a->crop)
-		k = snprintf(out, n, "crop:%u", a->crop);
+	if (a->rrc)
+		k = snprintf(out, n, "rrc:%g", a->rrc / 10000.0);
+	if (a->crop && k >= 0 && (size_t)k < n)
+		k += snprintf(out + k, n - (size_t)k, "%scrop:%u", k ? "," : "", a->crop);
 	if (a->flip && k >= 0 && (size_t)k < n)
 		snprintf(out + k, n - (size_t)k, "%sflip", k ? "," : "");
+}
+
+/* floor(sqrt(v)), exactly */
+static uint64_t isqrt(uint64_t v)
+{
+	uint64_t r = (uint64_t)sqrt((double)v);
+	while (r * r > v)
+		r--;
+	while ((r + 1) * (r + 1) <= v)
+		r++;
+	return r;
+}
+
+/*
+ * rrc: a window of area fraction A/2^16 (A uniform from the smallest area
+ * S up to 1) and aspect Q/2^16 (uniform in [3/4, 4/3]) relative to the
+ * tile's, at a uniform offset, scaled back to the tile by nearest
+ * neighbour. Integers only, so that another trainer gets the same bytes.
+ */
+static void rrc_tile(uint32_t s4, uint64_t key, uint32_t h, uint32_t w, uint32_t c, uint8_t *tile,
+		     uint8_t *tmp)
+{
+	uint64_t s16 = (uint64_t)s4 * 65536 / 10000;
+	uint64_t A = s16 + (((65536 - s16) * (splitmix64(key + 3) >> 48)) >> 16);
+	uint64_t Q = 49152 + (((87381 - 49152) * (splitmix64(key + 4) >> 48)) >> 16);
+	uint64_t ch = isqrt((((uint64_t)h * h * A) >> 16) * Q >> 16);
+	uint64_t cw = isqrt(((((uint64_t)w * w * A) >> 16) << 16) / Q);
+	ch = ch < 1 ? 1 : ch > h ? h : ch;
+	cw = cw < 1 ? 1 : cw > w ? w : cw;
+	uint64_t y0 = splitmix64(key + 5) % (h - ch + 1);
+	uint64_t x0 = splitmix64(key + 6) % (w - cw + 1);
+	for (uint64_t y = 0; y < h; y++) {
+		const uint8_t *src = tile + ((y0 + y * ch / h) * w) * c;
+		uint8_t *dst = tmp + y * w * c;
+		for (uint64_t x = 0; x < w; x++)
+			memcpy(dst + x * c, src + (x0 + x * cw / w) * c, c);
+	}
+	memcpy(tile, tmp, (size_t)h * w * c);
 }
 
 void hn_augment_tile(const struct hn_augment *a, uint64_t seed, uint64_t epoch, uint64_t pos,
@@ -76,6 +131,8 @@ void hn_augment_tile(const struct hn_augment *a, uint64_t seed, uint64_t epoch, 
 {
 	uint64_t key = splitmix64(splitmix64(splitmix64(seed ^ AUG_SALT) ^ epoch) ^ pos);
 	size_t row = (size_t)w * c;
+	if (a->rrc)
+		rrc_tile(a->rrc, key, h, w, c, tile, tmp);
 	if (a->crop) {
 		uint64_t span = 2 * (uint64_t)a->crop + 1;
 		long dy = (long)(splitmix64(key + 0) % span) - (long)a->crop;
