@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # hntrain_augment - --augment is seeded like the order: the same weights
-# from a store, a spritefs mount, --preload and any --loaders; other weights
+# from a store, its image tree, a spritefs mount, --preload and any
+# --loaders (rrc, crop and flip together); other weights
 # than without it; the augmented tiles equal a numpy reference written from
 # docs/HNTRAIN.md; a resume with augmentation ends where an uninterrupted
 # run does, and one with another --augment is refused; bad lists exit 2.
 source "$(dirname "$0")/hntrain_common.sh"
 
-"$MKSTORE" "$TMP/d.sprites" --count-train 600 --count-test 100 --tile 16x12x3 --classes 4 \
+"$MKSTORE" "$TMP/syn.sprites" --count-train 600 --count-test 100 --tile 16x12x3 --classes 4 \
 	--sheet 64 >/dev/null || fail "mkstore"
+# Exported and packed back, so that the store lists samples in the tree's order.
+"$SPRITEFS_PACK" --export "$TMP/png" --format png "$TMP/syn.sprites" >/dev/null || fail "export"
+"$SPRITEFS_PACK" --sheet 64 "$TMP/png" "$TMP/d.sprites" >/dev/null || fail "pack the png tree"
 common=(--model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11 --augment rrc:0.5,crop:3,flip)
 
 ref=$(hash_of --data "$TMP/d.sprites" "${common[@]}")
@@ -19,6 +23,8 @@ check() {
 	echo "$(printf '%-13s' "$name:") $h"
 	[[ $h == "$ref" ]] || fail "$name gives weights $h with --augment, the store gives $ref"
 }
+check "png tree" --data "$TMP/png" "${common[@]}"
+check "tree preload" --data "$TMP/png" --preload "${common[@]}"
 check "preload" --data "$TMP/d.sprites" --preload "${common[@]}"
 check "1 loader" --data "$TMP/d.sprites" --loaders 1 --queue 1 "${common[@]}"
 check "2 loaders" --data "$TMP/d.sprites" --loaders 2 --queue 5 "${common[@]}"
