@@ -17,6 +17,26 @@
 #include "trainer/backend.h"
 #include "trainer/data.h"
 
+/* ---- augment.c: --augment ---- */
+
+struct hn_augment {
+	uint32_t rrc;  /* rrc:S, random-resized-crop, S in ten-thousandths; 0 none */
+	uint32_t crop; /* crop:P, zero padding P on each side; 0 none */
+	int flip;      /* flip: horizontal, p = 0.5 */
+	char spec[28]; /* canonical spelling ("rrc:0.35,crop:4,flip"), as the checkpoint records it
+			*/
+};
+
+/* Parse an --augment list; -EINVAL with err saying what is wrong. */
+int hn_augment_parse(const char *s, struct hn_augment *a, char *err);
+void hn_augment_format(const struct hn_augment *a, char *out, size_t n);
+/*
+ * Augment one h*w*c HWC tile in place: sample number pos (0-based) of the
+ * training order of epoch (0-based) under seed. tmp holds h*w*c bytes.
+ */
+void hn_augment_tile(const struct hn_augment *a, uint64_t seed, uint64_t epoch, uint64_t pos,
+		     uint32_t h, uint32_t w, uint32_t c, uint8_t *tile, uint8_t *tmp);
+
 /* ---- loader.c: loader threads and the bounded, in-order batch queue ---- */
 
 /*
@@ -29,9 +49,10 @@
  */
 struct hn_loader_config {
 	hn_source *src;
-	int nloaders; /* >= 1 */
-	int queue;    /* batches held ahead, >= 1 */
-	int batch;    /* samples per batch (the last of a split may hold fewer) */
+	const struct hn_augment *aug; /* training batches only; NULL: none */
+	int nloaders;		      /* >= 1 */
+	int queue;		      /* batches held ahead, >= 1 */
+	int batch;		      /* samples per batch (the last of a split may hold fewer) */
 	uint64_t seed;
 	uint32_t window;
 	uint64_t first_epoch, end_epoch;
@@ -84,6 +105,7 @@ struct hn_checkpoint {
 	uint32_t batch, accum, window;
 	uint32_t nranks;      /* data-parallel ranks that trained it (1 alone; 0 read as 1) */
 	char test_split[17];  /* the evaluation split ("" in older files: found again) */
+	char augment[28];     /* --augment's canonical spelling; "" none */
 	uint64_t train_count; /* training samples per epoch (after --limit) */
 	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
 	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,
@@ -129,6 +151,7 @@ struct hn_epoch_stats {
 	double wall_s, compute_s, data_wait_s, comm_s, eval_s;
 	int nranks;			  /* 1 alone */
 	const struct hn_rank_times *rank; /* nranks entries when nranks > 1 */
+	double augment_s; /* loader CPU time on --augment (not part of data wait) */
 	double train_loss, train_acc;
 	double test_loss, test_acc; /* < 0 when there is no test split */
 	double lr;
@@ -144,6 +167,7 @@ struct hn_final_stats {
 	uint64_t weights_xxh3;
 	double wall_s, compute_s, data_wait_s, comm_s;
 	int nranks;
+	double augment_s;
 	double test_acc;
 	const char *source, *device, *model;
 	uint64_t nparams;

@@ -47,13 +47,15 @@ struct ckpt_header {
 	double lr, gamma; /* version 2 on; zero in version 1 */
 	uint64_t epochs, step_epochs, warmup;
 	uint32_t sched, reserved2;
-	uint8_t pad[512 - 424]; /* 424..439 (pad[0..15]): evaluation split; 440..443: ranks */
+	uint8_t pad[484 - 424]; /* 424..439 (pad[0..15]): evaluation split; 440..443: ranks */
+	char augment[28]; /* --augment's canonical spelling, NUL-padded; "" none */
 };
 #define CKPT_NRANKS_AT 16 /* in pad */
 #define CKPT_TEST_SPLIT_AT 0 /* in pad: bytes 424..439, the evaluation split, NUL-padded */
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
-		       offsetof(struct ckpt_header, sched) == 416,
+		       offsetof(struct ckpt_header, sched) == 416 &&
+		       offsetof(struct ckpt_header, augment) == 484,
 	       "checkpoint header layout (docs/HNTRAIN.md)");
 
 #define CKPT_MAX_PARAMS (1ull << 31) /* 8 GiB of floats: refuse anything larger */
@@ -136,6 +138,7 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	uint32_t nranks = c->nranks ? c->nranks : 1;
 	memcpy(h.pad + CKPT_NRANKS_AT, &nranks, sizeof nranks);
 	memcpy(h.pad + CKPT_TEST_SPLIT_AT, c->test_split, strnlen(c->test_split, 16));
+	memcpy(h.augment, c->augment, sizeof h.augment);
 	h.train_count = c->train_count;
 	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
 	h.lr = c->lr;
@@ -267,6 +270,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->test_split[16] = 0;
 	if (c->nranks == 0) /* written before data-parallel training */
 		c->nranks = 1;
+	memcpy(c->augment, h.augment, sizeof c->augment);
+	c->augment[sizeof c->augment - 1] = 0;
 	c->train_count = h.train_count;
 	if (h.version >= 2) {
 		c->has_schedule = 1;

@@ -164,6 +164,7 @@ struct hn_batch {
 	uint32_t *idx;	  /* n sample indices */
 	uint8_t *tiles;	  /* n * h*w*c */
 	uint16_t *labels; /* n */
+	double augment_s; /* loader thread CPU time spent on --augment (the loader sets it) */
 };
 
 /*

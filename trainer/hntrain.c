@@ -313,6 +313,7 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.data_wait_s = t->data_wait_s,
 		.comm_s = t->comm_s,
 		.nranks = t->nranks,
+		.augment_s = t->augment_s,
 		.test_acc = t->test_acc,
 		.source = di->kind,
 		.device = o->device,
@@ -403,11 +404,23 @@ int main(int argc, char **argv)
 	t.src = src;
 	if (ok && !o.given_window) /* the order is the data set's */
 		o.window = hn_source_info(src)->order_window;
+	int usage = 0;
+	if (ok && o.augment.crop) {
+		const struct hn_source_info *di = hn_source_info(src);
+		if (o.augment.crop >= di->h || o.augment.crop >= di->w) {
+			hn_error("--augment %s: a crop padding of %u needs tiles larger than %ux%u",
+				 o.augment.spec, o.augment.crop, di->h, di->w);
+			ok = 0;
+			usage = 1;
+		}
+	}
 	ok = ok && build_model(&o, &ck, hn_source_info(src), &m) == 0;
 	int agreed = agree(&o, src, ok ? &m : NULL, ok);
 	if (agreed < 0) {
 		if (agreed == -EINVAL) /* every rank got here: leave together */
 			hn_dist_finalize();
+		if (usage)
+			rc = 2; /* a usage error */
 		goto out_source;
 	}
 	if (o.plan) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/app.h"
 
@@ -109,10 +110,45 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 	}
 }
 
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/*
+ * --augment on a training batch just read: sample i is number
+ * index * batch + i of the epoch's order, whichever loader read it. Timed
+ * in this thread's CPU time, apart from the read, so that data wait still
+ * measures the storage.
+ */
+static void augment_batch(hn_loader *l, struct hn_batch *b, uint8_t *tmp)
+{
+	const struct hn_source_info *si = hn_source_info(l->c.src);
+	double t0 = thread_cpu_s();
+	for (int i = 0; i < b->n; i++)
+		hn_augment_tile(l->c.aug, l->c.seed, b->epoch,
+				b->index * (uint64_t)l->c.batch + (uint64_t)i, si->h, si->w, si->c,
+				b->tiles + (size_t)i * l->tile_bytes, tmp);
+	b->augment_s = thread_cpu_s() - t0;
+}
+
 static void *loader_main(void *arg)
 {
 	hn_loader *l = arg;
 	char err[HN_ERR_MAX];
+	uint8_t *tmp = l->c.aug ? malloc(l->tile_bytes) : NULL;
+	if (l->c.aug && !tmp) {
+		pthread_mutex_lock(&l->lock);
+		if (l->rc == 0) {
+			l->rc = -ENOMEM;
+			snprintf(l->err, sizeof l->err, "loader: out of memory");
+		}
+		pthread_cond_broadcast(&l->consumer_cv);
+		pthread_mutex_unlock(&l->lock);
+		return NULL;
+	}
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
 		struct slot *q = NULL;
@@ -130,6 +166,11 @@ static void *loader_main(void *arg)
 
 		err[0] = 0;
 		int rc = hn_source_read(l->c.src, &q->b, err);
+		q->b.augment_s = 0;
+		if (rc >= 0 && tmp && q->b.split == HN_SPLIT_TRAIN) {
+			q->b.n = rc; /* only this thread touches the slot until it is ready */
+			augment_batch(l, &q->b, tmp);
+		}
 
 		pthread_mutex_lock(&l->lock);
 		if (rc < 0) {
@@ -145,6 +186,7 @@ static void *loader_main(void *arg)
 		pthread_cond_broadcast(&l->consumer_cv);
 	}
 	pthread_mutex_unlock(&l->lock);
+	free(tmp);
 	return NULL;
 }
 

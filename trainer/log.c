@@ -52,6 +52,8 @@ int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", share, 0);
+	num(f, "augment_s", s->augment_s, 0);
+	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
 	num(f, "comm_s", s->comm_s, 0);
 	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
 	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
@@ -82,6 +84,8 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	num(f, "compute_s", s->compute_s, 0);
 	num(f, "data_wait_s", s->data_wait_s, 0);
 	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
+	num(f, "augment_s", s->augment_s, 0);
+	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
 	num(f, "comm_s", s->comm_s, 0);
 	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
 	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);

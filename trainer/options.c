@@ -70,6 +70,9 @@ static void usage(FILE *f)
 		"  --window N|full      the sample order: N sheets per shuffle window, or the full\n"
 		"                       shuffle (default: the data set's, as a store records it)\n"
 		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
+		"  --augment LIST       augment the training tiles in the loaders, seeded:\n"
+		"                       crop:P (zero-pad P, random crop), flip (horizontal),\n"
+		"                       rrc:S (random-resized-crop, area S..1)\n"
 		"  --loaders N          loader threads (2)\n"
 		"  --queue N            batches read ahead (8)\n"
 		"model and training:\n"
@@ -397,6 +400,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_TILE,
 		O_FIT,
 		O_WINDOW,
+		O_AUGMENT,
 		O_CACHE,
 		O_LOADERS,
 		O_QUEUE,
@@ -440,6 +444,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"tile", required_argument, 0, O_TILE},
 		{"fit", required_argument, 0, O_FIT},
 		{"window", required_argument, 0, O_WINDOW},
+		{"augment", required_argument, 0, O_AUGMENT},
 		{"cache", required_argument, 0, O_CACHE},
 		{"loaders", required_argument, 0, O_LOADERS},
 		{"queue", required_argument, 0, O_QUEUE},
@@ -525,6 +530,13 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 					    ? 0
 					    : (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
 			o->given_window = 1;
+			break;
+		case O_AUGMENT:
+			/* The spelling now; whether the crop fits the tile once the data is open.
+			 */
+			if (hn_augment_parse(optarg, &o->augment, err) < 0)
+				hn_die(2, "--augment %s: %s", optarg, err);
+			o->given_augment = 1;
 			break;
 		case O_CACHE:
 			if (sprite_parse_size(optarg, &o->cache) < 0)
@@ -820,6 +832,13 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 	o->given_window = 1; /* the run's order, whatever the data set's says now */
 	if (!o->given_test_split && ck->test_split[0]) /* evaluated on as before */
 		o->test_split = ck->test_split;
+	/* The augmentation is part of the run's draws: a resume keeps it exactly. */
+	if (o->given_augment && strcmp(o->augment.spec, ck->augment))
+		hn_die(1, "--resume: the checkpoint was trained with --augment %s, not %s",
+		       ck->augment[0] ? ck->augment : "(none)", o->augment.spec);
+	if (!o->given_augment && ck->augment[0] &&
+	    hn_augment_parse(ck->augment, &o->augment, err) < 0)
+		hn_die(1, "--resume %s: bad augmentation \"%s\": %s", o->resume, ck->augment, err);
 	resume_schedule(o, ck);
 }
 

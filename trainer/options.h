@@ -30,6 +30,7 @@ struct hn_opts {
 	uint32_t tile_h, tile_w, tile_c;
 	enum sprite_fit fit; /* image folders; crop unless --fit */
 	uint32_t window;
+	struct hn_augment augment; /* --augment; spec "" none */
 	uint64_t cache;
 	const char *model;
 	struct hn_optim optim;
@@ -51,6 +52,7 @@ struct hn_opts {
 	const char *export_path; /* --export: the final weights as .npz */
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
+	int given_augment;
 	/* given explicitly: these override what a --resume checkpoint says */
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 	/* given explicitly: each applies to one kind of source only */

@@ -33,6 +33,7 @@
 struct epoch {
 	uint64_t e; /* 0-based */
 	double wait, compute, comm, loss, lr;
+	double augment; /* loader CPU time on --augment for this epoch's batches */
 	uint64_t correct, seen;
 	struct sprite_progress bar;
 };
@@ -158,6 +159,44 @@ static void check_loss(const struct hn_train *t, const struct hn_step_result *re
 }
 
 /*
+ * HNTRAIN_DUMP_BATCH=FILE.npy, a debugging aid: the first training batch
+ * of the run as the backend gets it (after --augment), uint8 (n, h, w, c).
+ */
+static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
+{
+	const char *path = getenv("HNTRAIN_DUMP_BATCH");
+	if (!path || !*path)
+		return;
+	const struct hn_source_info *si = hn_source_info(t->src);
+	char hdr[128];
+	int k = snprintf(hdr, sizeof hdr,
+			 "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %u, %u, %u), }",
+			 b->n, si->h, si->w, si->c);
+	int total = (k + 10 + 1 + 63) / 64 * 64; /* magic 6, version 2, length 2, '\n' */
+	memset(hdr + k, ' ', (size_t)(total - 10 - k - 1));
+	hdr[total - 10 - 1] = '\n';
+	uint8_t pre[10] = {0x93,
+			   'N',
+			   'U',
+			   'M',
+			   'P',
+			   'Y',
+			   1,
+			   0,
+			   (uint8_t)(total - 10),
+			   (uint8_t)((total - 10) >> 8)};
+	FILE *f = fopen(path, "wb");
+	size_t bytes = (size_t)b->n * si->h * si->w * si->c;
+	int bad = !f || fwrite(pre, 1, 10, f) != 10 ||
+		  fwrite(hdr, 1, (size_t)(total - 10), f) != (size_t)(total - 10) ||
+		  fwrite(b->tiles, 1, bytes, f) != bytes;
+	if (f && fclose(f) != 0)
+		bad = 1;
+	if (bad)
+		hn_die(1, "HNTRAIN_DUMP_BATCH %s: cannot write it", path);
+}
+
+/*
  * One batch b of the epoch: wait for it (data wait), hand it to the backend
  * (compute), count it. The batch that ends its --accum group applies the
  * summed gradients and takes an optimizer step.
@@ -180,6 +219,9 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	}
 	double t1 = sprite_now();
 	ep->wait += t1 - t0;
+	ep->augment += bt->augment_s;
+	if (t->micro == 0)
+		dump_batch(t, bt);
 
 	uint64_t g0 = b - b % (uint64_t)o->accum;
 	uint64_t g_end = g0 + (uint64_t)o->accum;
@@ -270,6 +312,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 	snprintf(c.spec, sizeof c.spec, "%s", o->model);
 	if (!hn_source_no_test(o->test_split))
 		snprintf(c.test_split, sizeof c.test_split, "%.16s", o->test_split);
+	snprintf(c.augment, sizeof c.augment, "%s", o->augment.spec);
 	size_t per = (size_t)hn_optim_state_per_param(o->optim.kind);
 	c.opt = malloc((m->nparams * per + 1) * sizeof(float));
 	if (!c.opt || t->be->get_params(t->st, t->params) < 0 ||
@@ -331,6 +374,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 		.comm_s = ep->comm,
 		.nranks = t->nranks,
 		.rank = rt,
+		.augment_s = ep->augment,
 		.eval_s = ev->secs,
 		.train_loss = seen ? ep->loss / (double)seen : 0,
 		.train_acc = seen ? (double)ep->correct / (double)seen : 0,
@@ -343,6 +387,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 	t->compute_s += ep->compute;
 	t->data_wait_s += ep->wait;
 	t->comm_s += ep->comm;
+	t->augment_s += ep->augment;
 	t->samples += seen;
 	if (!o->quiet) {
 		char testbuf[32] = "test -", commbuf[64] = "";
@@ -352,10 +397,14 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 			snprintf(commbuf, sizeof commbuf, "  comm %.3f s (%.2f%%)", ep->comm,
 				 wall > 0 ? 100 * ep->comm / wall : 0);
 		printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
-		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s\n",
+		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s",
 		       ep->e + 1, o->epochs, es.train_loss, 100 * es.train_acc, testbuf,
 		       wall > 0 ? (double)seen / wall : 0, ep->compute, ep->wait,
 		       wall > 0 ? 100 * ep->wait / wall : 0, commbuf);
+		if (o->augment.spec[0])
+			printf("  augment %.3f s (%.2f%%)", ep->augment,
+			       wall > 0 ? 100 * ep->augment / wall : 0);
+		putchar('\n');
 	}
 	if (t->logf && hn_log_epoch(t->logf, &es) < 0)
 		hn_die(1, "--log %s: write error", o->log);
@@ -389,6 +438,7 @@ static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
 	const struct hn_opts *o = t->o;
 	*lc = (struct hn_loader_config){
 		.src = t->src,
+		.aug = o->augment.spec[0] ? &o->augment : NULL,
 		.nloaders = o->loaders,
 		.queue = o->queue,
 		.batch = o->batch,
