@@ -125,8 +125,8 @@ check lenet5 "$TMP/gray" lenet5 --epochs 1
 check spec "$TMP/rgb" c8k3s2p1-r-m2-x0.25-d32-r --epochs 2
 # 2 MPI ranks: rank 0 writes the archive of the weights they share
 if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	RUNNER=(timeout 150 mpirun --oversubscribe --bind-to none --mca btl self,vader -np 2)
+	source "$(dirname "$0")/mpi_env.sh"
+	RUNNER=(timeout 150 "${MPIRUN[@]}" -np 2)
 	check mpi "$TMP/gray" cnn --epochs 1 --batch 32
 	RUNNER=()
 else

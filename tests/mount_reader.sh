@@ -157,8 +157,8 @@ h_store=$("$HNTRAIN" --data "$T/s.sprites" "${common[@]}" --quiet 2>"$T/hn-store
 echo "hntrain over the reader's epoch views: weights $h_copy, as over the store"
 # hntrain's MPI ranks read view g*2+r of the copy (the reader's rank shards) and check it
 if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
-	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader -np 2)
+	source "$(dirname "$0")/mpi_env.sh"
+	mpi=("${MPIRUN[@]}" -np 2)
 	timeout 150 "${mpi[@]}" "$HNTRAIN" --data "$T/copy" "${common[@]}" >"$T/mpi-copy.log" 2>&1 ||
 		fail "2 ranks over the reader's views: $(tail -3 "$T/mpi-copy.log")"
 	grep -q "epoch views" "$T/mpi-copy.log" || fail "the ranks did not read the views: $(head -3 "$T/mpi-copy.log")"

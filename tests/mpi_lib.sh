@@ -5,16 +5,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
 	echo "SKIP: mpirun not found (openmpi-bin)"
 	exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Open MPI's own allocations outlive MPI_Finalize: not ours to report. Its
-# components stay loaded at exit, so that LeakSanitizer can name the module
-# of a leak (an unloaded one is "<unknown module>", which no rule matches).
-# ASan's fast unwinder stops at Open MPI's frames without frame pointers,
-# leaving one-frame stacks no rule matches: the slow one walks on to libmpi.
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan_mpi.supp"
-MPIRUN=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_env.sh"
 # No test waits forever on a rank: every mpirun is bounded.
 MPI_LIMIT=${MPI_LIMIT:-150}
 
