@@ -124,6 +124,7 @@ def summarize_train(out_dir, rec):
 
     wall, comp, wait, n = tot("wall_s"), tot("compute_s"), tot("data_wait_s"), tot("samples")
     comm = sum(e.get("comm_s") or 0 for e in epochs)  # absent before data-parallel runs
+    lcpu = tot("loader_cpu_s")  # the loaders' CPU: decode cost even when nothing waits
     # wall_s is the training pass; evaluation is timed apart (eval_s)
     s.update({"n_epochs": len(epochs), "wall_s": wall, "compute_s": comp,
               "data_wait_s": wait, "samples": n, "eval_s": tot("eval_s"),
@@ -132,6 +133,8 @@ def summarize_train(out_dir, rec):
                   [e.get("samples_per_s") for e in epochs]),
               "data_wait_share": (wait / wall) if wait is not None and wall else None,
               "compute_share": (comp / wall) if comp is not None and wall else None,
+              "loader_cpu_s": lcpu,
+              "loader_cpu_share": (lcpu / wall) if lcpu is not None and wall else None,
               "comm_share": (comm / wall) if wall else None,
               "nranks": epochs[-1].get("nranks", 1),
               "test_acc": final.get("test_acc", epochs[-1].get("test_acc")),
@@ -420,13 +423,14 @@ def main():
     if main_runs or torch_train:
         L.append(f"### Training: {cfg.get('model', 'cnn')}, {cfg.get('epochs')} epoch(s), batch 64, seed 1")
         L.append("")
-        L.append("| run | medium | state | device | epoch s | samples/s | compute s/epoch | data wait s/epoch | wait share | test acc | weights xxh3 | samples/s vs tmpfs |")
-        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+        L.append("| run | medium | state | device | epoch s | samples/s | compute s/epoch | data wait s/epoch | wait share | loader CPU s/epoch | loader CPU share | test acc | weights xxh3 | samples/s vs tmpfs |")
+        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
         for t in main_runs + ([torch_train] if torch_train else []):
             acc = t.get("test_acc")
             L.append(f"| {t['name']} | {t['medium']} | {t['state']} | {t['device']} | {fmt(t.get('epoch_s'), 2)} | "
                      f"{fmt(t.get('samples_s'))} | {fmt(per_epoch(t, 'compute_s'), 2)} | {fmt(per_epoch(t, 'data_wait_s'), 3)} | "
-                     f"{pct(t.get('data_wait_share'))} | "
+                     f"{pct(t.get('data_wait_share'))} | {fmt(per_epoch(t, 'loader_cpu_s'), 3)} | "
+                     f"{pct(t.get('loader_cpu_share'))} | "
                      f"{fmt_acc(acc)} | "
                      f"{t.get('weights_xxh3') or t.get('error') or '-'} | {fmt_ratio(t.get('samples_s_x_tmpfs'))} |")
         L.append("")

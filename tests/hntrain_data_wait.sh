@@ -2,7 +2,9 @@
 # hntrain_data_wait - data wait and compute are told apart: one loader
 # decoding a TIFF tree cannot keep up with a small mlp, so the compute thread
 # waits for a share of the epoch; with --preload it hardly waits. In
-# both, compute + data wait fit in the epoch's wall time.
+# both, compute + data wait fit in the epoch's wall time. The loaders' CPU
+# time is logged beside them: decoding TIFF files keeps the one loader busy
+# for most of the epoch, reading preloaded samples hardly at all.
 source "$(dirname "$0")/hntrain_common.sh"
 : "${SPRITEFS_PACK:?SPRITEFS_PACK not set: spritefs-pack --export makes the TIFF tree}"
 
@@ -31,5 +33,12 @@ print(f"preloaded:              data wait {pre['data_wait_s']:.4f} s = {s2:.1%} 
 # passes run two at once) compute slows too and it fell to 5%.
 assert s1 > 0.03, "decoding TIFF files on one loader should make compute wait"
 assert s2 < s1 / 5, "preloaded data should wait far less than decoding files"
+c1, c2 = slow["loader_cpu_s"], pre["loader_cpu_s"]
+print(f"loaders' CPU: {c1:.3f} s decoding TIFF files, {c2:.4f} s preloaded")
+assert abs(slow["loader_cpu_share"] - c1 / slow["wall_s"]) < 1e-3, slow
+# The one loader decodes while compute waits on it: busy for much of the
+# epoch (45-90% alone, less next to another test), and well above memcpy.
+assert c1 > 0.2 * slow["wall_s"], "a loader decoding TIFF files is busy for much of the epoch"
+assert c2 < c1 / 5, "reading preloaded samples should cost the loader far less CPU"
 PY
 echo "PASS"

@@ -141,7 +141,7 @@ void hn_checkpoint_free(struct hn_checkpoint *c);
 
 /* One rank's split of time, for the log of a data-parallel run. */
 struct hn_rank_times {
-	double compute_s, data_wait_s, comm_s;
+	double compute_s, data_wait_s, comm_s, loader_cpu_s;
 };
 
 struct hn_epoch_stats {
@@ -152,6 +152,8 @@ struct hn_epoch_stats {
 	int nranks;			  /* 1 alone */
 	const struct hn_rank_times *rank; /* nranks entries when nranks > 1 */
 	double augment_s; /* loader CPU time on --augment (not part of data wait) */
+	/* loader CPU time on the epoch's batches: read, decode, augment (ranks' mean) */
+	double loader_cpu_s;
 	double train_loss, train_acc;
 	double test_loss, test_acc; /* < 0 when there is no test split */
 	double lr;
@@ -167,7 +169,7 @@ struct hn_final_stats {
 	uint64_t weights_xxh3;
 	double wall_s, compute_s, data_wait_s, comm_s;
 	int nranks;
-	double augment_s;
+	double augment_s, loader_cpu_s;
 	double test_acc;
 	const char *source, *device, *model;
 	uint64_t nparams;

@@ -165,6 +165,11 @@ struct hn_batch {
 	uint8_t *tiles;	  /* n * h*w*c */
 	uint16_t *labels; /* n */
 	double augment_s; /* loader thread CPU time spent on --augment (the loader sets it) */
+	/*
+	 * Loader thread CPU time on this batch, the read (system time of the
+	 * reads included), decode and --augment together (the loader sets it).
+	 */
+	double loader_cpu_s;
 };
 
 /*

@@ -314,6 +314,7 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.comm_s = t->comm_s,
 		.nranks = t->nranks,
 		.augment_s = t->augment_s,
+		.loader_cpu_s = t->loader_cpu_s,
 		.test_acc = t->test_acc,
 		.source = di->kind,
 		.device = o->device,

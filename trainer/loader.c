@@ -165,12 +165,14 @@ static void *loader_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 
 		err[0] = 0;
+		double t0 = thread_cpu_s();
 		int rc = hn_source_read(l->c.src, &q->b, err);
 		q->b.augment_s = 0;
 		if (rc >= 0 && tmp && q->b.split == HN_SPLIT_TRAIN) {
 			q->b.n = rc; /* only this thread touches the slot until it is ready */
 			augment_batch(l, &q->b, tmp);
 		}
+		q->b.loader_cpu_s = thread_cpu_s() - t0;
 
 		pthread_mutex_lock(&l->lock);
 		if (rc < 0) {

@@ -37,7 +37,8 @@ static void rank_times(FILE *f, int n, const struct hn_rank_times *r)
 		fputs("{", f);
 		num(f, "compute_s", r[i].compute_s, 0);
 		num(f, "data_wait_s", r[i].data_wait_s, 0);
-		num(f, "comm_s", r[i].comm_s, 1);
+		num(f, "comm_s", r[i].comm_s, 0);
+		num(f, "loader_cpu_s", r[i].loader_cpu_s, 1);
 		fputs(i + 1 < n ? "}, " : "}], ", f);
 	}
 }
@@ -54,6 +55,8 @@ int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 	num(f, "data_wait_share", share, 0);
 	num(f, "augment_s", s->augment_s, 0);
 	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
+	num(f, "loader_cpu_s", s->loader_cpu_s, 0);
+	num(f, "loader_cpu_share", ratio(s->loader_cpu_s, s->wall_s), 0);
 	num(f, "comm_s", s->comm_s, 0);
 	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
 	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
@@ -86,6 +89,8 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
 	num(f, "augment_s", s->augment_s, 0);
 	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
+	num(f, "loader_cpu_s", s->loader_cpu_s, 0);
+	num(f, "loader_cpu_share", ratio(s->loader_cpu_s, s->wall_s), 0);
 	num(f, "comm_s", s->comm_s, 0);
 	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
 	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);

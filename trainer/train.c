@@ -34,6 +34,7 @@ struct epoch {
 	uint64_t e; /* 0-based */
 	double wait, compute, comm, loss, lr;
 	double augment; /* loader CPU time on --augment for this epoch's batches */
+	double loader_cpu; /* loader CPU time on this epoch's batches, augment included */
 	uint64_t correct, seen;
 	struct sprite_progress bar;
 };
@@ -220,6 +221,7 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	double t1 = sprite_now();
 	ep->wait += t1 - t0;
 	ep->augment += bt->augment_s;
+	ep->loader_cpu += bt->loader_cpu_s;
 	if (t->micro == 0)
 		dump_batch(t, bt);
 
@@ -329,11 +331,11 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
  */
 static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank_times *rt)
 {
-	enum { SEEN, LOSS, CORRECT, WAIT, COMPUTE, COMM, K };
+	enum { SEEN, LOSS, CORRECT, WAIT, COMPUTE, COMM, LCPU, K };
 	char err[HN_ERR_MAX];
 	int N = t->nranks;
-	double mine[K] = {(double)ep->seen, ep->loss, (double)ep->correct,
-			  ep->wait,	    ep->compute, ep->comm};
+	double mine[K] = {(double)ep->seen, ep->loss,	 (double)ep->correct, ep->wait,
+			  ep->compute,	    ep->comm, ep->loader_cpu};
 	double *all = malloc((size_t)N * sizeof mine);
 	if (!all || hn_dist_gather_doubles(mine, K, all, err) < 0)
 		hn_die(1, "%s", all ? err : "out of memory");
@@ -345,6 +347,7 @@ static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank
 			.compute_s = all[r * K + COMPUTE],
 			.data_wait_s = all[r * K + WAIT],
 			.comm_s = all[r * K + COMM],
+			.loader_cpu_s = all[r * K + LCPU],
 		};
 	}
 	free(all);
@@ -354,6 +357,7 @@ static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank
 	ep->wait = mine[WAIT] / N;
 	ep->compute = mine[COMPUTE] / N;
 	ep->comm = mine[COMM] / N;
+	ep->loader_cpu = mine[LCPU] / N;
 }
 
 /* The end of an epoch: add it to the run's totals, print its line, append it to --log. */
@@ -375,6 +379,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 		.nranks = t->nranks,
 		.rank = rt,
 		.augment_s = ep->augment,
+		.loader_cpu_s = ep->loader_cpu,
 		.eval_s = ev->secs,
 		.train_loss = seen ? ep->loss / (double)seen : 0,
 		.train_acc = seen ? (double)ep->correct / (double)seen : 0,
@@ -388,6 +393,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 	t->data_wait_s += ep->wait;
 	t->comm_s += ep->comm;
 	t->augment_s += ep->augment;
+	t->loader_cpu_s += ep->loader_cpu;
 	t->samples += seen;
 	if (!o->quiet) {
 		char testbuf[32] = "test -", commbuf[64] = "";
@@ -397,10 +403,12 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 			snprintf(commbuf, sizeof commbuf, "  comm %.3f s (%.2f%%)", ep->comm,
 				 wall > 0 ? 100 * ep->comm / wall : 0);
 		printf("epoch %" PRIu64 "/%" PRIu64 "  loss %.4f  train %.2f%%  %s  "
-		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s",
+		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s  "
+		       "loaders cpu %.2f s (%.0f%%)",
 		       ep->e + 1, o->epochs, es.train_loss, 100 * es.train_acc, testbuf,
 		       wall > 0 ? (double)seen / wall : 0, ep->compute, ep->wait,
-		       wall > 0 ? 100 * ep->wait / wall : 0, commbuf);
+		       wall > 0 ? 100 * ep->wait / wall : 0, commbuf, ep->loader_cpu,
+		       wall > 0 ? 100 * ep->loader_cpu / wall : 0);
 		if (o->augment.spec[0])
 			printf("  augment %.3f s (%.2f%%)", ep->augment,
 			       wall > 0 ? 100 * ep->augment / wall : 0);

@@ -43,7 +43,7 @@ struct hn_train {
 	int pending;		    /* batches summed into a group's gradients, not applied */
 	/* the totals of this process's epochs, for the final report (of every rank; the
 	 * times their mean) */
-	double wall_s, compute_s, data_wait_s, comm_s, augment_s;
+	double wall_s, compute_s, data_wait_s, comm_s, augment_s, loader_cpu_s;
 	uint64_t samples;
 	double test_acc; /* of the last evaluation; -1 when there was none */
 };
