@@ -174,6 +174,8 @@ struct hn_final_stats {
 	const char *source, *device, *model;
 	uint64_t nparams;
 	uint64_t skipped_files;	  /* image files that did not decode */
+	/* unreadable sheets skipped (--skip-bad-sheets) and their samples */
+	uint64_t bad_sheets, bad_sheet_samples;
 	uint64_t ignored_entries; /* entries of an image folder that are not images (on_ignore) */
 };
 int hn_log_final(FILE *f, const struct hn_final_stats *s);

@@ -56,6 +56,62 @@ uint64_t hn_source_skipped(const hn_source *s)
 	return __atomic_load_n(&s->nskipped, __ATOMIC_RELAXED);
 }
 
+uint64_t hn_source_bad_sheets(const hn_source *s, uint64_t *samples)
+{
+	if (samples)
+		*samples = __atomic_load_n(&s->nbad_samples, __ATOMIC_RELAXED);
+	return __atomic_load_n(&s->nbad_sheets, __ATOMIC_RELAXED);
+}
+
+/* ---- --skip-bad-sheets ------------------------------------------------- */
+
+static uint64_t sheet_of(const hn_source *s, uint64_t i)
+{
+	return i / (s->info.sheet_tiles ? s->info.sheet_tiles : 1024);
+}
+
+int hn_source_on_bad_sheet(const hn_source *s, int split, uint64_t i)
+{
+	return s->bad_sheet[split] &&
+	       __atomic_load_n(&s->bad_sheet[split][sheet_of(s, i)], __ATOMIC_RELAXED);
+}
+
+void hn_source_mark_bad_sheet(hn_source *s, int split, uint64_t i, const char *why)
+{
+	if (!s->bad_sheet[split])
+		return;
+	uint64_t k = sheet_of(s, i), t = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
+	if (__atomic_exchange_n(&s->bad_sheet[split][k], 1, __ATOMIC_RELAXED))
+		return;
+	/* the samples of the sheet this run reads (--limit may end the split inside it) */
+	uint64_t lo = k * t, hi = lo + t < s->info.count[split] ? lo + t : s->info.count[split];
+	__atomic_add_fetch(&s->nbad_sheets, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->nbad_samples, hi > lo ? hi - lo : 0, __ATOMIC_RELAXED);
+	if (s->on_skip) {
+		char msg[HN_ERR_MAX + 160];
+		snprintf(msg, sizeof msg,
+			 "%s; its samples %" PRIu64 "-%" PRIu64 " of the %s split skipped from now on "
+			 "(--skip-bad-sheets)",
+			 why, lo, hi ? hi - 1 : 0, split == HN_SPLIT_TRAIN ? "training" : "test");
+		s->on_skip(s->skip_ctx, msg);
+	}
+}
+
+static int bad_sheets_start(hn_source *s, const struct hn_source_options *o, char *err)
+{
+	s->on_skip = o->on_skip;
+	s->skip_ctx = o->skip_ctx;
+	if (!o->skip_bad_sheets)
+		return 0;
+	uint64_t t = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
+	for (int k = 0; k < 2; k++) {
+		s->bad_sheet[k] = calloc(s->info.full_count[k] / t + 1, 1);
+		if (!s->bad_sheet[k])
+			return hn_source_fail(err, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 uint64_t hn_source_ignored(const hn_source *s)
 {
 	return s->nignored;
@@ -275,7 +331,8 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	if (rc >= 0) {
 		s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
 		apply_limits(s, o);
-		if (s->ops->start)
+		rc = bad_sheets_start(s, o, err);
+		if (rc >= 0 && s->ops->start)
 			rc = s->ops->start(s, o, err);
 	}
 	if (rc < 0) {
@@ -295,6 +352,8 @@ void hn_source_close(hn_source *s)
 		for (uint32_t i = 0; i < s->info.nclasses; i++)
 			free(s->info.class_names[i]);
 	free(s->info.class_names);
+	free(s->bad_sheet[0]);
+	free(s->bad_sheet[1]);
 	free(s);
 }
 
@@ -381,10 +440,33 @@ static void *preload_worker(void *arg)
 	}
 }
 
-/* Close the gaps the files that did not decode left at the ends of chunks. */
+/*
+ * Close the gaps the files that did not decode left at the ends of chunks.
+ * The samples of unreadable sheets (--skip-bad-sheets) instead keep their
+ * places, so that the order is drawn over the same indices as without
+ * --preload: each chunk's samples are moved back to them, and the memory
+ * source skips those sheets as the store or mount did.
+ */
 static uint64_t preload_compact(struct preload_job *j, int k, size_t tile_bytes)
 {
 	uint64_t n = j->s->info.count[k], w = 0;
+	if (j->s->bad_sheet[k]) {
+		for (uint64_t first = 0; first < n; first += PRELOAD_CHUNK) {
+			uint64_t m = j->got[k][first / PRELOAD_CHUNK];
+			uint64_t end = first + PRELOAD_CHUNK < n ? first + PRELOAD_CHUNK : n;
+			for (uint64_t i = end; i-- > first && m > 0;) {
+				if (hn_source_on_bad_sheet(j->s, k, i))
+					continue;
+				m--; /* packed sample m belongs at i (m <= i - first) */
+				if (first + m != i) {
+					memmove(j->px[k] + i * tile_bytes,
+						j->px[k] + (first + m) * tile_bytes, tile_bytes);
+					j->lab[k][i] = j->lab[k][first + m];
+				}
+			}
+		}
+		return n;
+	}
 	for (uint64_t first = 0; first < n; first += PRELOAD_CHUNK) {
 		uint32_t m = j->got[k][first / PRELOAD_CHUNK];
 		if (w != first && m) {

@@ -81,6 +81,13 @@ struct hn_source_options {
 	 * makes the read fail.
 	 */
 	int strict;
+	/*
+	 * Stores and mounts (--skip-bad-sheets): a sheet that cannot be read
+	 * (its checksum fails, the mount answers EIO) has its samples skipped
+	 * from then on, passed to on_skip once per sheet, instead of failing
+	 * the read.
+	 */
+	int skip_bad_sheets;
 	void (*on_skip)(void *ctx, const char *why);
 	/*
 	 * Image folders: each entry of the tree that is not an image of a
@@ -175,8 +182,9 @@ struct hn_batch {
 /*
  * Read the b->n samples b->idx[] of b->split into b->tiles and b->labels.
  * Returns the samples read: n, or fewer (0 too) from an image folder whose
- * files did not all decode, the good ones packed first in idx order (b->n
- * is left for the caller to update). Thread-safe.
+ * files did not all decode or a store or mount with unreadable sheets under
+ * --skip-bad-sheets, the good ones packed first in idx order (b->n is left
+ * for the caller to update). Thread-safe.
  */
 int hn_source_read(hn_source *s, const struct hn_batch *b, char *err);
 
@@ -189,6 +197,8 @@ int hn_source_preload(hn_source *s, int nthreads, char *err);
 
 /* Image files skipped so far because they did not decode (0 for other sources). */
 uint64_t hn_source_skipped(const hn_source *s);
+/* Unreadable sheets skipped so far (--skip-bad-sheets), and the samples they held. */
+uint64_t hn_source_bad_sheets(const hn_source *s, uint64_t *samples);
 /* Entries of an image folder passed to on_ignore (0 for other sources). */
 uint64_t hn_source_ignored(const hn_source *s);
 

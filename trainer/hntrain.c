@@ -96,6 +96,7 @@ static int open_source(const struct hn_opts *o, hn_source **src)
 		.batch = (uint32_t)o->batch,
 		.cache_bytes = o->cache,
 		.strict = o->strict,
+		.skip_bad_sheets = o->skip_bad_sheets,
 		.on_skip = report_skip,
 		.on_ignore = report_ignore,
 		.on_note = o->quiet ? NULL : report_note,
@@ -301,6 +302,7 @@ static int agree(const struct hn_opts *o, const hn_source *src, const struct hn_
 static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 {
 	const struct hn_source_info *di = hn_source_info(t->src);
+	uint64_t bad_samples, bad_sheets = hn_source_bad_sheets(t->src, &bad_samples);
 	struct hn_final_stats fs = {
 		.epochs = t->end_epoch > t->first_epoch ? t->end_epoch - t->first_epoch : 0,
 		.steps = t->step - t->first_step,
@@ -321,6 +323,8 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.model = o->model,
 		.nparams = t->m->nparams,
 		.skipped_files = hn_source_skipped(t->src),
+		.bad_sheets = bad_sheets,
+		.bad_sheet_samples = bad_samples,
 		.ignored_entries = hn_source_ignored(t->src),
 	};
 	int bad = hn_log_final(t->logf, &fs) < 0;
@@ -353,6 +357,11 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 		printf("skipped %" PRIu64 " image file%s that did not decode (named above; "
 		       "--strict stops at the first)\n",
 		       skipped, skipped == 1 ? "" : "s");
+	uint64_t bad_samples, bad = hn_source_bad_sheets(t->src, &bad_samples);
+	if (bad && !o->quiet)
+		printf("skipped %" PRIu64 " sample%s of %" PRIu64 " unreadable sheet%s (named above; "
+		       "--skip-bad-sheets)\n",
+		       bad_samples, bad_samples == 1 ? "" : "s", bad, bad == 1 ? "" : "s");
 	uint64_t ignored = hn_source_ignored(t->src);
 	if (ignored && !o->quiet)
 		printf("ignored %" PRIu64 " entr%s of the image folder, not images in class "

@@ -107,7 +107,9 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	sprite_json_fputs(f, s->model);
 	fprintf(f,
 		", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64
+		", \"skipped_sheets\": %" PRIu64 ", \"skipped_sheet_samples\": %" PRIu64
 		", \"ignored_entries\": %" PRIu64 "}\n",
-		s->nparams, s->skipped_files, s->ignored_entries);
+		s->nparams, s->skipped_files, s->bad_sheets, s->bad_sheet_samples,
+		s->ignored_entries);
 	return fflush(f) == 0 ? 0 : -1;
 }

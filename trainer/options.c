@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"  --strict             image folders: stop at a file that does not decode, or\n"
 		"                       an entry that is neither a file nor a folder (default:\n"
 		"                       report it and train without it)\n"
+		"  --skip-bad-sheets    stores and mounts: train without the samples of a sheet\n"
+		"                       that cannot be read (default: stop), each sheet named\n"
 		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
 		"image)\n"
 		"  --fit MODE           image folders: crop (default), pad or stretch, as\n"
@@ -334,9 +336,16 @@ static void check_source_options(const struct hn_opts *o, int kind)
 		 HN_SOURCE_STORE,
 		 {NULL, "the mount caches sheets itself (mount it with -o cache=SIZE)",
 		  "it is loaded whole", "image files are decoded as they are read, not cached"}},
+		{o->skip_bad_sheets,
+		 "--skip-bad-sheets",
+		 "store files and spritefs mounts",
+		 HN_SOURCE_STORE,
+		 {NULL, NULL, "it has no sheets, and a bad file stops the run",
+		  "it has no sheets; a file that does not decode is skipped already"}},
 	};
+	/* why[k] NULL: the option applies to kind k too */
 	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-		if (rules[i].given && kind != rules[i].kind)
+		if (rules[i].given && kind != rules[i].kind && rules[i].why[kind])
 			hn_die(2, "%s does not apply to %s (%s): %s; %s is for %s only",
 			       rules[i].opt, kinds[kind], o->data, rules[i].why[kind], rules[i].opt,
 			       rules[i].only);
@@ -430,6 +439,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_LOG,
 		O_EXPORT,
 		O_STRICT,
+		O_SKIP_BAD,
 		O_QUIET,
 		O_HELP,
 		O_VERSION,
@@ -474,6 +484,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"log", required_argument, 0, O_LOG},
 		{"export", required_argument, 0, O_EXPORT},
 		{"strict", no_argument, 0, O_STRICT},
+		{"skip-bad-sheets", no_argument, 0, O_SKIP_BAD},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
 		{"version", no_argument, 0, O_VERSION},
@@ -505,6 +516,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			break;
 		case O_STRICT:
 			o->strict = 1;
+			break;
+		case O_SKIP_BAD:
+			o->skip_bad_sheets = 1;
 			break;
 		case O_TILE: {
 			unsigned h = 0, w = 0, ch = 0;

@@ -27,6 +27,7 @@ struct hn_opts {
 	uint64_t limit, test_limit;
 	int preload;
 	int strict;
+	int skip_bad_sheets; /* --skip-bad-sheets */
 	uint32_t tile_h, tile_w, tile_c;
 	enum sprite_fit fit; /* image folders; crop unless --fit */
 	uint32_t window;

@@ -55,6 +55,15 @@ struct hn_source {
 	char root[4096]; /* the --data path, for messages */
 	size_t tile_bytes;
 	uint64_t nskipped; /* image files that did not decode (atomic) */
+	/*
+	 * --skip-bad-sheets (stores and mounts): per split, one byte per sheet
+	 * of info.sheet_tiles samples, set once the sheet is found unreadable
+	 * (NULL without the option); the sheets and their samples so far.
+	 */
+	uint8_t *bad_sheet[2];
+	uint64_t nbad_sheets, nbad_samples;
+	void (*on_skip)(void *ctx, const char *why);
+	void *skip_ctx;
 	uint64_t nignored; /* entries of an image folder passed to on_ignore */
 };
 
@@ -70,6 +79,13 @@ struct hn_mem {
 int hn_source_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* s->info.class_names from n names (NULL names, or a NULL name: its index). */
 int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
+/*
+ * --skip-bad-sheets: whether sample i of split lies on a sheet known to be
+ * unreadable; and mark that sheet so (why names it and what is wrong), which
+ * tells on_skip once per sheet. Both 0 / nothing without the option.
+ */
+int hn_source_on_bad_sheet(const hn_source *s, int split, uint64_t i);
+void hn_source_mark_bad_sheet(hn_source *s, int split, uint64_t i, const char *why);
 /* An IDX folder reads as memory: source_mem.c's read and close. */
 int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err);
 void hn_source_mem_close(hn_source *s);

@@ -12,15 +12,19 @@
 int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err)
 {
 	const struct hn_mem *mem = s->priv;
+	int w = 0;
 	for (int k = 0; k < b->n; k++) {
 		uint32_t i = b->idx[k];
 		if (i >= s->info.full_count[b->split])
 			return hn_source_fail(err, -ERANGE, "sample %u out of range", i);
-		memcpy(b->tiles + (size_t)k * s->tile_bytes,
+		/* preloaded around unreadable sheets: they keep their places, empty */
+		if (hn_source_on_bad_sheet(s, b->split, i))
+			continue;
+		memcpy(b->tiles + (size_t)w * s->tile_bytes,
 		       mem->px[b->split] + (size_t)i * s->tile_bytes, s->tile_bytes);
-		b->labels[k] = mem->lab[b->split][i];
+		b->labels[w++] = mem->lab[b->split][i];
 	}
-	return b->n;
+	return w;
 }
 
 void hn_source_mem_close(hn_source *s)

@@ -52,7 +52,7 @@ struct mount_src {
 static const char *eio_hint(int rc)
 {
 	return rc == -EIO ? " (the mount could not verify a sheet; see its log or "
-			    ".spritefs/stats.json)"
+			    ".spritefs/stats.json; --skip-bad-sheets trains without its samples)"
 			  : "";
 }
 
@@ -334,41 +334,84 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 	return rc;
 }
 
+/* Samples [i, i + run) of split into dst: through the page cache, else exactly. */
+static int gather_run(hn_source *s, int split, uint64_t i, int run, uint8_t *dst, char *err)
+{
+	struct mount_src *m = s->priv;
+	const char *name = split == HN_SPLIT_TRAIN ? m->train_split : m->test_split;
+	size_t len = (size_t)run * s->tile_bytes;
+	uint64_t off = m->img_off[split] + i * s->tile_bytes;
+	int rc = sprite_pread_full(m->img_fd[split], dst, len, off);
+	if (rc == -EIO)
+		rc = sprite_pread_full(m->img_xfd[split], dst, len, off);
+	if (rc < 0)
+		return hn_source_fail(
+			err, rc, "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s", s->root,
+			name, i, i + (uint64_t)run - 1,
+			rc == -ENODATA ? "shorter than its header says" : strerror(-rc), eio_hint(rc));
+	return 0;
+}
+
 /*
  * Gather samples with one pread per run of consecutive indices, through the
  * page cache; a run that fails with EIO is read again exactly (the kernel
- * may have read ahead into a bad sheet the run does not need).
+ * may have read ahead into a bad sheet the run does not need). With
+ * --skip-bad-sheets a run that still fails is read sample by sample, and
+ * the samples that fail with EIO mark their sheet bad and are left out:
+ * the rest are packed first, in idx order.
  */
 static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
 {
 	struct mount_src *m = s->priv;
-	int split = b->split, n = b->n;
+	int split = b->split, n = b->n, w = 0;
 	const uint32_t *idx = b->idx;
-	const char *name = split == HN_SPLIT_TRAIN ? m->train_split : m->test_split;
 	for (int k = 0; k < n;) {
+		if (hn_source_on_bad_sheet(s, split, idx[k])) {
+			k++;
+			continue;
+		}
 		int run = 1;
-		while (k + run < n && idx[k + run] == idx[k] + (uint32_t)run && run < 4096)
+		while (k + run < n && idx[k + run] == idx[k] + (uint32_t)run && run < 4096 &&
+		       !hn_source_on_bad_sheet(s, split, idx[k + run]))
 			run++;
 		uint64_t i = idx[k];
 		if (i + (uint64_t)run > s->info.count[split])
 			return hn_source_fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range",
 					      s->root, i);
-		uint8_t *dst = b->tiles + (size_t)k * s->tile_bytes;
-		size_t len = (size_t)run * s->tile_bytes;
-		uint64_t off = m->img_off[split] + i * s->tile_bytes;
-		int rc = sprite_pread_full(m->img_fd[split], dst, len, off);
-		if (rc == -EIO)
-			rc = sprite_pread_full(m->img_xfd[split], dst, len, off);
+		uint8_t *dst = b->tiles + (size_t)w * s->tile_bytes;
+		int rc = gather_run(s, split, i, run, dst, err);
+		if (rc == -EIO && s->bad_sheet[split]) {
+			for (int j = 0; j < run; j++) {
+				if (hn_source_on_bad_sheet(s, split, i + (uint64_t)j))
+					continue;
+				rc = gather_run(s, split, i + (uint64_t)j, 1,
+						b->tiles + (size_t)w * s->tile_bytes, err);
+				if (rc == -EIO) {
+					char why[HN_ERR_MAX];
+					snprintf(why, sizeof why,
+						 "%.120s/%s/images.npy: sample %" PRIu64
+						 ": %s (the mount could not verify its sheet)",
+						 s->root,
+						 split == HN_SPLIT_TRAIN ? m->train_split
+									 : m->test_split,
+						 i + (uint64_t)j, strerror(EIO));
+					hn_source_mark_bad_sheet(s, split, i + (uint64_t)j, why);
+					continue;
+				}
+				if (rc < 0)
+					return rc;
+				b->labels[w++] = m->lab[split][i + (uint64_t)j];
+			}
+			k += run;
+			continue;
+		}
 		if (rc < 0)
-			return hn_source_fail(
-				err, rc, "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s",
-				s->root, name, i, i + (uint64_t)run - 1,
-				rc == -ENODATA ? "shorter than its header says" : strerror(-rc),
-				eio_hint(rc));
-		memcpy(b->labels + k, m->lab[split] + i, (size_t)run * sizeof *b->labels);
+			return rc;
+		memcpy(b->labels + w, m->lab[split] + i, (size_t)run * sizeof *b->labels);
+		w += run;
 		k += run;
 	}
-	return n;
+	return w;
 }
 
 /*
@@ -486,6 +529,9 @@ static int mount_read(hn_source *s, const struct hn_batch *b, char *err)
 					    m->view_epochs, m->view_epochs);
 		else
 			rc = view_read(s, b, why);
+		/* --skip-bad-sheets: a view on an unreadable sheet is gathered around it */
+		if (rc == -EIO && s->bad_sheet[b->split])
+			return mount_gather(s, b, err);
 		if (rc != -ENOENT) {
 			if (rc < 0)
 				memcpy(err, why, HN_ERR_MAX);

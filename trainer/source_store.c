@@ -137,14 +137,21 @@ static void sheet_put(struct store_src *st, struct sheet_slot *q)
 	pthread_mutex_unlock(&st->lock);
 }
 
+/*
+ * The samples of b, packed first in idx order; with --skip-bad-sheets those
+ * of a sheet that does not read or decode are left out (the sheet is named
+ * once and not read again), else the read fails.
+ */
 static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 {
 	struct store_src *st = s->priv;
 	struct sheet_slot *q = NULL;
 	uint32_t cur = UINT32_MAX;
-	int rc = 0;
+	int rc = 0, w = 0;
 	for (int k = 0; k < b->n; k++) {
 		uint32_t sheet, slot, i = b->idx[k];
+		if (hn_source_on_bad_sheet(s, b->split, i))
+			continue;
 		rc = sprite_store_locate(st->store, (uint32_t)st->split[b->split], i, &sheet,
 					 &slot);
 		if (rc < 0) {
@@ -157,8 +164,18 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 				sheet_put(st, q);
 			q = NULL;
 			cur = UINT32_MAX;
-			if ((rc = sheet_get(s, sheet, &q, err)) < 0)
-				break;
+			if ((rc = sheet_get(s, sheet, &q, err)) < 0) {
+				if (rc != -ENOMEM && !s->bad_sheet[b->split]) {
+					size_t l = strnlen(err, HN_ERR_MAX);
+					snprintf(err + l, HN_ERR_MAX - l,
+						 " (--skip-bad-sheets trains without its samples)");
+				}
+				if (rc == -ENOMEM || !s->bad_sheet[b->split])
+					break;
+				hn_source_mark_bad_sheet(s, b->split, i, err);
+				rc = 0;
+				continue;
+			}
 			cur = sheet;
 		}
 		if (slot >= q->b.count) {
@@ -166,13 +183,13 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 					    sheet, slot);
 			break;
 		}
-		memcpy(b->tiles + (size_t)k * s->tile_bytes,
+		memcpy(b->tiles + (size_t)w * s->tile_bytes,
 		       q->b.tiles + (size_t)slot * s->tile_bytes, s->tile_bytes);
-		b->labels[k] = q->b.labels[slot];
+		b->labels[w++] = q->b.labels[slot];
 	}
 	if (q)
 		sheet_put(st, q);
-	return rc < 0 ? rc : b->n;
+	return rc < 0 ? rc : w;
 }
 
 static int store_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
