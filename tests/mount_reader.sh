@@ -184,7 +184,6 @@ expect_err "missing mount" "$T/nothere" "import spritefs; spritefs.Mount('$T/not
 mkdir -p "$T/bad" && echo '{"tile": 3}' >"$T/bad/dataset.json"
 expect_err "bad dataset.json" "$T/bad/dataset.json" "import spritefs; spritefs.Mount('$T/bad')"
 expect_err "no such split" "no split 'val'" "import spritefs; list(spritefs.Mount('$T/full').epoch('val', 0))"
-SFS_PID=$PID_FULL sfs_umount "$T/full"
 SFS_PID=$PID_WIN sfs_umount "$T/win"
 
 # a sheet that fails its checksum: EIO, reported with the file's name
@@ -193,5 +192,25 @@ cp "$T/s.sprites" "$T/bad.sprites"
 sfs_mount "$T/spritefs-bad.log" "$T/bad.sprites" "$T/badmnt" -o cache=32M
 expect_err "EIO on a sheet" "$T/badmnt/train/.*input/output error" \
 	"import spritefs; list(spritefs.Mount('$T/badmnt').epoch('train', 0, views=True))"
+# docs/FORMAT.md's numpy recipe for reading around it, run as printed: every
+# sample but sheet 0's, each equal to the good store's
+awk '/^#### Reading around a bad sheet/ { f = 1 } f && /^```python/ { p = 1; next }
+	p && /^```/ { exit } p' "$SRCDIR/docs/FORMAT.md" >"$T/around.py"
+grep -q "O_DIRECT" "$T/around.py" || fail "no recipe for reading around EIO in docs/FORMAT.md"
+sed -i "s|\"/mnt/sprites\"|\"$T/badmnt\"|g" "$T/around.py"
+cat >>"$T/around.py" <<PY
+import json
+T_ = json.load(open("$T/full/dataset.json"))["sheet_tiles"]
+good = np.load("$T/full/train/images.npy")
+good_lab = np.load("$T/full/train/labels.npy")
+assert np.array_equal(ids, np.arange(T_, len(good))), (ids[:3], len(ids), len(good))
+assert np.array_equal(tiles, good[ids]) and np.array_equal(labels, good_lab[ids])
+print(f"around EIO: {len(ids)} of {len(good)} samples read, sheet 0's {T_} left out, all equal")
+PY
+$PY "$T/around.py" >"$T/around.log" 2>&1 || fail "docs/FORMAT.md's recipe: $(tail -5 "$T/around.log")"
+grep -q "samples 0-$(($(/usr/bin/python3 -c "import json; print(json.load(open('$T/full/dataset.json'))['sheet_tiles'])") - 1)) are on a sheet that did not verify" \
+	"$T/around.log" || fail "the recipe did not name sheet 0's samples: $(cat "$T/around.log")"
+tail -1 "$T/around.log"
+SFS_PID=$PID_FULL sfs_umount "$T/full"
 sfs_umount "$T/badmnt"
 echo "PASS"
