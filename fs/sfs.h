@@ -160,6 +160,18 @@ struct sfs {
  * epoch.c's lock of the epoch orders, and seed_lock.
  */
 
+/* ---- first_pack.c ------------------------------------------------------ */
+
+struct sprite_pack_options;
+/*
+ * An image folder's cache store: packed at first use with how's tile and
+ * fit (in cachedir, else $XDG_CACHE_HOME/spritefs, /var/cache/spritefs for
+ * root, ~/.cache/spritefs), or the one packed before from the same contents;
+ * its path in out. -1 after saying why on stderr.
+ */
+int sfs_first_pack(const char *source, const char *cachedir,
+		   const struct sprite_pack_options *how, char *out, size_t cap);
+
 /* ---- stats.c ----------------------------------------------------------- */
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
