@@ -51,131 +51,35 @@
 #include <cudnn.h>
 
 #include "cuda/algo.h"
+#include "cuda/cuda_int.h"
 #include "cuda/kernels.h"
 #include "cuda/plugin.h"
 #include "trainer/backend.h"
 
-#define HN_WS_LIMIT	  ((size_t)1 << 30) /* largest workspace an algorithm may ask for */
-#define HN_AMP_INIT_SCALE 65536.0f
-#define HN_AMP_MAX_SCALE  16777216.0f
-#define HN_AMP_MIN_SCALE  (1.0f / 16777216.0f)
-#define HN_AMP_GROWTH	  2000
-
-struct hn_conv {
-	cudnnTensorDescriptor_t x, y;
-	cudnnFilterDescriptor_t w;
-	cudnnConvolutionDescriptor_t cf, cd, cw; /* forward, backward data, backward filter */
-	/* benchmarked for max_batch at create */
-	cudnnConvolutionFwdAlgo_t fa_max;
-	cudnnConvolutionBwdDataAlgo_t da_max;
-	cudnnConvolutionBwdFilterAlgo_t wa_max;
-	cudnnMathType_t fm_max, dm_max, wm_max;
-	/* in use for the current batch size */
-	cudnnConvolutionFwdAlgo_t fa;
-	cudnnConvolutionBwdDataAlgo_t da;
-	cudnnConvolutionBwdFilterAlgo_t wa;
-};
-
-/* Small per-step results, one device block mirrored in pinned host memory. */
-struct hn_small {
-	struct hn_k_result res;
-	int overflow;
-};
-
-struct hn_cuda {
-	struct hn_model m;
-	struct hn_optim o;
-	struct hn_backend_config cfg;
-	int dev;
-	int amp;
-	cudnnDataType_t dt; /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF for conv tensors */
-
-	cudaStream_t stream, copy_stream;
-	cudaEvent_t ev_start, ev_stop, ev_copied[2];
-	int events_made;
-	cudnnHandle_t dnn;
-	cublasHandle_t blas;
-
-	float *params, *grads, *opt; /* one allocation each */
-	void *params16;		     /* amp: fp16 copy of params */
-	float *acts, *dacts;
-	size_t act_off[HN_MAX_LAYERS + 1];	    /* float offset of slot i (max_batch samples) */
-	size_t act_per[HN_MAX_LAYERS + 1];	    /* floats per sample of slot i */
-	void *scratch16;			    /* amp: x16 | dx16 | y16 | w16 */
-	size_t x16_off, dx16_off, y16_off, w16_off; /* in halves */
-
-	uint8_t *d_tiles[2], *h_tiles[2];
-	uint16_t *d_labels[2], *h_labels[2];
-	size_t tile_bytes; /* per sample */
-	int buf;
-
-	float *loss_tmp;
-	int *correct_tmp;
-	struct hn_small *d_small, *h_small;
-
-	void *ws;
-	size_t ws_bytes;
-	struct hn_conv conv[HN_MAX_LAYERS];
-	int cur_n;
-
-	float loss_scale;
-	int good_steps;
-
-	uint64_t bytes;
-	char desc[512];
-	char err[HN_ERR_MAX];
-};
-
 /* ---- error helpers ---- */
 
-static int cu_fail(cudaError_t e, const char *what, char *err)
+int cu_fail(cudaError_t e, const char *what, char *err)
 {
 	if (err)
 		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cudaGetErrorString(e));
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
-static int dnn_fail(cudnnStatus_t st, const char *what, char *err)
+int dnn_fail(cudnnStatus_t st, const char *what, char *err)
 {
 	if (err)
 		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cudnnGetErrorString(st));
 	return -EIO;
 }
 
-static int blas_fail(cublasStatus_t st, const char *what, char *err)
+int blas_fail(cublasStatus_t st, const char *what, char *err)
 {
 	if (err)
 		snprintf(err, HN_ERR_MAX, "gpu: %s: %s", what, cublasGetStatusString(st));
 	return st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;
 }
 
-/* Each macro evaluates the call once and returns from the enclosing function on failure. */
-#define CU(call, err)                                                                              \
-	do {                                                                                       \
-		cudaError_t e_ = (call);                                                           \
-		if (e_ != cudaSuccess)                                                             \
-			return cu_fail(e_, #call, err);                                            \
-	} while (0)
-#define DNN(call, err)                                                                             \
-	do {                                                                                       \
-		cudnnStatus_t s_ = (call);                                                         \
-		if (s_ != CUDNN_STATUS_SUCCESS)                                                    \
-			return dnn_fail(s_, #call, err);                                           \
-	} while (0)
-#define BLAS(call, err)                                                                            \
-	do {                                                                                       \
-		cublasStatus_t b_ = (call);                                                        \
-		if (b_ != CUBLAS_STATUS_SUCCESS)                                                   \
-			return blas_fail(b_, #call, err);                                          \
-	} while (0)
-#define TRY(call)                                                                                  \
-	do {                                                                                       \
-		int r_ = (call);                                                                   \
-		if (r_ < 0)                                                                        \
-			return r_;                                                                 \
-	} while (0)
-
-static int dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
+int cu_dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
 {
 	*p = NULL;
 	if (bytes == 0)
@@ -191,7 +95,7 @@ static int dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *wha
 	return 0;
 }
 
-static int host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
+int cu_host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
 {
 	*p = NULL;
 	cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocDefault);
@@ -206,16 +110,6 @@ static int host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *wh
 }
 
 /* ---- model checks ---- */
-
-static size_t layer_in(const struct hn_layer *l)
-{
-	return (size_t)l->in_c * l->in_h * l->in_w;
-}
-
-static size_t layer_out(const struct hn_layer *l)
-{
-	return (size_t)l->out_c * l->out_h * l->out_w;
-}
 
 /* The backend trusts nothing in m: shapes chain, parameter ranges fit, pooling is as computed. */
 static int check_model(const struct hn_model *m, char *err)
@@ -266,7 +160,7 @@ static int check_model(const struct hn_model *m, char *err)
 			break;
 		case HN_LAYER_RELU:
 		case HN_LAYER_DROPOUT:
-			if (layer_out(l) != layer_in(l)) {
+			if (cu_layer_out(l) != cu_layer_in(l)) {
 				snprintf(err, HN_ERR_MAX, "gpu: layer %d: shape changes", i);
 				return -EINVAL;
 			}
@@ -278,9 +172,9 @@ static int check_model(const struct hn_model *m, char *err)
 			}
 			break;
 		case HN_LAYER_DENSE:
-			if (l->w_len != layer_out(l) * layer_in(l) ||
-			    (l->b_len != 0 && l->b_len != layer_out(l)) ||
-			    layer_in(l) > INT32_MAX || layer_out(l) > INT32_MAX) {
+			if (l->w_len != cu_layer_out(l) * cu_layer_in(l) ||
+			    (l->b_len != 0 && l->b_len != cu_layer_out(l)) ||
+			    cu_layer_in(l) > INT32_MAX || cu_layer_out(l) > INT32_MAX) {
 				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad dense geometry", i);
 				return -EINVAL;
 			}
@@ -298,479 +192,6 @@ static int check_model(const struct hn_model *m, char *err)
 		snprintf(err, HN_ERR_MAX, "gpu: last layer gives %d x %d x %d, not %d classes", c,
 			 h, w, m->nclasses);
 		return -EINVAL;
-	}
-	return 0;
-}
-
-/* ---- convolution descriptors and algorithms ---- */
-
-static int ws_reserve(struct hn_cuda *st, size_t need)
-{
-	if (need <= st->ws_bytes)
-		return 0;
-	CU(cudaStreamSynchronize(st->stream), st->err); /* the old workspace may be in use */
-	if (st->ws) {
-		CU(cudaFree(st->ws), st->err);
-		st->ws = NULL;
-		st->bytes -= st->ws_bytes;
-		st->ws_bytes = 0;
-	}
-	TRY(dev_alloc(st, &st->ws, need, "the convolution workspace"));
-	st->ws_bytes = need;
-	return 0;
-}
-
-/* First usable entry of an algorithm list: it ran (or would run) and its workspace is sane. */
-/* hn_algo_pick over a cudnn*AlgoPerf_t array; deterministic unless --fast. */
-#define PICK(st, perf, cnt)                                                                        \
-	({                                                                                         \
-		struct hn_algo_cand c_[16];                                                        \
-		int n_ = (cnt) < 16 ? (cnt) : 16;                                                  \
-		for (int k_ = 0; k_ < n_; k_++)                                                    \
-			c_[k_] = (struct hn_algo_cand){                                            \
-				.algo = (int)(perf)[k_].algo,                                      \
-				.ok = (perf)[k_].status == CUDNN_STATUS_SUCCESS,                   \
-				.memory = (perf)[k_].memory,                                       \
-				.deterministic = (perf)[k_].determinism == CUDNN_DETERMINISTIC,    \
-			};                                                                         \
-		hn_algo_pick(c_, n_, HN_WS_LIMIT, !(st)->cfg.fast);                                \
-	})
-
-/*
- * Choose the three algorithms of one conv for the descriptors as they are
- * now: benchmarked (cudnnFind*) when find is set, with the heuristics
- * (Get*_v7) as fallback and for other batch sizes. The workspace grows to
- * the largest need. fp32 keeps FMA math (no TF32); amp adopts the math type
- * the chosen algorithm was timed with.
- */
-static int conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
-{
-	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-	find = find && st->cfg.fast; /* timings differ run to run: only with --fast */
-	int cnt, i;
-	size_t need = 0, sz = 0;
-
-	/* forward */
-	cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-	DNN(cudnnSetConvolutionMathType(c->cf, want), st->err);
-	cnt = 0;
-	i = -1;
-	if (find && cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
-							 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
-							 pf) == CUDNN_STATUS_SUCCESS)
-		i = PICK(st, pf, cnt);
-	if (i < 0) {
-		cnt = 0;
-		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
-							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
-							   pf),
-		    st->err);
-		i = PICK(st, pf, cnt);
-	}
-	if (i < 0) {
-		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no %sforward algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
-		return -EIO;
-	}
-	c->fa = pf[i].algo;
-	if (st->amp)
-		DNN(cudnnSetConvolutionMathType(c->cf, pf[i].mathType), st->err);
-	DNN(cudnnGetConvolutionForwardWorkspaceSize(st->dnn, c->x, c->w, c->cf, c->y, c->fa, &sz),
-	    st->err);
-	need = sz > need ? sz : need;
-
-	/* backward filter */
-	cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
-	cnt = 0;
-	i = -1;
-	if (find &&
-	    cudnnFindConvolutionBackwardFilterAlgorithm(st->dnn, c->x, c->y, c->cw, c->w,
-							CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-							&cnt, pw) == CUDNN_STATUS_SUCCESS)
-		i = PICK(st, pw, cnt);
-	if (i < 0) {
-		cnt = 0;
-		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-			    st->dnn, c->x, c->y, c->cw, c->w,
-			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &cnt, pw),
-		    st->err);
-		i = PICK(st, pw, cnt);
-	}
-	if (i < 0) {
-		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no %sbackward-filter algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
-		return -EIO;
-	}
-	c->wa = pw[i].algo;
-	if (st->amp)
-		DNN(cudnnSetConvolutionMathType(c->cw, pw[i].mathType), st->err);
-	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(st->dnn, c->x, c->y, c->cw, c->w, c->wa,
-							   &sz),
-	    st->err);
-	need = sz > need ? sz : need;
-
-	/* backward data: the first layer's input gradient is never needed */
-	if (!first_layer) {
-		cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
-		cnt = 0;
-		i = -1;
-		if (find &&
-		    cudnnFindConvolutionBackwardDataAlgorithm(st->dnn, c->w, c->y, c->cd, c->x,
-							      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-							      &cnt, pd) == CUDNN_STATUS_SUCCESS)
-			i = PICK(st, pd, cnt);
-		if (i < 0) {
-			cnt = 0;
-			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-				    st->dnn, c->w, c->y, c->cd, c->x,
-				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
-			    st->err);
-			i = PICK(st, pd, cnt);
-		}
-		if (i < 0) {
-			snprintf(st->err, sizeof(st->err),
-				 "gpu: cuDNN has no %sbackward-data algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
-			return -EIO;
-		}
-		c->da = pd[i].algo;
-		if (st->amp)
-			DNN(cudnnSetConvolutionMathType(c->cd, pd[i].mathType), st->err);
-		DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(st->dnn, c->w, c->y, c->cd, c->x,
-								 c->da, &sz),
-		    st->err);
-		need = sz > need ? sz : need;
-	}
-	return ws_reserve(st, need);
-}
-
-/* Point every conv descriptor at batch size n and make sure the algorithms suit it. */
-static int conv_set_n(struct hn_cuda *st, int n, int find)
-{
-	if (n == st->cur_n)
-		return 0;
-	st->cur_n = 0; /* invalid until done */
-	for (int i = 0; i < st->m.nlayers; i++) {
-		const struct hn_layer *l = &st->m.layers[i];
-		struct hn_conv *c = &st->conv[i];
-		if (l->kind != HN_LAYER_CONV2D)
-			continue;
-		DNN(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, st->dt, n, l->in_c, l->in_h,
-					       l->in_w),
-		    st->err);
-		DNN(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, st->dt, n, l->out_c,
-					       l->out_h, l->out_w),
-		    st->err);
-		int on, oc, oh, ow;
-		DNN(cudnnGetConvolution2dForwardOutputDim(c->cf, c->x, c->w, &on, &oc, &oh, &ow),
-		    st->err);
-		if (on != n || oc != l->out_c || oh != l->out_h || ow != l->out_w) {
-			snprintf(st->err, sizeof(st->err),
-				 "gpu: layer %d: cuDNN computes output %dx%dx%d, model says "
-				 "%dx%dx%d",
-				 i, oc, oh, ow, l->out_c, l->out_h, l->out_w);
-			return -EINVAL;
-		}
-		if (find) {
-			TRY(conv_pick(st, c, 1, i == 0));
-			c->fa_max = c->fa;
-			c->da_max = c->da;
-			c->wa_max = c->wa;
-			DNN(cudnnGetConvolutionMathType(c->cf, &c->fm_max), st->err);
-			DNN(cudnnGetConvolutionMathType(c->cd, &c->dm_max), st->err);
-			DNN(cudnnGetConvolutionMathType(c->cw, &c->wm_max), st->err);
-		} else if (n == st->cfg.max_batch) {
-			/* back to the benchmarked choice; its workspace is already reserved */
-			c->fa = c->fa_max;
-			c->da = c->da_max;
-			c->wa = c->wa_max;
-			DNN(cudnnSetConvolutionMathType(c->cf, c->fm_max), st->err);
-			DNN(cudnnSetConvolutionMathType(c->cd, c->dm_max), st->err);
-			DNN(cudnnSetConvolutionMathType(c->cw, c->wm_max), st->err);
-		} else {
-			TRY(conv_pick(st, c, 0, i == 0));
-		}
-	}
-	st->cur_n = n;
-	return 0;
-}
-
-static int conv_create(struct hn_cuda *st, int i)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	struct hn_conv *c = &st->conv[i];
-	DNN(cudnnCreateTensorDescriptor(&c->x), st->err);
-	DNN(cudnnCreateTensorDescriptor(&c->y), st->err);
-	DNN(cudnnCreateFilterDescriptor(&c->w), st->err);
-	DNN(cudnnSetFilter4dDescriptor(c->w, st->dt, CUDNN_TENSOR_NCHW, l->out_c, l->in_c, l->k,
-				       l->k),
-	    st->err);
-	cudnnConvolutionDescriptor_t *cds[3] = {&c->cf, &c->cd, &c->cw};
-	for (int j = 0; j < 3; j++) {
-		DNN(cudnnCreateConvolutionDescriptor(cds[j]), st->err);
-		/* fp32 accumulation in both modes (fp16 data, fp32 compute under amp) */
-		DNN(cudnnSetConvolution2dDescriptor(*cds[j], l->pad, l->pad, l->stride, l->stride,
-						    1, 1, CUDNN_CROSS_CORRELATION,
-						    CUDNN_DATA_FLOAT),
-		    st->err);
-	}
-	return 0;
-}
-
-static void conv_destroy(struct hn_conv *c)
-{
-	if (c->x)
-		cudnnDestroyTensorDescriptor(c->x);
-	if (c->y)
-		cudnnDestroyTensorDescriptor(c->y);
-	if (c->w)
-		cudnnDestroyFilterDescriptor(c->w);
-	if (c->cf)
-		cudnnDestroyConvolutionDescriptor(c->cf);
-	if (c->cd)
-		cudnnDestroyConvolutionDescriptor(c->cd);
-	if (c->cw)
-		cudnnDestroyConvolutionDescriptor(c->cw);
-	memset(c, 0, sizeof(*c));
-}
-
-/* ---- layers ---- */
-
-static float *act(struct hn_cuda *st, int slot)
-{
-	return st->acts + st->act_off[slot];
-}
-
-static float *dact(struct hn_cuda *st, int slot)
-{
-	return st->dacts + st->act_off[slot];
-}
-
-static void *half_at(struct hn_cuda *st, size_t off)
-{
-	return (uint16_t *)st->scratch16 + off;
-}
-
-static void *w16(struct hn_cuda *st, size_t off)
-{
-	return (uint16_t *)st->params16 + off;
-}
-
-static int conv_forward(struct hn_cuda *st, int i, int n)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	struct hn_conv *c = &st->conv[i];
-	const float one = 1.0f, zero = 0.0f;
-	float *x = act(st, i), *y = act(st, i + 1);
-	if (!st->amp) {
-		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x, c->w, st->params + l->w_off,
-					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y),
-		    st->err);
-	} else {
-		void *x16 = half_at(st, st->x16_off), *y16 = half_at(st, st->y16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * layer_in(l), st->stream), st->err);
-		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, w16(st, l->w_off),
-					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
-		    st->err);
-		CU(hn_k_f16_to_f32(y16, y, (size_t)n * layer_out(l), st->stream), st->err);
-	}
-	if (l->b_len)
-		CU(hn_k_bias_add(y, st->params + l->b_off, n, l->out_c, l->out_h * l->out_w,
-				 st->stream),
-		   st->err);
-	return 0;
-}
-
-static int conv_backward(struct hn_cuda *st, int i, int n)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	struct hn_conv *c = &st->conv[i];
-	const float one = 1.0f, zero = 0.0f;
-	float *x = act(st, i), *dy = dact(st, i + 1), *dx = dact(st, i);
-	if (l->b_len)
-		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, l->out_c, l->out_h * l->out_w,
-				  st->stream),
-		   st->err);
-	if (!st->amp) {
-		DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x, c->y, dy, c->cw, c->wa,
-						   st->ws, st->ws_bytes, &one, c->w,
-						   st->grads + l->w_off),
-		    st->err);
-		if (i > 0)
-			DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, st->params + l->w_off,
-							 c->y, dy, c->cd, c->da, st->ws,
-							 st->ws_bytes, &zero, c->x, dx),
-			    st->err);
-		return 0;
-	}
-	void *x16 = half_at(st, st->x16_off), *dy16 = half_at(st, st->y16_off);
-	void *dx16 = half_at(st, st->dx16_off), *dw16 = half_at(st, st->w16_off);
-	/* x16 was overwritten by later layers' forward: cast again */
-	CU(hn_k_f32_to_f16(x, x16, (size_t)n * layer_in(l), st->stream), st->err);
-	CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * layer_out(l), st->stream), st->err);
-	DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x16, c->y, dy16, c->cw, c->wa,
-					   st->ws, st->ws_bytes, &zero, c->w, dw16),
-	    st->err);
-	CU(hn_k_f16_accumulate(dw16, st->grads + l->w_off, l->w_len, st->stream), st->err);
-	if (i > 0) {
-		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, w16(st, l->w_off), c->y, dy16,
-						 c->cd, c->da, st->ws, st->ws_bytes, &zero, c->x,
-						 dx16),
-		    st->err);
-		CU(hn_k_f16_to_f32(dx16, dx, (size_t)n * layer_in(l), st->stream), st->err);
-	}
-	return 0;
-}
-
-/*
- * cuBLAS is column-major. Row-major X[n][in] is the column-major in x n
- * matrix X^T (ld in); W[out][in] is W^T (in x out, ld in); Y[n][out] is
- * Y^T (out x n, ld out). So:
- *   forward  Y^T  = W X^T       : gemm(T, N, out, n, in,  W, in, X, in,  Y, out)
- *   dX       dX^T = W^T dY^T    : gemm(N, N, in, n, out,  W, in, dY, out, dX, in)
- *   dW       dW^T = X^T dY      : gemm(N, T, in, out, n,  X, in, dY, out, dW, in), beta 1
- */
-static int dense_gemm(struct hn_cuda *st, cublasOperation_t ta, cublasOperation_t tb, int mm,
-		      int nn, int kk, const void *a, int lda, const void *b, int ldb, float beta,
-		      float *cmat, int ldc)
-{
-	const float one = 1.0f;
-	if (!st->amp)
-		BLAS(cublasSgemm(st->blas, ta, tb, mm, nn, kk, &one, a, lda, b, ldb, &beta, cmat,
-				 ldc),
-		     st->err);
-	else
-		BLAS(cublasGemmEx(st->blas, ta, tb, mm, nn, kk, &one, a, CUDA_R_16F, lda, b,
-				  CUDA_R_16F, ldb, &beta, cmat, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-				  CUBLAS_GEMM_DEFAULT),
-		     st->err);
-	return 0;
-}
-
-static int dense_forward(struct hn_cuda *st, int i, int n)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	int in = (int)layer_in(l), out = (int)layer_out(l);
-	float *x = act(st, i), *y = act(st, i + 1);
-	if (!st->amp) {
-		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, st->params + l->w_off, in,
-			       x, in, 0.0f, y, out));
-	} else {
-		void *x16 = half_at(st, st->x16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
-		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w16(st, l->w_off), in, x16,
-			       in, 0.0f, y, out));
-	}
-	if (l->b_len)
-		CU(hn_k_bias_add(y, st->params + l->b_off, n, out, 1, st->stream), st->err);
-	return 0;
-}
-
-static int dense_backward(struct hn_cuda *st, int i, int n)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	int in = (int)layer_in(l), out = (int)layer_out(l);
-	float *x = act(st, i), *dy = dact(st, i + 1), *dx = dact(st, i);
-	if (l->b_len)
-		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, out, 1, st->stream), st->err);
-	const void *xa = x, *dya = dy, *wa = st->params + l->w_off;
-	if (st->amp) {
-		void *x16 = half_at(st, st->x16_off), *dy16 = half_at(st, st->y16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
-		CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * out, st->stream), st->err);
-		xa = x16;
-		dya = dy16;
-		wa = w16(st, l->w_off);
-	}
-	TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, 1.0f,
-		       st->grads + l->w_off, in));
-	if (i > 0)
-		TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, 0.0f, dx,
-			       in));
-	return 0;
-}
-
-static int forward(struct hn_cuda *st, int n, int train, uint64_t step)
-{
-	for (int i = 0; i < st->m.nlayers; i++) {
-		const struct hn_layer *l = &st->m.layers[i];
-		float *x = act(st, i), *y = act(st, i + 1);
-		size_t cnt = (size_t)n * layer_out(l);
-		switch (l->kind) {
-		case HN_LAYER_CONV2D:
-			TRY(conv_forward(st, i, n));
-			break;
-		case HN_LAYER_DENSE:
-			TRY(dense_forward(st, i, n));
-			break;
-		case HN_LAYER_MAXPOOL:
-			CU(hn_k_maxpool_fwd(x, y, n, l->in_c, l->in_h, l->in_w, l->out_h, l->out_w,
-					    l->k, l->stride, st->stream),
-			   st->err);
-			break;
-		case HN_LAYER_RELU:
-			CU(hn_k_relu_fwd(x, y, cnt, st->stream), st->err);
-			break;
-		case HN_LAYER_DROPOUT:
-			if (train && l->p > 0.0f)
-				CU(hn_k_dropout_fwd(x, y, cnt, l->p, st->cfg.seed, step, i,
-						    st->stream),
-				   st->err);
-			else
-				CU(cudaMemcpyAsync(y, x, cnt * sizeof(float),
-						   cudaMemcpyDeviceToDevice, st->stream),
-				   st->err);
-			break;
-		}
-	}
-	return 0;
-}
-
-static int backward(struct hn_cuda *st, int n, uint64_t step)
-{
-	for (int i = st->m.nlayers - 1; i >= 0; i--) {
-		const struct hn_layer *l = &st->m.layers[i];
-		float *x = act(st, i), *y = act(st, i + 1);
-		float *dy = dact(st, i + 1), *dx = dact(st, i);
-		size_t cnt = (size_t)n * layer_out(l);
-		switch (l->kind) {
-		case HN_LAYER_CONV2D:
-			TRY(conv_backward(st, i, n));
-			break;
-		case HN_LAYER_DENSE:
-			TRY(dense_backward(st, i, n));
-			break;
-		case HN_LAYER_MAXPOOL:
-			if (i > 0)
-				CU(hn_k_maxpool_bwd(x, dy, dx, n, l->in_c, l->in_h, l->in_w,
-						    l->out_h, l->out_w, l->k, l->stride,
-						    st->stream),
-				   st->err);
-			break;
-		case HN_LAYER_RELU:
-			if (i > 0)
-				CU(hn_k_relu_bwd(y, dy, dx, cnt, st->stream), st->err);
-			break;
-		case HN_LAYER_DROPOUT:
-			if (i == 0)
-				break;
-			if (l->p > 0.0f)
-				CU(hn_k_dropout_bwd(dy, dx, cnt, l->p, st->cfg.seed, step, i,
-						    st->stream),
-				   st->err);
-			else
-				CU(cudaMemcpyAsync(dx, dy, cnt * sizeof(float),
-						   cudaMemcpyDeviceToDevice, st->stream),
-				   st->err);
-			break;
-		}
 	}
 	return 0;
 }
@@ -813,9 +234,9 @@ static int setup(struct hn_cuda *st, const float *init)
 	/* parameters, gradients, optimizer state */
 	size_t np = m->nparams;
 	size_t nopt = np * (size_t)hn_optim_state_per_param(st->o.kind);
-	TRY(dev_alloc(st, (void **)&st->params, np * sizeof(float), "parameters"));
-	TRY(dev_alloc(st, (void **)&st->grads, np * sizeof(float), "gradients"));
-	TRY(dev_alloc(st, (void **)&st->opt, nopt * sizeof(float), "optimizer state"));
+	TRY(cu_dev_alloc(st, (void **)&st->params, np * sizeof(float), "parameters"));
+	TRY(cu_dev_alloc(st, (void **)&st->grads, np * sizeof(float), "gradients"));
+	TRY(cu_dev_alloc(st, (void **)&st->opt, nopt * sizeof(float), "optimizer state"));
 	if (np) {
 		CU(cudaMemcpyAsync(st->params, init, np * sizeof(float), cudaMemcpyHostToDevice,
 				   st->stream),
@@ -829,7 +250,7 @@ static int setup(struct hn_cuda *st, const float *init)
 	size_t off = 0;
 	st->act_per[0] = (size_t)m->in_c * m->in_h * m->in_w;
 	for (int i = 0; i < m->nlayers; i++)
-		st->act_per[i + 1] = layer_out(&m->layers[i]);
+		st->act_per[i + 1] = cu_layer_out(&m->layers[i]);
 	size_t max_in = 0, max_out = 0, max_w = 0;
 	for (int i = 0; i <= m->nlayers; i++) {
 		if (st->act_per[i] > (SIZE_MAX / 4 - off) / (size_t)mb) {
@@ -843,41 +264,41 @@ static int setup(struct hn_cuda *st, const float *init)
 		const struct hn_layer *l = &m->layers[i];
 		if (l->kind != HN_LAYER_CONV2D && l->kind != HN_LAYER_DENSE)
 			continue;
-		max_in = layer_in(l) > max_in ? layer_in(l) : max_in;
-		max_out = layer_out(l) > max_out ? layer_out(l) : max_out;
+		max_in = cu_layer_in(l) > max_in ? cu_layer_in(l) : max_in;
+		max_out = cu_layer_out(l) > max_out ? cu_layer_out(l) : max_out;
 		max_w = l->w_len > max_w ? l->w_len : max_w;
 	}
-	TRY(dev_alloc(st, (void **)&st->acts, off * sizeof(float), "activations"));
-	TRY(dev_alloc(st, (void **)&st->dacts, off * sizeof(float), "activation gradients"));
+	TRY(cu_dev_alloc(st, (void **)&st->acts, off * sizeof(float), "activations"));
+	TRY(cu_dev_alloc(st, (void **)&st->dacts, off * sizeof(float), "activation gradients"));
 	if (st->amp) {
-		TRY(dev_alloc(st, &st->params16, np * 2, "fp16 parameters"));
+		TRY(cu_dev_alloc(st, &st->params16, np * 2, "fp16 parameters"));
 		st->x16_off = 0;
 		st->dx16_off = max_in * mb;
 		st->y16_off = 2 * max_in * mb;
 		st->w16_off = 2 * max_in * mb + max_out * mb;
 		size_t halves = st->w16_off + max_w;
-		TRY(dev_alloc(st, &st->scratch16, halves * 2, "fp16 scratch"));
+		TRY(cu_dev_alloc(st, &st->scratch16, halves * 2, "fp16 scratch"));
 		TRY(refresh_params16(st));
 	}
 
 	/* input staging: pinned host + device, two of each */
 	st->tile_bytes = (size_t)m->in_c * m->in_h * m->in_w;
 	for (int b = 0; b < 2; b++) {
-		TRY(host_alloc(st, (void **)&st->h_tiles[b], st->tile_bytes * mb, "tiles"));
-		TRY(host_alloc(st, (void **)&st->h_labels[b], sizeof(uint16_t) * mb, "labels"));
-		TRY(dev_alloc(st, (void **)&st->d_tiles[b], st->tile_bytes * mb, "tiles"));
-		TRY(dev_alloc(st, (void **)&st->d_labels[b], sizeof(uint16_t) * mb, "labels"));
+		TRY(cu_host_alloc(st, (void **)&st->h_tiles[b], st->tile_bytes * mb, "tiles"));
+		TRY(cu_host_alloc(st, (void **)&st->h_labels[b], sizeof(uint16_t) * mb, "labels"));
+		TRY(cu_dev_alloc(st, (void **)&st->d_tiles[b], st->tile_bytes * mb, "tiles"));
+		TRY(cu_dev_alloc(st, (void **)&st->d_labels[b], sizeof(uint16_t) * mb, "labels"));
 	}
-	TRY(dev_alloc(st, (void **)&st->loss_tmp, sizeof(float) * mb, "losses"));
-	TRY(dev_alloc(st, (void **)&st->correct_tmp, sizeof(int) * mb, "accuracy"));
-	TRY(dev_alloc(st, (void **)&st->d_small, sizeof(struct hn_small), "results"));
-	TRY(host_alloc(st, (void **)&st->h_small, sizeof(struct hn_small), "results"));
+	TRY(cu_dev_alloc(st, (void **)&st->loss_tmp, sizeof(float) * mb, "losses"));
+	TRY(cu_dev_alloc(st, (void **)&st->correct_tmp, sizeof(int) * mb, "accuracy"));
+	TRY(cu_dev_alloc(st, (void **)&st->d_small, sizeof(struct hn_small), "results"));
+	TRY(cu_host_alloc(st, (void **)&st->h_small, sizeof(struct hn_small), "results"));
 
 	/* convolutions: descriptors, then benchmark algorithms at max_batch */
 	for (int i = 0; i < m->nlayers; i++)
 		if (m->layers[i].kind == HN_LAYER_CONV2D)
-			TRY(conv_create(st, i));
-	TRY(conv_set_n(st, mb, 1));
+			TRY(cu_conv_create(st, i));
+	TRY(cu_conv_set_n(st, mb, 1));
 	CU(cudaStreamSynchronize(st->stream), st->err);
 	return 0;
 }
@@ -978,7 +399,7 @@ static void hn_cuda_destroy(void *state)
 	if (st->copy_stream)
 		cudaStreamSynchronize(st->copy_stream);
 	for (int i = 0; i < HN_MAX_LAYERS; i++)
-		conv_destroy(&st->conv[i]);
+		cu_conv_destroy(&st->conv[i]);
 	if (st->blas)
 		cublasDestroy(st->blas);
 	if (st->dnn)
@@ -1039,7 +460,7 @@ static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labe
 	CU(cudaEventRecord(st->ev_copied[b], st->copy_stream), st->err);
 	CU(cudaStreamWaitEvent(st->stream, st->ev_copied[b], 0), st->err);
 	CU(cudaEventRecord(st->ev_start, st->stream), st->err);
-	CU(hn_k_tiles_to_chw(st->d_tiles[b], act(st, 0), n, st->m.in_h, st->m.in_w, st->m.in_c,
+	CU(hn_k_tiles_to_chw(st->d_tiles[b], cu_act(st, 0), n, st->m.in_h, st->m.in_w, st->m.in_c,
 			     st->stream),
 	   st->err);
 	return b;
@@ -1049,8 +470,8 @@ static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labe
 static int finish(struct hn_cuda *st, int b, int n, float grad_scale, int with_grad)
 {
 	const struct hn_model *m = &st->m;
-	CU(hn_k_softmax_xent(act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
-			     with_grad ? dact(st, m->nlayers) : NULL, st->loss_tmp, st->correct_tmp,
+	CU(hn_k_softmax_xent(cu_act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
+			     with_grad ? cu_dact(st, m->nlayers) : NULL, st->loss_tmp, st->correct_tmp,
 			     &st->d_small->res, st->stream),
 	   st->err);
 	CU(cudaMemcpyAsync(&st->h_small->res, &st->d_small->res, sizeof(struct hn_k_result),
@@ -1142,7 +563,7 @@ static int check_batch(struct hn_cuda *st, int n)
 		return -EINVAL;
 	}
 	CU(cudaSetDevice(st->dev), st->err);
-	return conv_set_n(st, n, 0);
+	return cu_conv_set_n(st, n, 0);
 }
 
 static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t *labels, int n,
@@ -1163,9 +584,9 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
-	TRY(forward(st, n, 1, step));
+	TRY(cu_forward(st, n, 1, step));
 	TRY(finish(st, b, n, st->loss_scale / (float)group_size, 1));
-	TRY(backward(st, n, step));
+	TRY(cu_backward(st, n, step));
 	if (apply)
 		TRY(apply_update(st, lr, step, &res->skipped));
 	return read_result(st, res);
@@ -1180,7 +601,7 @@ static int hn_cuda_evaluate(void *state, const uint8_t *tiles, const uint16_t *l
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
-	TRY(forward(st, n, 0, 0));
+	TRY(cu_forward(st, n, 0, 0));
 	TRY(finish(st, b, n, 0.0f, 0));
 	return read_result(st, res);
 }

@@ -1,0 +1,174 @@
+/*
+ * cuda_int.h - what the files of the GPU plugin share (private to cuda/):
+ * the backend's state, the status-checking macros and helpers, the layout
+ * accessors of the activation slots, and the layers of layers.c.
+ * backend_cuda.c's banner says how the state is laid out.
+ */
+#ifndef HN_CUDA_INT_H
+#define HN_CUDA_INT_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "cuda/kernels.h"
+#include "trainer/backend.h"
+
+#define HN_WS_LIMIT	  ((size_t)1 << 30) /* largest workspace an algorithm may ask for */
+#define HN_AMP_INIT_SCALE 65536.0f
+#define HN_AMP_MAX_SCALE  16777216.0f
+#define HN_AMP_MIN_SCALE  (1.0f / 16777216.0f)
+#define HN_AMP_GROWTH	  2000
+
+struct hn_conv {
+	cudnnTensorDescriptor_t x, y;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t cf, cd, cw; /* forward, backward data, backward filter */
+	/* benchmarked for max_batch at create */
+	cudnnConvolutionFwdAlgo_t fa_max;
+	cudnnConvolutionBwdDataAlgo_t da_max;
+	cudnnConvolutionBwdFilterAlgo_t wa_max;
+	cudnnMathType_t fm_max, dm_max, wm_max;
+	/* in use for the current batch size */
+	cudnnConvolutionFwdAlgo_t fa;
+	cudnnConvolutionBwdDataAlgo_t da;
+	cudnnConvolutionBwdFilterAlgo_t wa;
+};
+
+/* Small per-step results, one device block mirrored in pinned host memory. */
+struct hn_small {
+	struct hn_k_result res;
+	int overflow;
+};
+
+struct hn_cuda {
+	struct hn_model m;
+	struct hn_optim o;
+	struct hn_backend_config cfg;
+	int dev;
+	int amp;
+	cudnnDataType_t dt; /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF for conv tensors */
+
+	cudaStream_t stream, copy_stream;
+	cudaEvent_t ev_start, ev_stop, ev_copied[2];
+	int events_made;
+	cudnnHandle_t dnn;
+	cublasHandle_t blas;
+
+	float *params, *grads, *opt; /* one allocation each */
+	void *params16;		     /* amp: fp16 copy of params */
+	float *acts, *dacts;
+	size_t act_off[HN_MAX_LAYERS + 1];	    /* float offset of slot i (max_batch samples) */
+	size_t act_per[HN_MAX_LAYERS + 1];	    /* floats per sample of slot i */
+	void *scratch16;			    /* amp: x16 | dx16 | y16 | w16 */
+	size_t x16_off, dx16_off, y16_off, w16_off; /* in halves */
+
+	uint8_t *d_tiles[2], *h_tiles[2];
+	uint16_t *d_labels[2], *h_labels[2];
+	size_t tile_bytes; /* per sample */
+	int buf;
+
+	float *loss_tmp;
+	int *correct_tmp;
+	struct hn_small *d_small, *h_small;
+
+	void *ws;
+	size_t ws_bytes;
+	struct hn_conv conv[HN_MAX_LAYERS];
+	int cur_n;
+
+	float loss_scale;
+	int good_steps;
+
+	uint64_t bytes;
+	char desc[512];
+	char err[HN_ERR_MAX];
+};
+
+/* ---- error helpers (backend_cuda.c): a message in err, -EIO or -ENOMEM ---- */
+
+int cu_fail(cudaError_t e, const char *what, char *err);
+int dnn_fail(cudnnStatus_t st, const char *what, char *err);
+int blas_fail(cublasStatus_t st, const char *what, char *err);
+/* Device / pinned host memory, counted in st->bytes (device); the message in st->err. */
+int cu_dev_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what);
+int cu_host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what);
+
+/* Each macro evaluates the call once and returns from the enclosing function on failure. */
+#define CU(call, err)                                                                              \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			return cu_fail(e_, #call, err);                                            \
+	} while (0)
+#define DNN(call, err)                                                                             \
+	do {                                                                                       \
+		cudnnStatus_t s_ = (call);                                                         \
+		if (s_ != CUDNN_STATUS_SUCCESS)                                                    \
+			return dnn_fail(s_, #call, err);                                           \
+	} while (0)
+#define BLAS(call, err)                                                                            \
+	do {                                                                                       \
+		cublasStatus_t b_ = (call);                                                        \
+		if (b_ != CUBLAS_STATUS_SUCCESS)                                                   \
+			return blas_fail(b_, #call, err);                                          \
+	} while (0)
+#define TRY(call)                                                                                  \
+	do {                                                                                       \
+		int r_ = (call);                                                                   \
+		if (r_ < 0)                                                                        \
+			return r_;                                                                 \
+	} while (0)
+
+/* ---- activation slots ---- */
+
+static inline size_t cu_layer_in(const struct hn_layer *l)
+{
+	return (size_t)l->in_c * l->in_h * l->in_w;
+}
+
+static inline size_t cu_layer_out(const struct hn_layer *l)
+{
+	return (size_t)l->out_c * l->out_h * l->out_w;
+}
+
+static inline float *cu_act(struct hn_cuda *st, int slot)
+{
+	return st->acts + st->act_off[slot];
+}
+
+static inline float *cu_dact(struct hn_cuda *st, int slot)
+{
+	return st->dacts + st->act_off[slot];
+}
+
+static inline void *cu_half_at(struct hn_cuda *st, size_t off)
+{
+	return (uint16_t *)st->scratch16 + off;
+}
+
+static inline void *cu_w16(struct hn_cuda *st, size_t off)
+{
+	return (uint16_t *)st->params16 + off;
+}
+
+/* ---- layers.c: the layers and the passes through them ---- */
+
+/* Grow the one workspace to need bytes (synchronising: the old one may be in use). */
+int cu_ws_reserve(struct hn_cuda *st, size_t need);
+/* Descriptors of conv layer i, and its algorithms chosen for max_batch. */
+int cu_conv_create(struct hn_cuda *st, int i);
+void cu_conv_destroy(struct hn_conv *c);
+/* Every conv's descriptors and algorithms for batch size n (find: time them, --fast). */
+int cu_conv_set_n(struct hn_cuda *st, int n, int find);
+int cu_conv_forward(struct hn_cuda *st, int i, int n);
+int cu_conv_backward(struct hn_cuda *st, int i, int n);
+/* Forward through every layer to the loss (train: dropout on, for step); backward from it. */
+int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step);
+int cu_backward(struct hn_cuda *st, int n, uint64_t step);
+
+#endif

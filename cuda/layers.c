@@ -1,0 +1,465 @@
+/*
+ * layers.c - the layers of the GPU plugin and the passes through them:
+ * convolutions through cuDNN (descriptors, the choice of algorithms,
+ * deterministic by default, cuda/algo.h, timed with --fast, and the one
+ * workspace they share), dense layers through cuBLAS, each in fp32 or, with
+ * --amp, fp16 on tensor cores; pooling, activations, dropout and the loss
+ * are kernels.cu's.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cuda/algo.h"
+#include "cuda/cuda_int.h"
+
+int cu_ws_reserve(struct hn_cuda *st, size_t need)
+{
+	if (need <= st->ws_bytes)
+		return 0;
+	CU(cudaStreamSynchronize(st->stream), st->err); /* the old workspace may be in use */
+	if (st->ws) {
+		CU(cudaFree(st->ws), st->err);
+		st->ws = NULL;
+		st->bytes -= st->ws_bytes;
+		st->ws_bytes = 0;
+	}
+	TRY(cu_dev_alloc(st, &st->ws, need, "the convolution workspace"));
+	st->ws_bytes = need;
+	return 0;
+}
+
+/* First usable entry of an algorithm list: it ran (or would run) and its workspace is sane. */
+/* hn_algo_pick over a cudnn*AlgoPerf_t array; deterministic unless --fast. */
+#define PICK(st, perf, cnt)                                                                        \
+	({                                                                                         \
+		struct hn_algo_cand c_[16];                                                        \
+		int n_ = (cnt) < 16 ? (cnt) : 16;                                                  \
+		for (int k_ = 0; k_ < n_; k_++)                                                    \
+			c_[k_] = (struct hn_algo_cand){                                            \
+				.algo = (int)(perf)[k_].algo,                                      \
+				.ok = (perf)[k_].status == CUDNN_STATUS_SUCCESS,                   \
+				.memory = (perf)[k_].memory,                                       \
+				.deterministic = (perf)[k_].determinism == CUDNN_DETERMINISTIC,    \
+			};                                                                         \
+		hn_algo_pick(c_, n_, HN_WS_LIMIT, !(st)->cfg.fast);                                \
+	})
+
+/*
+ * Choose the three algorithms of one conv for the descriptors as they are
+ * now: benchmarked (cudnnFind*) when find is set, with the heuristics
+ * (Get*_v7) as fallback and for other batch sizes. The workspace grows to
+ * the largest need. fp32 keeps FMA math (no TF32); amp adopts the math type
+ * the chosen algorithm was timed with.
+ */
+static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
+{
+	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	find = find && st->cfg.fast; /* timings differ run to run: only with --fast */
+	int cnt, i;
+	size_t need = 0, sz = 0;
+
+	/* forward */
+	cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	DNN(cudnnSetConvolutionMathType(c->cf, want), st->err);
+	cnt = 0;
+	i = -1;
+	if (find && cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
+							 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+							 pf) == CUDNN_STATUS_SUCCESS)
+		i = PICK(st, pf, cnt);
+	if (i < 0) {
+		cnt = 0;
+		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
+							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+							   pf),
+		    st->err);
+		i = PICK(st, pf, cnt);
+	}
+	if (i < 0) {
+		snprintf(st->err, sizeof(st->err),
+			 "gpu: cuDNN has no %sforward algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
+		return -EIO;
+	}
+	c->fa = pf[i].algo;
+	if (st->amp)
+		DNN(cudnnSetConvolutionMathType(c->cf, pf[i].mathType), st->err);
+	DNN(cudnnGetConvolutionForwardWorkspaceSize(st->dnn, c->x, c->w, c->cf, c->y, c->fa, &sz),
+	    st->err);
+	need = sz > need ? sz : need;
+
+	/* backward filter */
+	cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
+	cnt = 0;
+	i = -1;
+	if (find &&
+	    cudnnFindConvolutionBackwardFilterAlgorithm(st->dnn, c->x, c->y, c->cw, c->w,
+							CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+							&cnt, pw) == CUDNN_STATUS_SUCCESS)
+		i = PICK(st, pw, cnt);
+	if (i < 0) {
+		cnt = 0;
+		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+			    st->dnn, c->x, c->y, c->cw, c->w,
+			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &cnt, pw),
+		    st->err);
+		i = PICK(st, pw, cnt);
+	}
+	if (i < 0) {
+		snprintf(st->err, sizeof(st->err),
+			 "gpu: cuDNN has no %sbackward-filter algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
+		return -EIO;
+	}
+	c->wa = pw[i].algo;
+	if (st->amp)
+		DNN(cudnnSetConvolutionMathType(c->cw, pw[i].mathType), st->err);
+	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(st->dnn, c->x, c->y, c->cw, c->w, c->wa,
+							   &sz),
+	    st->err);
+	need = sz > need ? sz : need;
+
+	/* backward data: the first layer's input gradient is never needed */
+	if (!first_layer) {
+		cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
+		cnt = 0;
+		i = -1;
+		if (find &&
+		    cudnnFindConvolutionBackwardDataAlgorithm(st->dnn, c->w, c->y, c->cd, c->x,
+							      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+							      &cnt, pd) == CUDNN_STATUS_SUCCESS)
+			i = PICK(st, pd, cnt);
+		if (i < 0) {
+			cnt = 0;
+			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+				    st->dnn, c->w, c->y, c->cd, c->x,
+				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
+			    st->err);
+			i = PICK(st, pd, cnt);
+		}
+		if (i < 0) {
+			snprintf(st->err, sizeof(st->err),
+				 "gpu: cuDNN has no %sbackward-data algorithm for a conv%s",
+			 st->cfg.fast ? "" : "deterministic ",
+			 st->cfg.fast ? "" : " (--fast allows the others)");
+			return -EIO;
+		}
+		c->da = pd[i].algo;
+		if (st->amp)
+			DNN(cudnnSetConvolutionMathType(c->cd, pd[i].mathType), st->err);
+		DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(st->dnn, c->w, c->y, c->cd, c->x,
+								 c->da, &sz),
+		    st->err);
+		need = sz > need ? sz : need;
+	}
+	return cu_ws_reserve(st, need);
+}
+
+/* Point every conv descriptor at batch size n and make sure the algorithms suit it. */
+int cu_conv_set_n(struct hn_cuda *st, int n, int find)
+{
+	if (n == st->cur_n)
+		return 0;
+	st->cur_n = 0; /* invalid until done */
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		struct hn_conv *c = &st->conv[i];
+		if (l->kind != HN_LAYER_CONV2D)
+			continue;
+		DNN(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, st->dt, n, l->in_c, l->in_h,
+					       l->in_w),
+		    st->err);
+		DNN(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, st->dt, n, l->out_c,
+					       l->out_h, l->out_w),
+		    st->err);
+		int on, oc, oh, ow;
+		DNN(cudnnGetConvolution2dForwardOutputDim(c->cf, c->x, c->w, &on, &oc, &oh, &ow),
+		    st->err);
+		if (on != n || oc != l->out_c || oh != l->out_h || ow != l->out_w) {
+			snprintf(st->err, sizeof(st->err),
+				 "gpu: layer %d: cuDNN computes output %dx%dx%d, model says "
+				 "%dx%dx%d",
+				 i, oc, oh, ow, l->out_c, l->out_h, l->out_w);
+			return -EINVAL;
+		}
+		if (find) {
+			TRY(cu_conv_pick(st, c, 1, i == 0));
+			c->fa_max = c->fa;
+			c->da_max = c->da;
+			c->wa_max = c->wa;
+			DNN(cudnnGetConvolutionMathType(c->cf, &c->fm_max), st->err);
+			DNN(cudnnGetConvolutionMathType(c->cd, &c->dm_max), st->err);
+			DNN(cudnnGetConvolutionMathType(c->cw, &c->wm_max), st->err);
+		} else if (n == st->cfg.max_batch) {
+			/* back to the benchmarked choice; its workspace is already reserved */
+			c->fa = c->fa_max;
+			c->da = c->da_max;
+			c->wa = c->wa_max;
+			DNN(cudnnSetConvolutionMathType(c->cf, c->fm_max), st->err);
+			DNN(cudnnSetConvolutionMathType(c->cd, c->dm_max), st->err);
+			DNN(cudnnSetConvolutionMathType(c->cw, c->wm_max), st->err);
+		} else {
+			TRY(cu_conv_pick(st, c, 0, i == 0));
+		}
+	}
+	st->cur_n = n;
+	return 0;
+}
+
+int cu_conv_create(struct hn_cuda *st, int i)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	DNN(cudnnCreateTensorDescriptor(&c->x), st->err);
+	DNN(cudnnCreateTensorDescriptor(&c->y), st->err);
+	DNN(cudnnCreateFilterDescriptor(&c->w), st->err);
+	DNN(cudnnSetFilter4dDescriptor(c->w, st->dt, CUDNN_TENSOR_NCHW, l->out_c, l->in_c, l->k,
+				       l->k),
+	    st->err);
+	cudnnConvolutionDescriptor_t *cds[3] = {&c->cf, &c->cd, &c->cw};
+	for (int j = 0; j < 3; j++) {
+		DNN(cudnnCreateConvolutionDescriptor(cds[j]), st->err);
+		/* fp32 accumulation in both modes (fp16 data, fp32 compute under amp) */
+		DNN(cudnnSetConvolution2dDescriptor(*cds[j], l->pad, l->pad, l->stride, l->stride,
+						    1, 1, CUDNN_CROSS_CORRELATION,
+						    CUDNN_DATA_FLOAT),
+		    st->err);
+	}
+	return 0;
+}
+
+void cu_conv_destroy(struct hn_conv *c)
+{
+	if (c->x)
+		cudnnDestroyTensorDescriptor(c->x);
+	if (c->y)
+		cudnnDestroyTensorDescriptor(c->y);
+	if (c->w)
+		cudnnDestroyFilterDescriptor(c->w);
+	if (c->cf)
+		cudnnDestroyConvolutionDescriptor(c->cf);
+	if (c->cd)
+		cudnnDestroyConvolutionDescriptor(c->cd);
+	if (c->cw)
+		cudnnDestroyConvolutionDescriptor(c->cw);
+	memset(c, 0, sizeof(*c));
+}
+
+int cu_conv_forward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	const float one = 1.0f, zero = 0.0f;
+	float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+	if (!st->amp) {
+		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x, c->w, st->params + l->w_off,
+					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y),
+		    st->err);
+	} else {
+		void *x16 = cu_half_at(st, st->x16_off), *y16 = cu_half_at(st, st->y16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * cu_layer_in(l), st->stream), st->err);
+		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, cu_w16(st, l->w_off),
+					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
+		    st->err);
+		CU(hn_k_f16_to_f32(y16, y, (size_t)n * cu_layer_out(l), st->stream), st->err);
+	}
+	if (l->b_len)
+		CU(hn_k_bias_add(y, st->params + l->b_off, n, l->out_c, l->out_h * l->out_w,
+				 st->stream),
+		   st->err);
+	return 0;
+}
+
+int cu_conv_backward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	struct hn_conv *c = &st->conv[i];
+	const float one = 1.0f, zero = 0.0f;
+	float *x = cu_act(st, i), *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
+	if (l->b_len)
+		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, l->out_c, l->out_h * l->out_w,
+				  st->stream),
+		   st->err);
+	if (!st->amp) {
+		DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x, c->y, dy, c->cw, c->wa,
+						   st->ws, st->ws_bytes, &one, c->w,
+						   st->grads + l->w_off),
+		    st->err);
+		if (i > 0)
+			DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, st->params + l->w_off,
+							 c->y, dy, c->cd, c->da, st->ws,
+							 st->ws_bytes, &zero, c->x, dx),
+			    st->err);
+		return 0;
+	}
+	void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
+	void *dx16 = cu_half_at(st, st->dx16_off), *dw16 = cu_half_at(st, st->w16_off);
+	/* x16 was overwritten by later layers' forward: cast again */
+	CU(hn_k_f32_to_f16(x, x16, (size_t)n * cu_layer_in(l), st->stream), st->err);
+	CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * cu_layer_out(l), st->stream), st->err);
+	DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x16, c->y, dy16, c->cw, c->wa,
+					   st->ws, st->ws_bytes, &zero, c->w, dw16),
+	    st->err);
+	CU(hn_k_f16_accumulate(dw16, st->grads + l->w_off, l->w_len, st->stream), st->err);
+	if (i > 0) {
+		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, cu_w16(st, l->w_off), c->y, dy16,
+						 c->cd, c->da, st->ws, st->ws_bytes, &zero, c->x,
+						 dx16),
+		    st->err);
+		CU(hn_k_f16_to_f32(dx16, dx, (size_t)n * cu_layer_in(l), st->stream), st->err);
+	}
+	return 0;
+}
+
+/* ---- dense layers (cuBLAS) ---- */
+
+/*
+ * cuBLAS is column-major. Row-major X[n][in] is the column-major in x n
+ * matrix X^T (ld in); W[out][in] is W^T (in x out, ld in); Y[n][out] is
+ * Y^T (out x n, ld out). So:
+ *   forward  Y^T  = W X^T       : gemm(T, N, out, n, in,  W, in, X, in,  Y, out)
+ *   dX       dX^T = W^T dY^T    : gemm(N, N, in, n, out,  W, in, dY, out, dX, in)
+ *   dW       dW^T = X^T dY      : gemm(N, T, in, out, n,  X, in, dY, out, dW, in), beta 1
+ */
+static int dense_gemm(struct hn_cuda *st, cublasOperation_t ta, cublasOperation_t tb, int mm,
+		      int nn, int kk, const void *a, int lda, const void *b, int ldb, float beta,
+		      float *cmat, int ldc)
+{
+	const float one = 1.0f;
+	if (!st->amp)
+		BLAS(cublasSgemm(st->blas, ta, tb, mm, nn, kk, &one, a, lda, b, ldb, &beta, cmat,
+				 ldc),
+		     st->err);
+	else
+		BLAS(cublasGemmEx(st->blas, ta, tb, mm, nn, kk, &one, a, CUDA_R_16F, lda, b,
+				  CUDA_R_16F, ldb, &beta, cmat, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+				  CUBLAS_GEMM_DEFAULT),
+		     st->err);
+	return 0;
+}
+
+static int dense_forward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	int in = (int)cu_layer_in(l), out = (int)cu_layer_out(l);
+	float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+	if (!st->amp) {
+		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, st->params + l->w_off, in,
+			       x, in, 0.0f, y, out));
+	} else {
+		void *x16 = cu_half_at(st, st->x16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
+		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, cu_w16(st, l->w_off), in, x16,
+			       in, 0.0f, y, out));
+	}
+	if (l->b_len)
+		CU(hn_k_bias_add(y, st->params + l->b_off, n, out, 1, st->stream), st->err);
+	return 0;
+}
+
+static int dense_backward(struct hn_cuda *st, int i, int n)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	int in = (int)cu_layer_in(l), out = (int)cu_layer_out(l);
+	float *x = cu_act(st, i), *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
+	if (l->b_len)
+		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, out, 1, st->stream), st->err);
+	const void *xa = x, *dya = dy, *wa = st->params + l->w_off;
+	if (st->amp) {
+		void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
+		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
+		CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * out, st->stream), st->err);
+		xa = x16;
+		dya = dy16;
+		wa = cu_w16(st, l->w_off);
+	}
+	TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, 1.0f,
+		       st->grads + l->w_off, in));
+	if (i > 0)
+		TRY(dense_gemm(st, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, 0.0f, dx,
+			       in));
+	return 0;
+}
+
+int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
+{
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+		size_t cnt = (size_t)n * cu_layer_out(l);
+		switch (l->kind) {
+		case HN_LAYER_CONV2D:
+			TRY(cu_conv_forward(st, i, n));
+			break;
+		case HN_LAYER_DENSE:
+			TRY(dense_forward(st, i, n));
+			break;
+		case HN_LAYER_MAXPOOL:
+			CU(hn_k_maxpool_fwd(x, y, n, l->in_c, l->in_h, l->in_w, l->out_h, l->out_w,
+					    l->k, l->stride, st->stream),
+			   st->err);
+			break;
+		case HN_LAYER_RELU:
+			CU(hn_k_relu_fwd(x, y, cnt, st->stream), st->err);
+			break;
+		case HN_LAYER_DROPOUT:
+			if (train && l->p > 0.0f)
+				CU(hn_k_dropout_fwd(x, y, cnt, l->p, st->cfg.seed, step, i,
+						    st->stream),
+				   st->err);
+			else
+				CU(cudaMemcpyAsync(y, x, cnt * sizeof(float),
+						   cudaMemcpyDeviceToDevice, st->stream),
+				   st->err);
+			break;
+		}
+	}
+	return 0;
+}
+
+int cu_backward(struct hn_cuda *st, int n, uint64_t step)
+{
+	for (int i = st->m.nlayers - 1; i >= 0; i--) {
+		const struct hn_layer *l = &st->m.layers[i];
+		float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+		float *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
+		size_t cnt = (size_t)n * cu_layer_out(l);
+		switch (l->kind) {
+		case HN_LAYER_CONV2D:
+			TRY(cu_conv_backward(st, i, n));
+			break;
+		case HN_LAYER_DENSE:
+			TRY(dense_backward(st, i, n));
+			break;
+		case HN_LAYER_MAXPOOL:
+			if (i > 0)
+				CU(hn_k_maxpool_bwd(x, dy, dx, n, l->in_c, l->in_h, l->in_w,
+						    l->out_h, l->out_w, l->k, l->stride,
+						    st->stream),
+				   st->err);
+			break;
+		case HN_LAYER_RELU:
+			if (i > 0)
+				CU(hn_k_relu_bwd(y, dy, dx, cnt, st->stream), st->err);
+			break;
+		case HN_LAYER_DROPOUT:
+			if (i == 0)
+				break;
+			if (l->p > 0.0f)
+				CU(hn_k_dropout_bwd(dy, dx, cnt, l->p, st->cfg.seed, step, i,
+						    st->stream),
+				   st->err);
+			else
+				CU(cudaMemcpyAsync(dx, dy, cnt * sizeof(float),
+						   cudaMemcpyDeviceToDevice, st->stream),
+				   st->err);
+			break;
+		}
+	}
+	return 0;
+}
