@@ -28,6 +28,7 @@
 
 #define TAG_SCATTER 0x4801
 #define TAG_GATHER  0x4802
+#define TAG_COUNTS  0x4803
 #define HOST_MAX    48
 
 static struct hn_dist_info info = {.size = 1, .local_size = 1, .impl = "local"};
@@ -301,15 +302,43 @@ int hn_dist_sum_floats(float *buf, size_t n, char *err)
 	return rc;
 }
 
+/*
+ * Every rank's n values, in rank order. Point to point rather than an
+ * allgather, so that a rank that stops answering is named, as in the
+ * gradient sums.
+ */
 int hn_dist_gather_doubles(const double *v, int n, double *out, char *err)
 {
 	if (!active || info.size == 1) {
 		memcpy(out, v, (size_t)n * sizeof *v);
 		return 0;
 	}
-	MPI_Request req;
-	int rc = MPI_Iallgather(v, n, MPI_DOUBLE, out, n, MPI_DOUBLE, MPI_COMM_WORLD, &req);
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "gathering the ranks' counts");
-	return wait_all(1, &req, NULL, "gathering the ranks' counts", err);
+	int N = info.size, me = info.rank, k = 0, rc = 0;
+	memcpy(out + (size_t)me * (size_t)n, v, (size_t)n * sizeof *v);
+	MPI_Request *req = malloc(2 * (size_t)N * sizeof *req);
+	int *peer = malloc(2 * (size_t)N * sizeof *peer);
+	if (!req || !peer) {
+		free(req);
+		free(peer);
+		snprintf(err, HN_ERR_MAX, "gathering the ranks' counts: out of memory");
+		return -ENOMEM;
+	}
+	for (int q = 0; q < N && rc == 0; q++) {
+		if (q == me)
+			continue;
+		peer[k] = q;
+		int c = MPI_Irecv(out + (size_t)q * (size_t)n, n, MPI_DOUBLE, q, TAG_COUNTS,
+				  MPI_COMM_WORLD, &req[k++]);
+		if (c == MPI_SUCCESS) {
+			peer[k] = q;
+			c = MPI_Isend(v, n, MPI_DOUBLE, q, TAG_COUNTS, MPI_COMM_WORLD, &req[k++]);
+		}
+		if (c != MPI_SUCCESS)
+			rc = mpi_fail(err, c, "gathering the ranks' counts");
+	}
+	if (rc == 0)
+		rc = wait_all(k, req, peer, "gathering the ranks' counts", err);
+	free(req);
+	free(peer);
+	return rc;
 }
