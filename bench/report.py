@@ -489,7 +489,7 @@ def main():
         m = t["measured"]
         if m is None:
             ms = "-"
-        elif t["id"] == "T5":
+        elif t["id"] in ("T5", "T10b"):
             ms = f"{100 * m:.2f}%"
         else:
             ms = f"{m:.2f}x"
