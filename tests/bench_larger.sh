@@ -16,29 +16,7 @@ PY=/usr/bin/python3
 [[ -d ${SPRITEFS_FMNIST:-/usr/share/datasets/fashion-mnist} ]] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
 command -v fio >/dev/null || { echo "SKIP: no fio (the bound needs it)"; exit 77; }
 
-OUT=$(mktemp -d /tmp/bench_larger.XXXXXX)
-BPID=""
-cleanup() {
-	local rc=$?
-	if [[ -n $BPID ]] && kill -0 "$BPID" 2>/dev/null; then
-		kill "$BPID" 2>/dev/null
-		wait "$BPID" 2>/dev/null
-	fi
-	if [[ -n $BPID ]]; then
-		grep -F "spritefs-bench.$BPID" /proc/mounts | awk '{print $2}' | while read -r m; do
-			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-		done
-		rm -rf "/dev/shm/spritefs-bench.$BPID" "/var/tmp/spritefs-bench.$BPID"
-	fi
-	rm -rf "$OUT"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() {
-	echo "FAIL: $*"
-	exit 1
-}
+source "$(dirname "$0")/bench_lib.sh"
 
 env -u SPRITEFS_BENCH_CACHE "$BENCH" --dataset larger --quick --limit 1000 --out "$OUT/res" \
 	>"$OUT/stdout" 2>"$OUT/stderr" &

@@ -13,35 +13,7 @@ PY=/usr/bin/python3
 [[ -e /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
 [[ -x $PY ]] || { echo "SKIP: no $PY"; exit 77; }
 
-OUT=$(mktemp -d /tmp/bench_quick.XXXXXX)
-BPID=""
-leftovers() { # mounts or folders the bench run left behind
-	[[ -n $BPID ]] || return 0
-	grep -F "spritefs-bench.$BPID" /proc/mounts || true
-	ls -d "/dev/shm/spritefs-bench.$BPID" "/var/tmp/spritefs-bench.$BPID" 2>/dev/null || true
-}
-cleanup() {
-	local rc=$?
-	if [[ -n $BPID ]] && kill -0 "$BPID" 2>/dev/null; then
-		kill "$BPID" 2>/dev/null
-		wait "$BPID" 2>/dev/null
-	fi
-	if [[ -n $BPID ]]; then
-		grep -F "spritefs-bench.$BPID" /proc/mounts | awk '{print $2}' | while read -r m; do
-			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-		done
-		rm -rf "/dev/shm/spritefs-bench.$BPID" "/var/tmp/spritefs-bench.$BPID"
-	fi
-	rm -rf "$OUT"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-fail() {
-	echo "FAIL: $*"
-	exit 1
-}
+source "$(dirname "$0")/bench_lib.sh"
 
 "$BENCH" --quick --out "$OUT/res" >"$OUT/stdout" 2>"$OUT/stderr" &
 BPID=$!
