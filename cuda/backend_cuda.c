@@ -179,6 +179,16 @@ static int check_model(const struct hn_model *m, char *err)
 				return -EINVAL;
 			}
 			break;
+		case HN_LAYER_BATCHNORM:
+		case HN_LAYER_AVGPOOL:
+			snprintf(
+				err, HN_ERR_MAX,
+				"gpu: layer %d: %s is not in the gpu backend yet; train this model "
+				"with --device cpu",
+				i,
+				l->kind == HN_LAYER_BATCHNORM ? "batch normalisation (bn)"
+							      : "global average pooling (gap)");
+			return -EINVAL;
 		default:
 			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i,
 				 (int)l->kind);
@@ -353,6 +363,13 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	int r = check_model(m, err);
 	if (r < 0)
 		return r;
+	for (int c = 0; c < HN_NORM_CH; c++)
+		if (cfg->mean[c] != 0.0f || (cfg->std[c] != 0.0f && cfg->std[c] != 1.0f)) {
+			snprintf(err, HN_ERR_MAX,
+				 "gpu: per-channel input normalisation (--normalize) is not in the "
+				 "gpu backend yet; use --device cpu");
+			return -EINVAL;
+		}
 	int count = 0;
 	cudaError_t e = cudaGetDeviceCount(&count);
 	if (e != cudaSuccess || count == 0) {
@@ -471,8 +488,8 @@ static int finish(struct hn_cuda *st, int b, int n, float grad_scale, int with_g
 {
 	const struct hn_model *m = &st->m;
 	CU(hn_k_softmax_xent(cu_act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
-			     with_grad ? cu_dact(st, m->nlayers) : NULL, st->loss_tmp, st->correct_tmp,
-			     &st->d_small->res, st->stream),
+			     with_grad ? cu_dact(st, m->nlayers) : NULL, st->loss_tmp,
+			     st->correct_tmp, &st->d_small->res, st->stream),
 	   st->err);
 	CU(cudaMemcpyAsync(&st->h_small->res, &st->d_small->res, sizeof(struct hn_k_result),
 			   cudaMemcpyDeviceToHost, st->stream),

@@ -145,8 +145,8 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 		if (i < 0) {
 			snprintf(st->err, sizeof(st->err),
 				 "gpu: cuDNN has no %sbackward-data algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
+				 st->cfg.fast ? "" : "deterministic ",
+				 st->cfg.fast ? "" : " (--fast allows the others)");
 			return -EIO;
 		}
 		c->da = pd[i].algo;
@@ -307,9 +307,9 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 	    st->err);
 	CU(hn_k_f16_accumulate(dw16, st->grads + l->w_off, l->w_len, st->stream), st->err);
 	if (i > 0) {
-		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, cu_w16(st, l->w_off), c->y, dy16,
-						 c->cd, c->da, st->ws, st->ws_bytes, &zero, c->x,
-						 dx16),
+		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, cu_w16(st, l->w_off), c->y,
+						 dy16, c->cd, c->da, st->ws, st->ws_bytes, &zero,
+						 c->x, dx16),
 		    st->err);
 		CU(hn_k_f16_to_f32(dx16, dx, (size_t)n * cu_layer_in(l), st->stream), st->err);
 	}
@@ -354,8 +354,8 @@ static int dense_forward(struct hn_cuda *st, int i, int n)
 	} else {
 		void *x16 = cu_half_at(st, st->x16_off);
 		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
-		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, cu_w16(st, l->w_off), in, x16,
-			       in, 0.0f, y, out));
+		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, cu_w16(st, l->w_off), in,
+			       x16, in, 0.0f, y, out));
 	}
 	if (l->b_len)
 		CU(hn_k_bias_add(y, st->params + l->b_off, n, out, 1, st->stream), st->err);
@@ -417,6 +417,9 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 						   cudaMemcpyDeviceToDevice, st->stream),
 				   st->err);
 			break;
+		case HN_LAYER_BATCHNORM: /* refused at create (check_model) */
+		case HN_LAYER_AVGPOOL:
+			return -EINVAL;
 		}
 	}
 	return 0;
@@ -459,6 +462,9 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 						   cudaMemcpyDeviceToDevice, st->stream),
 				   st->err);
 			break;
+		case HN_LAYER_BATCHNORM:
+		case HN_LAYER_AVGPOOL:
+			return -EINVAL;
 		}
 	}
 	return 0;

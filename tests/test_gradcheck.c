@@ -55,9 +55,53 @@ struct gc {
 	size_t xn, wn, bn, on;
 };
 
+/*
+ * Batch normalisation in training mode, as the backend joins it: the batch's
+ * sums, then mean and 1/std, then the normalisation; backward the same way.
+ */
+#define BN_MAXC 16
+static double bn_p[2 * BN_MAXC];
+static float bn_mean[BN_MAXC], bn_invstd[BN_MAXC], bn_mdy[BN_MAXC], bn_mdyx[BN_MAXC];
+
+static void bn_train_forward(struct gc *g)
+{
+	const int C = g->l.in_c;
+	const double M = (double)g->n * g->l.in_h * g->l.in_w;
+	memset(bn_p, 0, sizeof bn_p);
+	hn_batchnorm_sums(bn_p, bn_p + C, g->x, g->n, &g->l);
+	for (int c = 0; c < C; c++) {
+		double mean = bn_p[c] / M, var = bn_p[C + c] / M - mean * mean;
+		bn_mean[c] = (float)mean;
+		bn_invstd[c] = (float)(1.0 / sqrt(var + HN_BN_EPS));
+	}
+	hn_batchnorm_forward(g->out, g->x, bn_mean, bn_invstd, g->w, g->b, g->n, &g->l);
+}
+
+static void bn_train_backward(struct gc *g)
+{
+	const int C = g->l.in_c;
+	const double M = (double)g->n * g->l.in_h * g->l.in_w;
+	memset(bn_p, 0, sizeof bn_p);
+	hn_batchnorm_backward_sums(bn_p, bn_p + C, g->r, g->x, bn_mean, bn_invstd, g->n, &g->l);
+	for (int c = 0; c < C; c++) {
+		g->db[c] += (float)bn_p[c];
+		g->dw[c] += (float)bn_p[C + c];
+		bn_mdy[c] = (float)(bn_p[c] / M);
+		bn_mdyx[c] = (float)(bn_p[C + c] / M);
+	}
+	hn_batchnorm_backward(g->dx, g->r, g->x, bn_mean, bn_invstd, g->w, bn_mdy, bn_mdyx, g->n,
+			      &g->l);
+}
+
 static void run_forward(struct gc *g)
 {
 	switch (g->l.kind) {
+	case HN_LAYER_BATCHNORM:
+		bn_train_forward(g);
+		break;
+	case HN_LAYER_AVGPOOL:
+		hn_avgpool_forward(g->out, g->x, g->n, &g->l);
+		break;
 	case HN_LAYER_CONV2D:
 		hn_conv2d_forward(g->out, g->col, g->tmp, g->x, g->w, g->b, g->n, &g->l, 0);
 		break;
@@ -79,6 +123,12 @@ static void run_forward(struct gc *g)
 static void run_backward(struct gc *g)
 {
 	switch (g->l.kind) {
+	case HN_LAYER_BATCHNORM:
+		bn_train_backward(g);
+		break;
+	case HN_LAYER_AVGPOOL:
+		hn_avgpool_backward(g->dx, g->r, g->n, &g->l);
+		break;
 	case HN_LAYER_CONV2D:
 		hn_conv2d_backward(g->dx, g->dw, g->db, g->col, g->tmp, g->dcol, g->r, NULL, g->x,
 				   g->w, g->n, &g->l, 1);
@@ -273,6 +323,46 @@ static void check_elementwise(enum hn_layer_kind kind, float p)
 	gc_free(&g);
 }
 
+/* Training-mode batchnorm over n samples of c x h x w (the statistics move with every x). */
+static void check_batchnorm(int c, int h, int w, int n, float eps)
+{
+	char what[64];
+	struct gc g = {.n = n, .what = what};
+	snprintf(what, sizeof what, "batchnorm c%d %dx%d n%d", c, h, w, n);
+	g.l = (struct hn_layer){.kind = HN_LAYER_BATCHNORM,
+				.in_c = c,
+				.in_h = h,
+				.in_w = w,
+				.out_c = c,
+				.out_h = h,
+				.out_w = w,
+				.w_len = (size_t)c,
+				.b_len = (size_t)c};
+	gc_alloc(&g);
+	fill(g.x, g.xn, -1, 2);
+	fill(g.w, g.wn, 0.5f, 1.5f); /* gamma */
+	gc_run(&g, eps);
+	gc_free(&g);
+}
+
+static void check_avgpool(int c, int h, int w, int n)
+{
+	char what[64];
+	struct gc g = {.n = n, .what = what};
+	snprintf(what, sizeof what, "avgpool c%d %dx%d n%d", c, h, w, n);
+	g.l = (struct hn_layer){.kind = HN_LAYER_AVGPOOL,
+				.in_c = c,
+				.in_h = h,
+				.in_w = w,
+				.out_c = c,
+				.out_h = 1,
+				.out_w = 1};
+	gc_alloc(&g);
+	fill(g.x, g.xn, -1, 1);
+	gc_run(&g, 1e-2f);
+	gc_free(&g);
+}
+
 static void check_softmax(int n, int k, float spread)
 {
 	float *z = malloc(sizeof(float) * n * k), *p = malloc(sizeof(float) * n * k);
@@ -305,8 +395,34 @@ static void check_softmax(int n, int k, float spread)
 }
 
 /*
+ * The mean loss the gradient belongs to: evaluate()'s, or, for a model with
+ * batchnorm (which evaluates with running statistics), that of a training
+ * step with lr = 0, which normalises with the batch's own statistics and
+ * leaves the trained parameters where they are.
+ */
+static double model_loss(void *st, const uint8_t *tiles, const uint16_t *lab, int n, int train)
+{
+	struct hn_step_result res;
+	if (train)
+		hn_backend_cpu.train_step(st, tiles, lab, n, n, 1, 0.0f, 1, &res);
+	else
+		hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
+	return res.loss_sum / n;
+}
+
+/* Is params[i] a batchnorm running statistic (moved by no gradient)? */
+static int is_stat(const struct hn_model *m, size_t i)
+{
+	for (int k = 0; k < m->nlayers; k++)
+		if (m->layers[k].s_len && i >= m->layers[k].s_off &&
+		    i < m->layers[k].s_off + m->layers[k].s_len)
+			return 1;
+	return 0;
+}
+
+/*
  * Whole model through the backend: SGD, lr = 1, one applied step gives
- * params - grad; the numeric gradient is d(mean loss)/dparam from evaluate().
+ * params - grad; the numeric gradient is d(mean loss)/dparam from model_loss().
  * Random uint8 inputs put many ReLU and maxpool decisions near their kinks,
  * so eps is small (1e-4: float loss noise is then ~3e-4), the tolerance
  * 1e-3 + 1e-2 relative, and a few outliers among the sampled params are
@@ -341,26 +457,32 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 		return;
 	}
 	struct hn_step_result res;
+	int train = 0;
+	for (int k = 0; k < m.nlayers; k++)
+		train |= m.layers[k].kind == HN_LAYER_BATCHNORM;
 	hn_backend_cpu.train_step(st, tiles, lab, n, n, 1, 1.0f, 1, &res);
 	hn_backend_cpu.get_params(st, p1);
 	size_t count = m.nparams < 200 ? m.nparams : 200, bad = 0, first = 0;
 	double worst_a = 0, worst_n = 0;
-	const float eps = 1e-4f;
+	const float eps = train ? 1e-3f : 1e-4f; /* batchnorm: float noise ~1e-3 at 1e-4 */
 	for (size_t t = 0; t < count; t++) {
 		size_t i = m.nparams <= 200 ? t : (size_t)sprite_rng_below(&rng, m.nparams);
+		if (is_stat(&m, i))
+			continue;
 		double an = (double)p0[i] - p1[i];
 		float keep = p0[i];
 		p0[i] = keep + eps;
 		hn_backend_cpu.set_params(st, p0);
-		hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
-		double lp = res.loss_sum / n;
+		double lp = model_loss(st, tiles, lab, n, train);
 		p0[i] = keep - eps;
 		hn_backend_cpu.set_params(st, p0);
-		hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
-		double lm = res.loss_sum / n;
+		double lm = model_loss(st, tiles, lab, n, train);
 		p0[i] = keep;
 		double num = (lp - lm) / (2.0 * eps);
 		if (!(fabs(an - num) <= 1e-3 + 1e-2 * fmax(fabs(an), fabs(num)))) {
+			if (getenv("GRADCHECK_VERBOSE"))
+				fprintf(stderr, "  %s param %zu analytic %.6g numeric %.6g\n", spec,
+					i, an, num);
 			if (!bad++)
 				first = i, worst_a = an, worst_n = num;
 		}
@@ -374,6 +496,86 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 	}
 	hn_backend_cpu.destroy(st);
 	free(p0), free(p1), free(tiles), free(lab);
+}
+
+/*
+ * Running statistics: a batchnorm on the input of one channel, after one
+ * step, holds 0.9 * (0, 1) + 0.1 * (the batch's pixel mean, unbiased
+ * variance), computed here from the tiles; and evaluation then normalises
+ * with them: the same step's logits follow from them by hand.
+ */
+static void check_running_stats(int threads)
+{
+	char err[HN_ERR_MAX];
+	struct hn_model m;
+	const int n = 7, h = 3, w = 4, k = 3;
+	if (hn_model_build("bn-d3", 1, h, w, k, &m, err)) {
+		fprintf(stderr, "FAIL: model bn-d3: %s\n", err);
+		failures++;
+		return;
+	}
+	float *p = malloc(sizeof(float) * m.nparams);
+	hn_model_init_params(&m, 5, p);
+	uint8_t tiles[7 * 3 * 4];
+	uint16_t lab[7];
+	double sum = 0, sumsq = 0;
+	for (int i = 0; i < n * h * w; i++) {
+		tiles[i] = (uint8_t)sprite_rng_below(&rng, 256);
+		double x = tiles[i] / 255.0;
+		sum += x;
+		sumsq += x * x;
+	}
+	for (int s = 0; s < n; s++)
+		lab[s] = (uint16_t)(s % k);
+	const double M = n * h * w, mean = sum / M, var = (sumsq - M * mean * mean) / (M - 1);
+	struct hn_optim o = {.kind = HN_OPT_SGD};
+	struct hn_backend_config cfg = {.threads = threads, .max_batch = n, .seed = 1};
+	void *st = NULL;
+	if (hn_backend_cpu.create(&m, &o, &cfg, p, &st, err)) {
+		fprintf(stderr, "FAIL: bn-d3: create: %s\n", err);
+		failures++;
+		free(p);
+		return;
+	}
+	struct hn_step_result res;
+	hn_backend_cpu.train_step(st, tiles, lab, n, n, 1, 0.0f, 1, &res);
+	hn_backend_cpu.get_params(st, p);
+	const struct hn_layer *bn = &m.layers[0];
+	double rm = p[bn->s_off], rv = p[bn->s_off + 1];
+	if (fabs(rm - 0.1 * mean) > 1e-6 || fabs(rv - (0.9 + 0.1 * var)) > 1e-6) {
+		fprintf(stderr,
+			"FAIL: running statistics, %d threads: mean %.7g var %.7g, want %.7g "
+			"%.7g\n",
+			threads, rm, rv, 0.1 * mean, 0.9 + 0.1 * var);
+		failures++;
+	}
+	/* evaluation: x' = gamma (x - rm) / sqrt(rv + eps) + beta, then the dense layer */
+	const struct hn_layer *d = &m.layers[1];
+	double loss = 0;
+	for (int s = 0; s < n; s++) {
+		double z[3], zmax = -1e30, se = 0;
+		for (int o2 = 0; o2 < k; o2++) {
+			z[o2] = p[d->b_off + o2];
+			for (int i = 0; i < h * w; i++) {
+				double x = tiles[s * h * w + i] / 255.0;
+				double xn = p[bn->w_off] * (x - rm) / sqrt(rv + HN_BN_EPS) +
+					    p[bn->b_off];
+				z[o2] += p[d->w_off + (size_t)o2 * h * w + i] * xn;
+			}
+			zmax = fmax(zmax, z[o2]);
+		}
+		for (int o2 = 0; o2 < k; o2++)
+			se += exp(z[o2] - zmax);
+		loss += zmax + log(se) - z[lab[s]];
+	}
+	hn_backend_cpu.evaluate(st, tiles, lab, n, &res);
+	if (fabs(res.loss_sum - loss) > 1e-4 * fmax(1.0, fabs(loss))) {
+		fprintf(stderr, "FAIL: evaluation with running statistics: loss %.7g, want %.7g\n",
+			res.loss_sum, loss);
+		failures++;
+	}
+	hn_backend_cpu.destroy(st);
+	free(p);
 }
 
 int main(void)
@@ -393,16 +595,25 @@ int main(void)
 	check_pool(1, 9, 8, 3, 3, 2);
 	check_elementwise(HN_LAYER_RELU, 0);
 	check_elementwise(HN_LAYER_DROPOUT, 0.4f);
+	check_batchnorm(3, 3, 3, 4, 1e-2f);
+	check_batchnorm(2, 1, 1, 5, 1e-2f); /* after a dense layer: statistics over samples */
+	check_batchnorm(1, 5, 4, 1, 1e-2f); /* one sample: statistics over its pixels */
+	check_avgpool(3, 4, 5, 2);
+	check_avgpool(2, 1, 1, 3);
 	check_softmax(6, 10, 3);
 	check_softmax(3, 4, 30);
 	for (int threads = 1; threads <= 3; threads += 2) {
 		check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6, threads);
 		check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4, threads);
 		check_model("d16-r-d8", 2, 4, 4, 3, 5, threads);
+		check_model("c4k3p1-bn-r-m2-c6k3-bn-r-gap-d12-bn-r", 1, 10, 10, 5, 6, threads);
+		check_model("bn-c3k3-r-gap", 2, 6, 6, 3, 5, threads);
+		check_running_stats(threads);
 		/* the backend's sample chunking of the spatial stage (2, 2, 1 of 5 samples) */
 		setenv("HN_CPU_CHUNK", "2", 1);
 		check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 5, threads);
 		check_model("r-c3k3s2p1-m3s1-r-d8", 3, 9, 9, 4, 5, threads);
+		check_model("c4k3p1-bn-r-m2-c6k3-bn-r-gap-d12-bn-r", 1, 10, 10, 5, 5, threads);
 		unsetenv("HN_CPU_CHUNK");
 	}
 	if (failures) {

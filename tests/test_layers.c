@@ -311,7 +311,7 @@ static void test_input(void)
 	float out[24];
 	for (int i = 0; i < 24; i++)
 		t[i] = (uint8_t)(i * 11);
-	hn_input_forward(out, t, 2, 2, 2, 3);
+	hn_input_forward(out, t, 2, 2, 2, 3, NULL, NULL);
 	for (int s = 0; s < 2; s++)
 		for (int c = 0; c < 2; c++)
 			for (int y = 0; y < 2; y++)

@@ -1,5 +1,6 @@
 /*
- * act.c - elementwise layers: the input conversion, ReLU and inverted dropout.
+ * act.c - elementwise layers: the input conversion (and per-channel
+ * normalisation), ReLU and inverted dropout.
  *
  * ReLU runs in place (the backend aliases its input and output buffers), and
  * its backward reads the output's sign, which is the same mask as the input's.
@@ -12,7 +13,7 @@
 #include "trainer/layers.h"
 
 HN_HOT void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c,
-			     int h, int w)
+			     int h, int w, const float *mean, const float *std)
 {
 	const size_t hw = (size_t)h * w;
 	const float scale = 1.0f / 255.0f;
@@ -23,11 +24,19 @@ HN_HOT void hn_input_forward(float *restrict out, const uint8_t *restrict tiles,
 		if (c == 1) {
 			for (size_t i = 0; i < hw; i++)
 				dst[i] = src[i] * scale;
-			continue;
+		} else {
+			for (int ch = 0; ch < c; ch++)
+				for (size_t i = 0; i < hw; i++)
+					dst[ch * hw + i] = src[i * c + ch] * scale;
 		}
-		for (int ch = 0; ch < c; ch++)
+		if (!mean)
+			continue;
+		for (int ch = 0; ch < c && ch < HN_NORM_CH; ch++) {
+			const float mu = mean[ch], inv = 1.0f / std[ch];
+			float *restrict p = dst + ch * hw;
 			for (size_t i = 0; i < hw; i++)
-				dst[ch * hw + i] = src[i * c + ch] * scale;
+				p[i] = (p[i] - mu) * inv;
+		}
 	}
 }
 

@@ -12,7 +12,9 @@
  * (cuda/: cuDNN + cuBLAS + kernels, built as the plugin hntrain-cuda.so and
  * loaded with dlopen, so one hntrain binary runs where CUDA is absent).
  *
- * Input normalisation is part of the contract: x_float = tile_byte / 255.
+ * Input normalisation is part of the contract: x_float = (tile_byte / 255 -
+ * mean[c]) / std[c], with the per-channel mean and std of
+ * hn_backend_config (0 and 1 unless set).
  * Labels are uint16 class indices < nclasses.
  * All functions return >= 0 or a negative errno; err (HN_ERR_MAX bytes, may
  * be NULL) gets a message for the user.
@@ -32,7 +34,20 @@ enum hn_layer_kind {
 	HN_LAYER_RELU,
 	HN_LAYER_DENSE,	  /* weights [out][in] (row-major), bias [out]; flattens CHW input */
 	HN_LAYER_DROPOUT, /* inverted dropout with rate p; identity at eval */
+	/*
+	 * batch normalisation per channel: y = gamma * (x - mean) / sqrt(var + eps) + beta.
+	 * Training normalises with the statistics of the batch handed to train_step,
+	 * evaluation with the running ones. Parameters: gamma [C] (w), beta [C] (b), then
+	 * the running mean [C] and running (unbiased) variance [C] (s): the statistics
+	 * live in the parameter block, so checkpoints and exports carry them, but no
+	 * optimizer touches them and no weight decay applies to gamma and beta.
+	 */
+	HN_LAYER_BATCHNORM,
+	HN_LAYER_AVGPOOL, /* global average pooling: C x H x W -> C x 1 x 1 */
 };
+
+#define HN_BN_EPS      1e-5f /* PyTorch's BatchNorm2d defaults */
+#define HN_BN_MOMENTUM 0.1f  /* running = (1 - m) * running + m * batch statistic */
 
 /*
  * Activations are NCHW float32. The input tile (HWC uint8) is converted to
@@ -47,6 +62,7 @@ struct hn_layer {
 	float p;		 /* dropout rate */
 	size_t w_off, w_len;	 /* weights: offset/length in floats within params (0 if none) */
 	size_t b_off, b_len;	 /* bias */
+	size_t s_off, s_len;	 /* batchnorm running statistics (mean, var), 2 * C, or 0 */
 };
 
 struct hn_model {
@@ -83,7 +99,13 @@ struct hn_backend_config {
 	int device_index; /* gpu ordinal */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
 	int rank;	  /* data-parallel rank (0 alone): its own dropout masks */
+	/*
+	 * Input normalisation per channel (channels past HN_NORM_CH keep 0 and 1):
+	 * x = (byte / 255 - mean[c]) / std[c]. A zeroed config means mean 0, std 1.
+	 */
+	float mean[4], std[4];
 };
+#define HN_NORM_CH 4
 
 struct hn_step_result {
 	double loss_sum;  /* sum over the batch of per-sample cross-entropy */

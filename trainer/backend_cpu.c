@@ -32,6 +32,7 @@
  * thread count give bit-identical weights.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ struct member_buf {
 	float *tmp, *dcol, *col;	/* col: shared im2col when not kept per layer */
 	float *dact[HN_MAX_LAYERS + 1]; /* gradients w.r.t. act (dact[0] unused) */
 	float *grads;			/* member 0: the state's grads; others: own */
+	double *bnp[HN_MAX_LAYERS];	/* batchnorm i: this member's 2 x C partial sums */
 	double loss;
 	int correct;
 };
@@ -62,7 +64,7 @@ struct cpu_state {
 	struct hn_optim o;
 	struct hn_backend_config cfg;
 	int max_batch;
-	int micro; /* micro-batches since the last apply: keeps dropout masks distinct */
+	int micro;  /* micro-batches since the last apply: keeps dropout masks distinct */
 	int folded; /* cpu_grads handed the group's gradients out: the next apply takes them */
 	hn_team *team;
 	int nthreads;
@@ -85,6 +87,17 @@ struct cpu_state {
 	int stage; /* layers [0, stage) are per-sample spatial layers, run in chunks */
 	int chunk; /* samples per chunk in that stage */
 	int rows;  /* most samples one member takes from a max_batch batch */
+	/* batch normalisation: the layers, in order, and per layer the batch's numbers */
+	int nbn, bn_at[HN_MAX_LAYERS];
+	float *bn_mean[HN_MAX_LAYERS], *bn_invstd[HN_MAX_LAYERS]; /* C each */
+	float *bn_mdy[HN_MAX_LAYERS], *bn_mdyx[HN_MAX_LAYERS];	  /* backward: batch means */
+	/* parameter spans the optimizer treats apart, in offset order (see update_slice) */
+	int nspans;
+	struct span {
+		size_t off, len;
+		int stats; /* 1: running statistics; 0: trained without weight decay */
+	} spans[2 * HN_MAX_LAYERS];
+	const float *in_mean, *in_std; /* input normalisation, or NULL */
 	char desc[200];
 };
 
@@ -134,6 +147,15 @@ static int check_model(const struct hn_model *m, char *err)
 		} else if (l->kind == HN_LAYER_RELU || l->kind == HN_LAYER_DROPOUT) {
 			if (out_floats(l) != in_floats(l) || !(l->p >= 0.0f && l->p < 1.0f))
 				why = "elementwise layer changes shape or has a bad rate";
+		} else if (l->kind == HN_LAYER_BATCHNORM) {
+			if (out_floats(l) != in_floats(l) || l->out_c != l->in_c ||
+			    l->w_len != (size_t)l->in_c || l->b_len != l->w_len ||
+			    l->b_off != l->w_off + l->w_len || l->s_len != 2 * l->w_len ||
+			    l->s_off != l->b_off + l->b_len || l->s_off + l->s_len > m->nparams)
+				why = "batchnorm parameters do not match its channels";
+		} else if (l->kind == HN_LAYER_AVGPOOL) {
+			if (l->out_c != l->in_c || l->out_h != 1 || l->out_w != 1 || l->w_len)
+				why = "global average pooling keeps channels and has no parameters";
 		} else {
 			why = "unknown layer kind";
 		}
@@ -219,6 +241,17 @@ static size_t layout(struct cpu_state *st, char *base)
 	for (int i = m->nlayers - 1; i >= 0; i--)
 		st->dfull[i] =
 			m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
+	/*
+	 * A batchnorm's output gradient is summed over the member's rows before
+	 * its input gradient can be made: it holds them all, and so does every
+	 * ReLU buffer that aliases it.
+	 */
+	for (int k = 0; k < st->nbn; k++)
+		for (int i = st->bn_at[k] + 1; i <= m->nlayers; i++) {
+			st->dfull[i] = 1;
+			if (i >= m->nlayers || m->layers[i].kind != HN_LAYER_RELU)
+				break;
+		}
 
 	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
 	for (int i = 0; i < m->nlayers; i++) {
@@ -241,6 +274,13 @@ static size_t layout(struct cpu_state *st, char *base)
 			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
 		if (l->kind == HN_LAYER_DROPOUT)
 			st->mask[i] = take(base, &at, sizeof(float) * B * of);
+		st->bn_mean[i] = st->bn_invstd[i] = st->bn_mdy[i] = st->bn_mdyx[i] = NULL;
+		if (l->kind == HN_LAYER_BATCHNORM) {
+			st->bn_mean[i] = take(base, &at, sizeof(float) * l->in_c);
+			st->bn_invstd[i] = take(base, &at, sizeof(float) * l->in_c);
+			st->bn_mdy[i] = take(base, &at, sizeof(float) * l->in_c);
+			st->bn_mdyx[i] = take(base, &at, sizeof(float) * l->in_c);
+		}
 		if (rows * of > max_tmp)
 			max_tmp = rows * of;
 	}
@@ -260,6 +300,11 @@ static size_t layout(struct cpu_state *st, char *base)
 								 (st->dfull[i + 1] ? R : C));
 		}
 		mb->grads = t ? take(base, &at, sizeof(float) * m->nparams) : NULL;
+		for (int i = 0; i < m->nlayers; i++)
+			mb->bnp[i] =
+				m->layers[i].kind == HN_LAYER_BATCHNORM
+					? take(base, &at, 2 * sizeof(double) * m->layers[i].in_c)
+					: NULL;
 	}
 	return at;
 }
@@ -322,6 +367,22 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		if (m->layers[i].kind == HN_LAYER_CONV2D)
 			cols += hn_conv2d_col_floats(&m->layers[i], cfg->max_batch);
 	st->keep_col = cols * sizeof(float) <= KEEP_COL_BYTES;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->kind != HN_LAYER_BATCHNORM)
+			continue;
+		st->bn_at[st->nbn++] = i;
+		st->spans[st->nspans++] = (struct span){l->w_off, l->w_len + l->b_len, 0};
+		st->spans[st->nspans++] = (struct span){l->s_off, l->s_len, 1};
+	}
+	for (int c = 0; c < HN_NORM_CH; c++)
+		if (cfg->mean[c] != 0.0f || (cfg->std[c] != 0.0f && cfg->std[c] != 1.0f)) {
+			st->in_mean = st->cfg.mean;
+			st->in_std = st->cfg.std;
+		}
+	for (int c = 0; st->in_mean && c < HN_NORM_CH; c++)
+		if (!(st->cfg.std[c] > 0.0f))
+			st->cfg.std[c] = 1.0f;
 	pick_chunk(st);
 	for (int i = 0; i < m->nlayers; i++) {
 		enum hn_layer_kind k = m->layers[i].kind;
@@ -420,6 +481,13 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 			else
 				memcpy(out, in, sizeof(float) * count);
 			break;
+		case HN_LAYER_BATCHNORM:
+			hn_batchnorm_forward(out, in, st->bn_mean[i], st->bn_invstd[i],
+					     st->params + l->w_off, st->params + l->b_off, n, l);
+			break;
+		case HN_LAYER_AVGPOOL:
+			hn_avgpool_forward(out, in, n, l);
+			break;
 		}
 	}
 }
@@ -464,10 +532,28 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 					memcpy(din, dout, sizeof(float) * count);
 			}
 			break;
+		case HN_LAYER_BATCHNORM:
+			if (din)
+				hn_batchnorm_backward(din, dout, act_at(st, i, s0), st->bn_mean[i],
+						      st->bn_invstd[i], st->params + l->w_off,
+						      st->bn_mdy[i], st->bn_mdyx[i], n, l);
+			break;
+		case HN_LAYER_AVGPOOL:
+			if (din)
+				hn_avgpool_backward(din, dout, n, l);
+			break;
 		}
 	}
 }
 
+/*
+ * One dispatch of a step to the team. Without batch normalisation a step is
+ * one dispatch: forward [fa, fb), the loss, backward [ba, bb). Each
+ * batchnorm layer cuts it where the whole batch must meet: the dispatch
+ * before it ends by summing the layer's input (bn_fwd) or output gradient
+ * (bn_bwd) over each member's rows, and the main thread joins the sums
+ * before the next dispatch goes on from the layer.
+ */
 struct step_job {
 	struct cpu_state *st;
 	const uint8_t *tiles;
@@ -476,12 +562,49 @@ struct step_job {
 	float scale; /* 1 / group_size */
 	float lr;
 	uint64_t t;
+	int fa, fb;	    /* forward through layers [fa, fb) */
+	int loss;	    /* then the loss (and, training, its gradient) */
+	int ba, bb;	    /* then backward through layers [ba, bb) */
+	int bn_fwd, bn_bwd; /* then the partial sums of this batchnorm layer, or -1 */
 };
 
+/* Layers [a, b) forward on rows [r0, r1): the spatial ones chunk by chunk, then the rest. */
+static void forward_rows(struct cpu_state *st, struct step_job *j, int tid, int a, int b, int r0,
+			 int r1)
+{
+	const struct hn_model *m = &st->m;
+	const size_t tile = (size_t)m->in_c * m->in_h * m->in_w;
+	const int sb = b < st->stage ? b : st->stage;
+	if (a == 0 || a < sb)
+		for (int s0 = r0; s0 < r1; s0 += st->chunk) {
+			int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
+			if (a == 0)
+				hn_input_forward(act_at(st, 0, s0), j->tiles + (size_t)s0 * tile,
+						 cn, m->in_c, m->in_h, m->in_w, st->in_mean,
+						 st->in_std);
+			forward_range(st, tid, a, sb, s0, cn, j->train);
+		}
+	if (b > st->stage)
+		forward_range(st, tid, a > st->stage ? a : st->stage, b, r0, r1 - r0, j->train);
+}
+
+/* Layers [a, b) backward on rows [r0, r1): the dense ones on all rows, then the spatial ones. */
+static void backward_rows(struct cpu_state *st, int tid, int a, int b, int r0, int r1)
+{
+	if (b > st->stage)
+		backward_range(st, tid, a > st->stage ? a : st->stage, b, r0, r1 - r0, r0);
+	const int sb = b < st->stage ? b : st->stage;
+	if (a < sb)
+		for (int s0 = r0; s0 < r1; s0 += st->chunk) {
+			int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
+			backward_range(st, tid, a, sb, s0, cn, r0);
+		}
+}
+
 /*
- * One member's share of a step: its samples through the spatial stage chunk
- * by chunk, then the dense stage on all its rows, the loss, and (training)
- * backward in the reverse order, weight gradients into its own buffer.
+ * One member's share of a dispatch: its samples through the job's forward
+ * layers, the loss, and (training) backward in the reverse order, weight
+ * gradients into its own buffer; then its batchnorm partial sums.
  */
 static void step_member(void *arg, int tid, int nthreads)
 {
@@ -489,39 +612,123 @@ static void step_member(void *arg, int tid, int nthreads)
 	struct cpu_state *st = j->st;
 	const struct hn_model *m = &st->m;
 	struct member_buf *mb = &st->mb[tid];
-	const size_t tile = (size_t)m->in_c * m->in_h * m->in_w;
 	const int L = m->nlayers, K = m->nclasses;
 	int r0, r1;
 
+	(void)nthreads;
 	member_rows(st, j->n, tid, &r0, &r1);
-	mb->loss = 0;
-	mb->correct = 0;
+	if (j->loss) {
+		mb->loss = 0;
+		mb->correct = 0;
+	}
+	int bn = j->bn_fwd >= 0 ? j->bn_fwd : j->bn_bwd;
+	if (bn >= 0)
+		memset(mb->bnp[bn], 0, 2 * sizeof(double) * m->layers[bn].in_c);
 	if (r1 <= r0)
 		return;
-	for (int s0 = r0; s0 < r1; s0 += st->chunk) {
-		int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
-		hn_input_forward(act_at(st, 0, s0), j->tiles + (size_t)s0 * tile, cn, m->in_c,
-				 m->in_h, m->in_w);
-		forward_range(st, tid, 0, st->stage, s0, cn, j->train);
+	forward_rows(st, j, tid, j->fa, j->fb, r0, r1);
+	if (j->loss) {
+		float *probs = st->probs + (size_t)r0 * K;
+		mb->loss = hn_softmax_ce_forward(probs, act_at(st, L, r0), j->labels + r0, r1 - r0,
+						 K, &mb->correct);
+		if (j->train)
+			hn_softmax_ce_backward(dact_at(st, tid, L, r0, r0), probs, j->labels + r0,
+					       r1 - r0, K, j->scale);
 	}
-	forward_range(st, tid, st->stage, L, r0, r1 - r0, j->train);
-	float *probs = st->probs + (size_t)r0 * K;
-	mb->loss = hn_softmax_ce_forward(probs, act_at(st, L, r0), j->labels + r0, r1 - r0, K,
-					 &mb->correct);
-	if (!j->train)
+	backward_rows(st, tid, j->ba, j->bb, r0, r1);
+	if (bn < 0)
 		return;
-	hn_softmax_ce_backward(dact_at(st, tid, L, r0, r0), probs, j->labels + r0, r1 - r0, K,
-			       j->scale);
-	backward_range(st, tid, st->stage, L, r0, r1 - r0, r0);
-	for (int s0 = r0; s0 < r1; s0 += st->chunk) {
-		int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
-		backward_range(st, tid, 0, st->stage, s0, cn, r0);
+	const struct hn_layer *l = &m->layers[bn];
+	double *p = mb->bnp[bn];
+	if (j->bn_fwd >= 0)
+		hn_batchnorm_sums(p, p + l->in_c, act_at(st, bn, r0), r1 - r0, l);
+	else
+		hn_batchnorm_backward_sums(p, p + l->in_c, dact_at(st, tid, bn + 1, r0, r0),
+					   act_at(st, bn, r0), st->bn_mean[bn], st->bn_invstd[bn],
+					   r1 - r0, l);
+}
+
+/*
+ * Join the members' sums of batchnorm layer i (in member order) over the n
+ * samples of the step. Forward: the batch mean and 1/std the layer
+ * normalises with, and the batch's mean and unbiased variance added into
+ * the running statistics' gradient slots, weighted like a gradient (n *
+ * scale), so that the group (and, summed over ranks, the global batch)
+ * leaves its average there for update_slice. Backward: sum(dy) and
+ * sum(dy * xhat) are dbeta and dgamma, and their batch means go to the
+ * input gradient.
+ */
+static void join_sums(struct cpu_state *st, int i, int fwd, int n, float scale)
+{
+	const struct hn_layer *l = &st->m.layers[i];
+	const int C = l->in_c;
+	const double M = (double)n * l->in_h * l->in_w;
+	for (int c = 0; c < C; c++) {
+		double a = 0, b = 0;
+		for (int t = 0; t < st->nthreads; t++) {
+			a += st->mb[t].bnp[i][c];
+			b += st->mb[t].bnp[i][C + c];
+		}
+		if (fwd) {
+			double mean = a / M, var = b / M - mean * mean;
+			if (var < 0)
+				var = 0;
+			st->bn_mean[i][c] = (float)mean;
+			st->bn_invstd[i][c] = (float)(1.0 / sqrt(var + HN_BN_EPS));
+			double unbiased = M > 1 ? var * M / (M - 1) : var;
+			st->grads[l->s_off + c] += (float)(mean * n) * scale;
+			st->grads[l->s_off + C + c] += (float)(unbiased * n) * scale;
+		} else {
+			st->grads[l->b_off + c] += (float)a;
+			st->grads[l->w_off + c] += (float)b;
+			st->bn_mdy[i][c] = (float)(a / M);
+			st->bn_mdyx[i][c] = (float)(b / M);
+		}
+	}
+}
+
+/*
+ * A whole forward (and, training, backward) pass over the batch of j: one
+ * dispatch, or one per batchnorm cut and direction (see struct step_job).
+ */
+static void run_step(struct cpu_state *st, struct step_job *j)
+{
+	const int L = st->m.nlayers, nbn = j->train ? st->nbn : 0;
+	j->loss = 0;
+	j->ba = j->bb = 0;
+	j->bn_bwd = -1;
+	int a = 0;
+	for (int k = 0; k < nbn; k++) { /* forward up to each batchnorm, then its sums */
+		j->fa = a;
+		j->fb = st->bn_at[k];
+		j->bn_fwd = st->bn_at[k];
+		hn_team_run(st->team, step_member, j);
+		join_sums(st, st->bn_at[k], 1, j->n, j->scale);
+		a = st->bn_at[k];
+	}
+	j->fa = a;
+	j->fb = L;
+	j->bn_fwd = -1;
+	j->loss = 1;
+	if (j->train) {
+		j->ba = nbn ? st->bn_at[nbn - 1] + 1 : 0;
+		j->bb = L;
+		j->bn_bwd = nbn ? st->bn_at[nbn - 1] : -1;
+	}
+	hn_team_run(st->team, step_member, j);
+	j->loss = 0;
+	j->fa = j->fb = 0;
+	for (int k = nbn - 1; k >= 0; k--) { /* each batchnorm's input gradient, and down */
+		join_sums(st, st->bn_at[k], 0, j->n, j->scale);
+		j->ba = k ? st->bn_at[k - 1] + 1 : 0;
+		j->bb = st->bn_at[k] + 1;
+		j->bn_bwd = k ? st->bn_at[k - 1] : -1;
+		hn_team_run(st->team, step_member, j);
 	}
 }
 
 /* Member tid's slice [p0, p1) of the parameters, for folding and updating. */
-static int member_params(const struct cpu_state *st, int tid, int nthreads, size_t *p0,
-			 size_t *p1)
+static int member_params(const struct cpu_state *st, int tid, int nthreads, size_t *p0, size_t *p1)
 {
 	const size_t np = st->m.nparams;
 	long lo, hi;
@@ -550,19 +757,61 @@ static void fold_member(void *arg, int tid, int nthreads)
 		fold_slice(j->st, p0, p1);
 }
 
+/* The optimizer over parameters [p0, p1), with o's settings. */
+static void optim_range(struct cpu_state *st, const struct hn_optim *o, const struct step_job *j,
+			size_t p0, size_t p1)
+{
+	const size_t np = st->m.nparams;
+	if (p1 <= p0)
+		return;
+	float *s1 = st->nopt ? st->opt + p0 : NULL;
+	float *s2 = st->nopt >= 2 * np ? st->opt + np + p0 : NULL;
+	hn_optim_update(o, st->params + p0, st->grads + p0, s1, s2, p1 - p0, j->lr, j->t);
+}
+
+/*
+ * Update parameters [p0, p1): the optimizer, except on the spans: batchnorm
+ * gamma and beta without weight decay, and the running statistics moved
+ * towards the group's batch statistics that join_sums left in their
+ * gradient slots (running = (1 - m) * running + m * batch).
+ */
+static void update_slice(struct cpu_state *st, const struct step_job *j, size_t p0, size_t p1)
+{
+	struct hn_optim nodecay = st->o;
+	nodecay.weight_decay = 0.0f;
+	size_t p = p0;
+	for (int k = 0; k < st->nspans; k++) {
+		const struct span *sp = &st->spans[k];
+		size_t a = sp->off > p0 ? sp->off : p0, b = sp->off + sp->len;
+		if (b > p1)
+			b = p1;
+		if (a >= b)
+			continue;
+		optim_range(st, &st->o, j, p, a);
+		if (sp->stats) {
+			for (size_t q = a; q < b; q++) {
+				st->params[q] = (1.0f - HN_BN_MOMENTUM) * st->params[q] +
+						HN_BN_MOMENTUM * st->grads[q];
+				st->grads[q] = 0.0f;
+			}
+		} else {
+			optim_range(st, &nodecay, j, a, b);
+		}
+		p = b;
+	}
+	optim_range(st, &st->o, j, p, p1);
+}
+
 /* Fold the members' gradients into grads (in member order) and update, a parameter slice each. */
 static void update_member(void *arg, int tid, int nthreads)
 {
 	struct step_job *j = arg;
 	struct cpu_state *st = j->st;
-	const size_t np = st->m.nparams;
 	size_t p0, p1;
 	if (!member_params(st, tid, nthreads, &p0, &p1))
 		return;
 	fold_slice(st, p0, p1);
-	float *s1 = st->nopt ? st->opt + p0 : NULL;
-	float *s2 = st->nopt >= 2 * np ? st->opt + np + p0 : NULL;
-	hn_optim_update(&st->o, st->params + p0, st->grads + p0, s1, s2, p1 - p0, j->lr, j->t);
+	update_slice(st, j, p0, p1);
 }
 
 static int check_batch(const struct cpu_state *st, const uint16_t *labels, int n)
@@ -634,7 +883,7 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 			     .lr = lr,
 			     .t = step};
 	draw_masks(st, n, step);
-	hn_team_run(st->team, step_member, &j);
+	run_step(st, &j);
 	sum_results(st, res);
 	st->micro++;
 	if (apply) {
@@ -667,7 +916,16 @@ static int cpu_evaluate(void *state, const uint8_t *tiles, const uint16_t *label
 	if (rc)
 		return rc;
 	struct step_job j = {.st = st, .tiles = tiles, .labels = labels, .n = n, .train = 0};
-	hn_team_run(st->team, step_member, &j);
+	for (int k = 0; k < st->nbn; k++) { /* evaluation normalises with the running statistics */
+		const struct hn_layer *l = &st->m.layers[st->bn_at[k]];
+		for (int c = 0; c < l->in_c; c++) {
+			st->bn_mean[st->bn_at[k]][c] = st->params[l->s_off + c];
+			st->bn_invstd[st->bn_at[k]][c] =
+				1.0f /
+				sqrtf(fmaxf(st->params[l->s_off + l->in_c + c], 0.0f) + HN_BN_EPS);
+		}
+	}
+	run_step(st, &j);
 	sum_results(st, res);
 	return 0;
 }

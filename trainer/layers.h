@@ -33,9 +33,12 @@
 #define HN_HOT
 #endif
 
-/* Input tile: n HWC uint8 tiles -> n CHW float tiles, scaled by 1/255. */
+/*
+ * Input tile: n HWC uint8 tiles -> n CHW float tiles, byte / 255, then
+ * (x - mean[c]) / std[c] when mean and std are given (NULL: no shift).
+ */
 void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n, int c, int h,
-		      int w);
+		      int w, const float *mean, const float *std);
 
 /*
  * conv2d (im2col over the n samples given + one sgemm).
@@ -79,6 +82,30 @@ void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float
 void hn_dropout_mask(float *mask, size_t count, float p, uint64_t seed, uint64_t step);
 void hn_dropout_forward(float *out, const float *in, const float *mask, size_t count);
 void hn_dropout_backward(float *din, const float *dout, const float *mask, size_t count);
+
+/*
+ * batch normalisation (norm.c), in passes the backend joins over the batch:
+ * sums: sum[c] += sum of x, sumsq[c] += sum of x^2 over n samples (double);
+ * forward: out = gamma * (in - mean) * invstd + beta, per channel;
+ * backward_sums: sdy[c] += sum of dout, sdyx[c] += sum of dout * xhat (these
+ *   are dbeta and dgamma); backward: din from the batch means of those two
+ *   sums, mdy = sdy / M and mdyx = sdyx / M (M = batch x H x W).
+ * Forward and backward may run in chunks once the batch's sums are known.
+ */
+void hn_batchnorm_sums(double *sum, double *sumsq, const float *in, int n,
+		       const struct hn_layer *l);
+void hn_batchnorm_forward(float *out, const float *in, const float *mean, const float *invstd,
+			  const float *gamma, const float *beta, int n, const struct hn_layer *l);
+void hn_batchnorm_backward_sums(double *sdy, double *sdyx, const float *dout, const float *in,
+				const float *mean, const float *invstd, int n,
+				const struct hn_layer *l);
+void hn_batchnorm_backward(float *din, const float *dout, const float *in, const float *mean,
+			   const float *invstd, const float *gamma, const float *mdy,
+			   const float *mdyx, int n, const struct hn_layer *l);
+
+/* global average pooling (norm.c): out[s][c] = mean of in[s][c][.][.]. */
+void hn_avgpool_forward(float *out, const float *in, int n, const struct hn_layer *l);
+void hn_avgpool_backward(float *din, const float *dout, int n, const struct hn_layer *l);
 
 /*
  * softmax cross-entropy, numerically stable (max subtracted, log-sum-exp).

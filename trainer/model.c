@@ -4,7 +4,7 @@
  *
  * Built-ins are spelled as specs, so there is one parser and one shape
  * checker: "mlp" = d256-r-d128-r, "cnn" = c32k3-r-m2-c64k3-r-m2-d128-r,
- * "lenet5" = c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r, each followed by the
+ * "lenet5" = c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r, "cnn-bn" (below), each followed by the
  * final dense layer to nclasses. Parameters are laid out layer by layer,
  * weights then bias, in one allocation: the same layout on every backend and
  * in checkpoints. Every number in a spec is bounded before use (the spec can
@@ -28,6 +28,12 @@ static const struct {
 	{"mlp", "d256-r-d128-r"},
 	{"cnn", "c32k3-r-m2-c64k3-r-m2-d128-r"},
 	{"lenet5", "c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r"},
+	/*
+	 * cnn-bn: two conv-BN-ReLU pairs per resolution (28 -> 14 -> 7), global
+	 * average pooling of 128 channels, no dense hidden layer: 241k parameters,
+	 * and the head does not depend on the tile size.
+	 */
+	{"cnn-bn", "c32k3p1-bn-r-c32k3p1-bn-r-m2-c64k3p1-bn-r-c64k3p1-bn-r-m2-c128k3p1-bn-r-gap"},
 };
 
 static void set_err(char *err, const char *fmt, const char *tok, const char *detail)
@@ -62,7 +68,7 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	l->in_c = prev ? prev->out_c : m->in_c;
 	l->in_h = prev ? prev->out_h : m->in_h;
 	l->in_w = prev ? prev->out_w : m->in_w;
-	l->w_off = l->w_len = l->b_off = l->b_len = 0;
+	l->w_off = l->w_len = l->b_off = l->b_len = l->s_off = l->s_len = 0;
 
 	switch (l->kind) {
 	case HN_LAYER_CONV2D:
@@ -98,9 +104,18 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 		break;
 	case HN_LAYER_RELU:
 	case HN_LAYER_DROPOUT:
+	case HN_LAYER_BATCHNORM:
 		l->out_c = l->in_c;
 		l->out_h = l->in_h;
 		l->out_w = l->in_w;
+		if (l->kind == HN_LAYER_BATCHNORM) {
+			l->w_len = l->b_len = (size_t)l->out_c;
+			l->s_len = 2 * (size_t)l->out_c;
+		}
+		break;
+	case HN_LAYER_AVGPOOL:
+		l->out_c = l->in_c;
+		l->out_h = l->out_w = 1;
 		break;
 	}
 	if ((uint64_t)l->out_c * l->out_h * l->out_w > (uint64_t)MAX_DIM * MAX_DIM) {
@@ -110,7 +125,8 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	if (l->w_len) {
 		l->w_off = m->nparams;
 		l->b_off = m->nparams + l->w_len;
-		m->nparams += l->w_len + l->b_len;
+		l->s_off = l->s_len ? l->b_off + l->b_len : 0;
+		m->nparams += l->w_len + l->b_len + l->s_len;
 		if (m->nparams > MAX_PARAMS) {
 			set_err(err, "model: layer '%s': %s", tok, "more than 2^31 parameters");
 			return -EINVAL;
@@ -120,11 +136,15 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	return 0;
 }
 
-/* One token ("c32k3p1", "m2", "r", "d128", "x0.25") -> a layer prototype. */
+/* One token ("c32k3p1", "m2", "r", "d128", "x0.25", "bn", "gap") -> a layer prototype. */
 static int parse_token(const char *tok, struct hn_layer *l)
 {
 	const char *p = tok + 1;
 	memset(l, 0, sizeof *l);
+	if (!strcmp(tok, "bn") || !strcmp(tok, "gap")) {
+		l->kind = tok[0] == 'b' ? HN_LAYER_BATCHNORM : HN_LAYER_AVGPOOL;
+		return 0;
+	}
 	switch (tok[0]) {
 	case 'c':
 		l->kind = HN_LAYER_CONV2D;
@@ -200,7 +220,7 @@ int hn_model_check_spec(const char *name_or_spec, char *err)
 		if (parse_token(tok, &l)) {
 			set_err(err,
 				"model: bad layer '%s' in '%s' (want c<out>k<k>[s<s>][p<p>], "
-				"m<k>[s<s>], r, d<out>, x<p>)",
+				"m<k>[s<s>], r, d<out>, x<p>, bn, gap)",
 				tok, name_or_spec);
 			return -EINVAL;
 		}
@@ -261,6 +281,13 @@ void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params
 	memset(params, 0, sizeof(float) * m->nparams);
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
+		if (l->kind == HN_LAYER_BATCHNORM) { /* gamma 1, beta 0, mean 0, var 1 */
+			for (size_t c = 0; c < l->w_len; c++) {
+				params[l->w_off + c] = 1.0f;
+				params[l->s_off + l->w_len + c] = 1.0f;
+			}
+			continue;
+		}
 		if (!l->w_len)
 			continue;
 		/* He/Kaiming-uniform for ReLU nets: U(-b, b), b = sqrt(6 / fan_in) */
@@ -295,6 +322,10 @@ static const char *kind_name(enum hn_layer_kind k)
 		return "dense";
 	case HN_LAYER_DROPOUT:
 		return "dropout";
+	case HN_LAYER_BATCHNORM:
+		return "batchnorm";
+	case HN_LAYER_AVGPOOL:
+		return "avgpool";
 	}
 	return "?";
 }
@@ -316,7 +347,7 @@ void hn_model_describe(const struct hn_model *m, char *buf, size_t cap)
 			snprintf(extra, sizeof extra, " p=%.3g", l->p);
 		int w = snprintf(buf + at, cap - at, "%-8s%s %dx%dx%d -> %dx%dx%d, %zu params\n",
 				 kind_name(l->kind), extra, l->in_c, l->in_h, l->in_w, l->out_c,
-				 l->out_h, l->out_w, l->w_len + l->b_len);
+				 l->out_h, l->out_w, l->w_len + l->b_len + l->s_len);
 		if (w < 0)
 			return;
 		at += (size_t)w;

@@ -5,12 +5,15 @@
  * Built-in names: "mlp" (flatten-256-128-classes), "cnn" (conv3x3 32 valid, relu,
  * maxpool 2, conv3x3 64 valid, relu, maxpool 2, dense 128, relu, dense classes:
  * 28x28x1 -> 26 -> 13 -> 11 -> 5, 225k parameters),
- * "lenet5". A spec string builds others, layers separated by '-':
+ * "lenet5", "cnn-bn" (conv-batchnorm-ReLU pairs and global average pooling,
+ * 241k parameters). A spec string builds others, layers separated by '-':
  *   c<out>k<k>[s<stride>][p<pad>]  conv2d       e.g. c32k3p1
  *   m<k>[s<stride>]                maxpool      e.g. m2
  *   r                              relu
  *   d<out>                         dense        e.g. d128
  *   x<p>                           dropout      e.g. x0.25
+ *   bn                             batch normalisation (per channel)
+ *   gap                            global average pooling (C x H x W -> C)
  * and the final dense layer to nclasses is appended when the spec does not
  * end with one of that size. docs/HNTRAIN.md documents it.
  */
@@ -33,7 +36,8 @@ int hn_model_check_spec(const char *name_or_spec, char *err);
 int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int nclasses,
 		   struct hn_model *m, char *err);
 
-/* He/Kaiming-uniform weights, zero biases, from a seeded generator (perm.h's). */
+/* He/Kaiming-uniform weights, zero biases (batchnorm: gamma 1, beta 0, mean 0, var 1), from a
+ * seeded generator (perm.h's). */
 void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params);
 
 /* Activation floats per sample summed over layers (for --plan). */
