@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hntrain_export.sh - hntrain --export FILE.npz: after short runs (mlp, cnn,
 # lenet5 on a gray store, a spec with stride, padding and dropout on an RGB
-# one), Debian's numpy loads the archive, a numpy forward pass written from
+# one, one with batchnorm and global average pooling), Debian's numpy loads
+# the archive, a numpy forward pass written from
 # docs/HNTRAIN.md's layout (members by layer name, PyTorch layouts) over the
 # test split of a spritefs mount of the store gets the correct count hntrain
 # reported, and so does the PyTorch module loaded as docs/HNTRAIN.md shows
@@ -33,7 +34,8 @@ import json, re, sys
 import numpy as np
 npz, mnt, spec, log = sys.argv[1:]
 builtin = {"mlp": "d256-r-d128-r", "cnn": "c32k3-r-m2-c64k3-r-m2-d128-r",
-           "lenet5": "c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r"}
+           "lenet5": "c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r",
+           "cnn-bn": "c32k3p1-bn-r-c32k3p1-bn-r-m2-c64k3p1-bn-r-c64k3p1-bn-r-m2-c128k3p1-bn-r-gap"}
 meta = json.load(open(f"{mnt}/dataset.json"))
 h, w, c = meta["tile"]["h"], meta["tile"]["w"], meta["tile"]["c"]
 k = meta["nclasses"]
@@ -66,6 +68,14 @@ for i, t in enumerate(tokens):
         x = win.max(axis=(4, 5))
     elif t == "r":
         x = np.maximum(x, 0)
+    elif t == "bn":  # evaluation: the running statistics
+        p = [z[f"{i}.batchnorm.{q}"] for q in ("weight", "bias", "running_mean", "running_var")]
+        shape = (1, -1, 1, 1) if x.ndim == 4 else (1, -1)
+        g, b, rm, rv = (v.reshape(shape) for v in p)
+        x = (x - rm) / np.sqrt(rv + np.float32(1e-5)) * g + b
+        names += [f"{i}.batchnorm.{q}" for q in ("weight", "bias", "running_mean", "running_var")]
+    elif t == "gap":
+        x = x.mean(axis=(2, 3))
     elif t.startswith("x"):
         pass  # dropout: the identity at evaluation
     elif t.startswith("d"):
@@ -100,6 +110,11 @@ for t in tokens:
         mods.append(nn.MaxPool2d(int(m[1]), int(m[2] or m[1])))
     elif t == "r":
         mods.append(nn.ReLU())
+    elif t == "bn":
+        flat = any(isinstance(q, (nn.Flatten, nn.LazyLinear)) for q in mods)
+        mods.append(nn.LazyBatchNorm1d() if flat else nn.LazyBatchNorm2d())
+    elif t == "gap":
+        mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
     elif t[0] == "x":
         mods.append(nn.Dropout(float(t[1:])))
     else:
@@ -107,8 +122,9 @@ for t in tokens:
             mods.append(nn.Flatten())
         mods.append(nn.LazyLinear(int(t[1:])))
 model = nn.Sequential(*mods)
-model(torch.zeros(1, c, h, w))  # size the lazy layers
-model.load_state_dict({k: torch.from_numpy(z[f]) for k, f in zip(model.state_dict(), z.files)})
+model.eval()(torch.zeros(1, c, h, w))  # size the lazy layers (eval: batchnorm takes one sample)
+keys = [k for k in model.state_dict() if not k.endswith("num_batches_tracked")]
+model.load_state_dict({k: torch.from_numpy(z[f]) for k, f in zip(keys, z.files)}, strict=False)
 xt = torch.from_numpy(images.copy()).permute(0, 3, 1, 2).float().div(255)
 with torch.no_grad():
     tg = int((model.eval()(xt).argmax(1).numpy() == labels).sum())
@@ -123,6 +139,8 @@ check mlp "$TMP/gray" mlp --epochs 2
 check cnn "$TMP/gray" cnn --epochs 1
 check lenet5 "$TMP/gray" lenet5 --epochs 1
 check spec "$TMP/rgb" c8k3s2p1-r-m2-x0.25-d32-r --epochs 2
+# batch normalisation (after a conv and a dense layer) and global average pooling
+check bn "$TMP/rgb" c8k3p1-bn-r-m2-c12k3-bn-r-gap-d16-bn-r --epochs 2
 # 2 MPI ranks: rank 0 writes the archive of the weights they share
 if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
 	source "$(dirname "$0")/mpi_env.sh"

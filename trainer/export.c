@@ -120,12 +120,12 @@ static void npy_member(struct buf *b, struct member *e, const float *v, const in
 
 int hn_export_npz(const char *path, const struct hn_model *m, const float *params, char *err)
 {
-	struct member ents[2 * HN_MAX_LAYERS];
+	struct member ents[4 * HN_MAX_LAYERS];
 	int nents = 0;
 	struct buf b = {0};
 
 	/* zip32 offsets: refuse what would not fit (a 4 GiB model is not what this writes) */
-	if (m->nparams > (UINT32_MAX - 65536 * 2 * HN_MAX_LAYERS) / sizeof(float)) {
+	if (m->nparams > (UINT32_MAX - 65536 * 4 * HN_MAX_LAYERS) / sizeof(float)) {
 		snprintf(err, HN_ERR_MAX, "%s: %zu parameters are too many for a zip32 .npz", path,
 			 m->nparams);
 		return -EFBIG;
@@ -143,6 +143,9 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 			ws[0] = l->out_c * l->out_h * l->out_w;
 			ws[1] = l->in_c * l->in_h * l->in_w, wd = 2;
 			bs[0] = ws[0];
+		} else if (l->kind == HN_LAYER_BATCHNORM) {
+			kind = "batchnorm";
+			ws[0] = bs[0] = l->out_c, wd = 1;
 		} else {
 			continue;
 		}
@@ -150,6 +153,14 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		npy_member(&b, &ents[nents++], params + l->w_off, ws, wd);
 		snprintf(ents[nents].name, sizeof ents[nents].name, "%d.%s.bias.npy", i, kind);
 		npy_member(&b, &ents[nents++], params + l->b_off, bs, 1);
+		if (l->kind == HN_LAYER_BATCHNORM) {
+			snprintf(ents[nents].name, sizeof ents[nents].name,
+				 "%d.batchnorm.running_mean.npy", i);
+			npy_member(&b, &ents[nents++], params + l->s_off, bs, 1);
+			snprintf(ents[nents].name, sizeof ents[nents].name,
+				 "%d.batchnorm.running_var.npy", i);
+			npy_member(&b, &ents[nents++], params + l->s_off + l->out_c, bs, 1);
+		}
 	}
 	uint32_t cd = (uint32_t)b.len;
 	for (int i = 0; i < nents; i++)
