@@ -145,13 +145,13 @@ struct hn_rank_times {
 };
 
 struct hn_epoch_stats {
-	uint64_t epoch; /* 1-based in the log */
+	uint64_t epoch;		 /* 1-based in the log */
 	uint64_t samples, steps; /* samples: of every rank */
 	/* compute, data wait, comm (gradient sums between ranks): the ranks' mean */
 	double wall_s, compute_s, data_wait_s, comm_s, eval_s;
 	int nranks;			  /* 1 alone */
 	const struct hn_rank_times *rank; /* nranks entries when nranks > 1 */
-	double augment_s; /* loader CPU time on --augment (not part of data wait) */
+	double augment_s;		  /* loader CPU time on --augment (not part of data wait) */
 	/* loader CPU time on the epoch's batches: read, decode, augment (ranks' mean) */
 	double loader_cpu_s;
 	double train_loss, train_acc;
@@ -161,6 +161,10 @@ struct hn_epoch_stats {
 
 /* One line per epoch; fflush after each so a tail -f sees it. */
 int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s);
+/* Test accuracies whose first epoch and time are reported (the "reached" log member). */
+#define HN_NREACH 4
+static const double hn_reach_acc[HN_NREACH] = {0.90, 0.91, 0.92, 0.93};
+
 struct hn_final_stats {
 	/* this process's: epochs trained, optimizer steps taken, samples trained on */
 	uint64_t epochs, steps, samples;
@@ -173,10 +177,12 @@ struct hn_final_stats {
 	double test_acc;
 	const char *source, *device, *model;
 	uint64_t nparams;
-	uint64_t skipped_files;	  /* image files that did not decode */
+	uint64_t skipped_files; /* image files that did not decode */
 	/* unreadable sheets skipped (--skip-bad-sheets) and their samples */
 	uint64_t bad_sheets, bad_sheet_samples;
 	uint64_t ignored_entries; /* entries of an image folder that are not images (on_ignore) */
+	const uint64_t *reach_epoch; /* HN_NREACH each, 0: not reached (see struct hn_train) */
+	const double *reach_s;
 };
 int hn_log_final(FILE *f, const struct hn_final_stats *s);
 

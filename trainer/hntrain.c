@@ -73,8 +73,9 @@ static int pick_test_split(struct hn_opts *o)
 		return hn_error("%s", err[0] ? err : strerror(-r));
 	o->test_split = o->test_split_buf[0] ? o->test_split_buf : "none";
 	if (!o->test_split_buf[0] && !o->quiet)
-		fprintf(stderr, "%s: note: %s has no split besides %s: training without evaluation\n",
-			prog, o->data, o->split);
+		fprintf(stderr,
+			"%s: note: %s has no split besides %s: training without evaluation\n", prog,
+			o->data, o->split);
 	return 0;
 }
 
@@ -222,8 +223,8 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 	const struct hn_source_info *di = hn_source_info(t->src);
 	printf("data: %s\n", hn_source_describe(t->src));
 	printf("      %" PRIu64 " train + %" PRIu64 " %s samples, tiles %ux%ux%u, %u classes\n",
-	       t->ntrain, t->ntest, hn_source_no_test(o->test_split) ? "test" : o->test_split, di->h,
-	       di->w, di->c, di->nclasses);
+	       t->ntrain, t->ntest, hn_source_no_test(o->test_split) ? "test" : o->test_split,
+	       di->h, di->w, di->c, di->nclasses);
 	printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
 	       t->m->name, t->m->nparams,
 	       o->optim.kind == HN_OPT_ADAM	  ? "adam"
@@ -326,6 +327,8 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.bad_sheets = bad_sheets,
 		.bad_sheet_samples = bad_samples,
 		.ignored_entries = hn_source_ignored(t->src),
+		.reach_epoch = t->reach_epoch,
+		.reach_s = t->reach_s,
 	};
 	int bad = hn_log_final(t->logf, &fs) < 0;
 	bad |= fclose(t->logf) != 0;
@@ -359,7 +362,8 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 		       skipped, skipped == 1 ? "" : "s");
 	uint64_t bad_samples, bad = hn_source_bad_sheets(t->src, &bad_samples);
 	if (bad && !o->quiet)
-		printf("skipped %" PRIu64 " sample%s of %" PRIu64 " unreadable sheet%s (named above; "
+		printf("skipped %" PRIu64 " sample%s of %" PRIu64
+		       " unreadable sheet%s (named above; "
 		       "--skip-bad-sheets)\n",
 		       bad_samples, bad_samples == 1 ? "" : "s", bad, bad == 1 ? "" : "s");
 	uint64_t ignored = hn_source_ignored(t->src);
@@ -373,6 +377,12 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 	uint64_t hash = sprite_checksum(t->params, t->m->nparams * sizeof(float));
 	if (t->nranks > 1 && same_weights(t, hash) < 0)
 		return -1;
+	if (t->rank == 0 && !o->quiet)
+		for (int k = 0; k < HN_NREACH; k++)
+			if (t->reach_epoch[k] && (k + 1 == HN_NREACH || !t->reach_epoch[k + 1]))
+				printf("test accuracy %.0f%% first reached at epoch %" PRIu64
+				       ", after %.1f s of training\n",
+				       100 * hn_reach_acc[k], t->reach_epoch[k], t->reach_s[k]);
 	if (t->rank == 0)
 		printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (o->export_path && t->rank == 0) {

@@ -105,6 +105,16 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	sprite_json_fputs(f, s->device);
 	fputs(", \"model\": ", f);
 	sprite_json_fputs(f, s->model);
+	fputs(", \"reached\": {", f);
+	for (int k = 0; k < HN_NREACH; k++) {
+		fprintf(f, "%s\"%.2f\": ", k ? ", " : "", hn_reach_acc[k]);
+		if (s->reach_epoch && s->reach_epoch[k])
+			fprintf(f, "{\"epoch\": %" PRIu64 ", \"wall_s\": %.3f}", s->reach_epoch[k],
+				s->reach_s[k]);
+		else
+			fputs("null", f);
+	}
+	fputc('}', f);
 	fprintf(f,
 		", \"params\": %" PRIu64 ", \"skipped_files\": %" PRIu64
 		", \"skipped_sheets\": %" PRIu64 ", \"skipped_sheet_samples\": %" PRIu64

@@ -33,7 +33,7 @@
 struct epoch {
 	uint64_t e; /* 0-based */
 	double wait, compute, comm, loss, lr;
-	double augment; /* loader CPU time on --augment for this epoch's batches */
+	double augment;	   /* loader CPU time on --augment for this epoch's batches */
 	double loader_cpu; /* loader CPU time on this epoch's batches, augment included */
 	uint64_t correct, seen;
 	struct sprite_progress bar;
@@ -334,7 +334,7 @@ static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank
 	enum { SEEN, LOSS, CORRECT, WAIT, COMPUTE, COMM, LCPU, K };
 	char err[HN_ERR_MAX];
 	int N = t->nranks;
-	double mine[K] = {(double)ep->seen, ep->loss,	 (double)ep->correct, ep->wait,
+	double mine[K] = {(double)ep->seen, ep->loss, (double)ep->correct, ep->wait,
 			  ep->compute,	    ep->comm, ep->loader_cpu};
 	double *all = malloc((size_t)N * sizeof mine);
 	if (!all || hn_dist_gather_doubles(mine, K, all, err) < 0)
@@ -389,6 +389,11 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 	};
 	t->test_acc = es.test_acc;
 	t->wall_s += wall;
+	for (int k = 0; k < HN_NREACH; k++)
+		if (!t->reach_epoch[k] && tseen && es.test_acc >= hn_reach_acc[k]) {
+			t->reach_epoch[k] = ep->e + 1;
+			t->reach_s[k] = t->wall_s;
+		}
 	t->compute_s += ep->compute;
 	t->data_wait_s += ep->wait;
 	t->comm_s += ep->comm;

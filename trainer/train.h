@@ -27,8 +27,8 @@ struct hn_train {
 	const struct hn_model *m;
 	const struct hn_backend_ops *be;
 	void *st;
-	float *params; /* m->nparams floats: the weights are read back into it */
-	FILE *logf;    /* --log, or NULL (ranks other than 0 have none) */
+	float *params;	  /* m->nparams floats: the weights are read back into it */
+	FILE *logf;	  /* --log, or NULL (ranks other than 0 have none) */
 	int rank, nranks; /* data-parallel (dist.h): 0 of 1 alone */
 	/* set by hn_train_init */
 	uint64_t ntrain, ntest;	    /* samples per pass of each split */
@@ -46,6 +46,10 @@ struct hn_train {
 	double wall_s, compute_s, data_wait_s, comm_s, augment_s, loader_cpu_s;
 	uint64_t samples;
 	double test_acc; /* of the last evaluation; -1 when there was none */
+	/* the first epoch of this process whose test accuracy reached hn_reach_acc[k], and the
+	 * training wall time summed up to its end (0: not reached) */
+	uint64_t reach_epoch[HN_NREACH];
+	double reach_s[HN_NREACH];
 };
 
 /* One pass over the test split. */
