@@ -64,6 +64,15 @@ expect_rc2() {
 	grep -q "^epoch 1" "$TMP/out" && fail "hntrain $*: trained first"
 	return 0
 }
+# --normalize: the spelling at once, the channel count once the data is open (exit 2 both)
+for bad in 0.5 0.5:0 0.5:-1 a:b 0.1:0.2, 1:1,1:1,1:1,1:1,1:1 nan:1; do
+	expect_rc2 "^hntrain: --normalize $bad: expected none, auto or MEAN:STD" "${D[@]}" --normalize "$bad"
+done
+expect_rc2 "^hntrain: --normalize: 3 mean:std pairs for tiles of 1 channel" "${D[@]}" \
+	--normalize 0.4:0.2,0.4:0.2,0.4:0.2
+# batchnorm and global average pooling: a bad token is named, and gap then conv does not fit
+expect_rc2 "bad layer 'bnx'" "${D[@]}" --model c8k3-bnx-r
+expect_fail "layer 'c8k3'.*window does not fit a 1x1 input" "${D[@]}" --model gap-c8k3
 expect_rc2 "^hntrain: --checkpoint $TMP/d.sprites is the --data store" "${D[@]}" --model mlp \
 	--checkpoint "$TMP/d.sprites"
 expect_rc2 "^hntrain: --log $TMP/./d.sprites is the --data store" "${D[@]}" --model mlp \

@@ -29,10 +29,10 @@ check() { # NAME DATA SPEC HNTRAIN-ARGS...
 		fail "[$name] hntrain: $(tail -3 "$TMP/$name.out")"
 	grep -q "weights exported to $TMP/$name.npz" "$TMP/$name.out" || fail "[$name] no export line"
 	ls "$TMP" | grep -q "$name.npz.tmp" && fail "[$name] a temp file was left"
-	$PY - "$TMP/$name.npz" "$data" "$spec" "$TMP/$name.jsonl" >"$TMP/$name.py" 2>&1 <<'PY' ||
+	$PY - "$TMP/$name.npz" "$data" "$spec" "$TMP/$name.jsonl" "$@" >"$TMP/$name.py" 2>&1 <<'PY' ||
 import json, re, sys
 import numpy as np
-npz, mnt, spec, log = sys.argv[1:]
+npz, mnt, spec, log = sys.argv[1:5]
 builtin = {"mlp": "d256-r-d128-r", "cnn": "c32k3-r-m2-c64k3-r-m2-d128-r",
            "lenet5": "c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r",
            "cnn-bn": "c32k3p1-bn-r-c32k3p1-bn-r-m2-c64k3p1-bn-r-c64k3p1-bn-r-m2-c128k3p1-bn-r-gap"}
@@ -50,6 +50,15 @@ if not (tokens[-1].startswith("d") and int(tokens[-1][1:]) == k):
     tokens.append(f"d{k}")
 x = images.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255)  # NCHW
 names = []
+if "input.mean" in z.files:  # --normalize: per channel, on the 0..1 scale
+    mean, std = z["input.mean"], z["input.std"]
+    assert mean.shape == std.shape == (c,), (mean.shape, std.shape)
+    if "auto" in sys.argv[5:]:  # every training sample of these small stores is used
+        tr = np.load(f"{mnt}/train/images.npy").reshape(-1, c).astype(np.float64) / 255
+        assert np.allclose(mean, tr.mean(0), atol=1e-6) and np.allclose(std, tr.std(0), atol=1e-6), \
+            (mean, std, tr.mean(0), tr.std(0))
+    x = (x - mean[None, :, None, None]) / std[None, :, None, None]
+    names += ["input.mean", "input.std"]
 for i, t in enumerate(tokens):
     m = re.fullmatch(r"c(\d+)k(\d+)(?:s(\d+))?(?:p(\d+))?", t)
     if m:
@@ -124,8 +133,12 @@ for t in tokens:
 model = nn.Sequential(*mods)
 model.eval()(torch.zeros(1, c, h, w))  # size the lazy layers (eval: batchnorm takes one sample)
 keys = [k for k in model.state_dict() if not k.endswith("num_batches_tracked")]
-model.load_state_dict({k: torch.from_numpy(z[f]) for k, f in zip(keys, z.files)}, strict=False)
+files = [f for f in z.files if not f.startswith("input.")]
+model.load_state_dict({k: torch.from_numpy(z[f]) for k, f in zip(keys, files)}, strict=False)
 xt = torch.from_numpy(images.copy()).permute(0, 3, 1, 2).float().div(255)
+if "input.mean" in z.files:
+    xt = (xt - torch.from_numpy(z["input.mean"])[None, :, None, None]) / \
+        torch.from_numpy(z["input.std"])[None, :, None, None]
 with torch.no_grad():
     tg = int((model.eval()(xt).argmax(1).numpy() == labels).sum())
 print(f"PyTorch module: {tg}/{n} correct")
@@ -141,6 +154,9 @@ check lenet5 "$TMP/gray" lenet5 --epochs 1
 check spec "$TMP/rgb" c8k3s2p1-r-m2-x0.25-d32-r --epochs 2
 # batch normalisation (after a conv and a dense layer) and global average pooling
 check bn "$TMP/rgb" c8k3p1-bn-r-m2-c12k3-bn-r-gap-d16-bn-r --epochs 2
+# per-channel input normalisation: computed from the training split, and given
+check norm "$TMP/rgb" c8k3p1-bn-r-gap --epochs 1 --normalize auto
+check normgiven "$TMP/gray" cnn --epochs 1 --normalize 0.3:0.25
 # 2 MPI ranks: rank 0 writes the archive of the weights they share
 if command -v mpirun >/dev/null && "$HNTRAIN" -V | grep -q "^ranks: MPI"; then
 	source "$(dirname "$0")/mpi_env.sh"

@@ -2,7 +2,8 @@
 # hntrain_resume - a checkpoint continues a run exactly: 4 epochs in one go
 # and 2 epochs + --resume for the other 2 end with bit-identical weights, for
 # momentum and for adam (optimizer state), with a step and a cosine schedule,
-# warm-up and gradient accumulation. The resume names only the data and the
+# warm-up and gradient accumulation, and for batchnorm with --normalize auto
+# (running statistics, mean and std). The resume names only the data and the
 # checkpoint: lr, schedule and epochs come from the checkpoint. An --lr given
 # at resume wins, with a note. A damaged checkpoint is refused by name.
 source "$(dirname "$0")/hntrain_common.sh"
@@ -49,6 +50,17 @@ for optim in momentum adam; do
 	[[ $other != "$full" ]] || fail "$optim: --lr 0.0005 at resume changed nothing"
 	echo "$optim: resume with --lr 0.0005: $other ($(cat "$TMP/stderr"))"
 done
+# Batchnorm's running statistics and --normalize auto's mean and std travel in the
+# checkpoint: 2 + 2 epochs end as 4 do, and another --normalize at resume is refused.
+args=(--data "$TMP/d.sprites" --model c8k3p1-bn-r-m2-c8k3-bn-r-gap --epochs 4 --batch 32
+      --normalize auto --seed 5)
+full=$(hash_of "${args[@]}")
+hash_of "${args[@]}" --stop-after 2 --checkpoint "$TMP/bn.ckpt" >/dev/null
+resumed=$(hash_of --data "$TMP/d.sprites" --resume "$TMP/bn.ckpt")
+echo "batchnorm + --normalize auto: 4 epochs $full, 2 + resume 2: $resumed"
+[[ $resumed == "$full" ]] || fail "batchnorm: resumed run ends with $resumed, the full run with $full"
+expect_fail "the checkpoint fixes the input normalisation" --data "$TMP/d.sprites" \
+	--resume "$TMP/bn.ckpt" --normalize 0.5:0.2
 expect_fail "stop-after 5 is beyond --epochs 4" --data "$TMP/d.sprites" \
 	--resume "$TMP/adam-2.ckpt" --stop-after 5
 # A run cannot end before the epochs the checkpoint (2 of 4) has trained: exit 2, said so.

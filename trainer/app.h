@@ -103,9 +103,11 @@ struct hn_checkpoint {
 	uint64_t step;	/* optimizer steps taken */
 	uint64_t seed;
 	uint32_t batch, accum, window;
-	uint32_t nranks;      /* data-parallel ranks that trained it (1 alone; 0 read as 1) */
-	char test_split[17];  /* the evaluation split ("" in older files: found again) */
-	char augment[28];     /* --augment's canonical spelling; "" none */
+	uint32_t nranks;     /* data-parallel ranks that trained it (1 alone; 0 read as 1) */
+	char test_split[17]; /* the evaluation split ("" in older files: found again) */
+	char augment[28];    /* --augment's canonical spelling; "" none */
+	/* --normalize's per-channel mean and std (std all 0: none) */
+	float norm_mean[4], norm_std[4];
 	uint64_t train_count; /* training samples per epoch (after --limit) */
 	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
 	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,

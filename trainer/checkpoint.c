@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,10 +49,11 @@ struct ckpt_header {
 	uint64_t epochs, step_epochs, warmup;
 	uint32_t sched, reserved2;
 	uint8_t pad[484 - 424]; /* 424..439 (pad[0..15]): evaluation split; 440..443: ranks */
-	char augment[28]; /* --augment's canonical spelling, NUL-padded; "" none */
+	char augment[28];	/* --augment's canonical spelling, NUL-padded; "" none */
 };
-#define CKPT_NRANKS_AT 16 /* in pad */
-#define CKPT_TEST_SPLIT_AT 0 /* in pad: bytes 424..439, the evaluation split, NUL-padded */
+#define CKPT_NRANKS_AT	   16 /* in pad */
+#define CKPT_NORM_AT	   20 /* in pad: bytes 444..475, --normalize's mean[4] then std[4] */
+#define CKPT_TEST_SPLIT_AT 0  /* in pad: bytes 424..439, the evaluation split, NUL-padded */
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
 		       offsetof(struct ckpt_header, sched) == 416 &&
@@ -139,6 +141,8 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	memcpy(h.pad + CKPT_NRANKS_AT, &nranks, sizeof nranks);
 	memcpy(h.pad + CKPT_TEST_SPLIT_AT, c->test_split, strnlen(c->test_split, 16));
 	memcpy(h.augment, c->augment, sizeof h.augment);
+	memcpy(h.pad + CKPT_NORM_AT, c->norm_mean, sizeof c->norm_mean);
+	memcpy(h.pad + CKPT_NORM_AT + sizeof c->norm_mean, c->norm_std, sizeof c->norm_std);
 	h.train_count = c->train_count;
 	h.opt_floats = c->nparams * (uint64_t)hn_optim_state_per_param(c->optim.kind);
 	h.lr = c->lr;
@@ -165,7 +169,8 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	int rc = sprite_write_file_atomic(path, buf, total + 8);
 	free(buf);
 	if (rc < 0) {
-		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path, strerror(-rc));
+		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path,
+			 strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -272,6 +277,15 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 		c->nranks = 1;
 	memcpy(c->augment, h.augment, sizeof c->augment);
 	c->augment[sizeof c->augment - 1] = 0;
+	memcpy(c->norm_mean, h.pad + CKPT_NORM_AT, sizeof c->norm_mean);
+	memcpy(c->norm_std, h.pad + CKPT_NORM_AT + sizeof c->norm_mean, sizeof c->norm_std);
+	for (int k = 0; k < 4; k++) /* whatever the file says: finite, std >= 0 */
+		if (!isfinite(c->norm_mean[k]) || !(c->norm_std[k] >= 0 && c->norm_std[k] < 1e6)) {
+			snprintf(err, HN_ERR_MAX, "%s: bad input normalisation in the header",
+				 path);
+			rc = -EINVAL;
+			goto out;
+		}
 	c->train_count = h.train_count;
 	if (h.version >= 2) {
 		c->has_schedule = 1;

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,7 +91,8 @@ void hn_source_mark_bad_sheet(hn_source *s, int split, uint64_t i, const char *w
 	if (s->on_skip) {
 		char msg[HN_ERR_MAX + 160];
 		snprintf(msg, sizeof msg,
-			 "%s; its samples %" PRIu64 "-%" PRIu64 " of the %s split skipped from now on "
+			 "%s; its samples %" PRIu64 "-%" PRIu64
+			 " of the %s split skipped from now on "
 			 "(--skip-bad-sheets)",
 			 why, lo, hi ? hi - 1 : 0, split == HN_SPLIT_TRAIN ? "training" : "test");
 		s->on_skip(s->skip_ctx, msg);
@@ -251,7 +253,8 @@ static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAM
 		}
 		for (size_t i = 0; i < f.nsplits && n < MAX_LISTED; i++)
 			if (strlen(f.splits[i].name) <= SPRITE_SPLIT_NAME_MAX)
-				snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%s", f.splits[i].name);
+				snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%s",
+					 f.splits[i].name);
 		sprite_folder_free(&f);
 	}
 	return n;
@@ -293,12 +296,13 @@ int hn_source_pick_test_split(const char *path, const char *train_split, char *o
 		size_t o = 0;
 		for (int i = 0; i < n && o < sizeof list; i++)
 			if (strcmp(names[i], train_split))
-				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "",
-						      names[i]);
-		rc = hn_source_fail(err, -EINVAL,
-				    "%s: which split is the evaluation one? %s (give --test-split NAME, "
-				    "or none)",
-				    path, list);
+				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s",
+						      o ? ", " : "", names[i]);
+		rc = hn_source_fail(
+			err, -EINVAL,
+			"%s: which split is the evaluation one? %s (give --test-split NAME, "
+			"or none)",
+			path, list);
 	} else if (rc == 0) {
 		snprintf(out, cap, "%s", names[found]);
 	}
@@ -477,6 +481,71 @@ static uint64_t preload_compact(struct preload_job *j, int k, size_t tile_bytes)
 		w += m;
 	}
 	return w;
+}
+
+int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, float *std,
+			    uint64_t *used, char *err)
+{
+	enum { CHUNK = 256 };
+	const struct hn_source_ops *ops = s->ops;
+	const uint64_t count = s->info.count[HN_SPLIT_TRAIN];
+	const uint64_t n = count < max_samples ? count : max_samples;
+	const uint32_t C = s->info.c;
+	const size_t px = (size_t)s->info.h * s->info.w;
+	uint64_t sum[HN_STATS_MAXC] = {0}, sumsq[HN_STATS_MAXC] = {0}, got = 0;
+	if (C < 1 || C > HN_STATS_MAXC)
+		return hn_source_fail(err, -EINVAL,
+				      "per-channel statistics take 1 to %d channels, "
+				      "not %u",
+				      HN_STATS_MAXC, C);
+	uint8_t *tiles = malloc(CHUNK * s->tile_bytes + 1);
+	uint16_t *labels = malloc(CHUNK * sizeof(uint16_t));
+	uint32_t *idx = malloc(CHUNK * sizeof(uint32_t));
+	int rc = tiles && labels && idx ? 0 : -ENOMEM;
+	for (uint64_t k0 = 0; rc == 0 && k0 < n; k0 += CHUNK) {
+		int m = n - k0 < CHUNK ? (int)(n - k0) : CHUNK;
+		for (int k = 0; k < m; k++)
+			idx[k] = (uint32_t)((k0 + (uint64_t)k) * count / n);
+		struct hn_batch b = {.split = HN_SPLIT_TRAIN,
+				     .view = HN_NO_VIEW,
+				     .n = m,
+				     .idx = idx,
+				     .tiles = tiles,
+				     .labels = labels};
+		rc = ops->gather ? ops->gather(s, &b, err) : ops->read(s, &b, err);
+		if (rc < 0)
+			break;
+		for (int k = 0; k < rc; k++) { /* the samples read come first */
+			const uint8_t *t = tiles + (size_t)k * s->tile_bytes;
+			for (size_t i = 0; i < px; i++)
+				for (uint32_t c = 0; c < C; c++) {
+					uint64_t v = t[i * C + c];
+					sum[c] += v;
+					sumsq[c] += v * v;
+				}
+		}
+		got += (uint64_t)rc;
+		rc = 0;
+	}
+	free(tiles);
+	free(labels);
+	free(idx);
+	if (rc == -ENOMEM)
+		return hn_source_fail(err, rc, "out of memory for the per-channel statistics");
+	if (rc < 0)
+		return rc;
+	if (!got)
+		return hn_source_fail(err, -ENODATA,
+				      "no training sample could be read for the "
+				      "per-channel statistics");
+	for (uint32_t c = 0; c < C; c++) {
+		double N = (double)got * (double)px;
+		double mu = (double)sum[c] / N, var = (double)sumsq[c] / N - mu * mu;
+		mean[c] = (float)(mu / 255.0);
+		std[c] = (float)(sqrt(var > 0 ? var : 0) / 255.0);
+	}
+	*used = got;
+	return 0;
 }
 
 int hn_source_preload(hn_source *s, int nthreads, char *err)

@@ -158,8 +158,8 @@ const struct hn_source_info *hn_source_info(const hn_source *s);
  */
 struct hn_batch {
 	uint64_t epoch;
-	int split;	  /* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
-	uint64_t index;	  /* batch number within the split's pass */
+	int split;	/* HN_SPLIT_TRAIN or HN_SPLIT_TEST */
+	uint64_t index; /* batch number within the split's pass */
 	/*
 	 * Training: the epoch view file that holds exactly these samples
 	 * (index, or with N ranks index * N + rank when the batch is a whole
@@ -194,6 +194,17 @@ int hn_source_read(hn_source *s, const struct hn_batch *b, char *err);
  * do not decode are left out, so the counts in hn_source_info() may shrink.
  */
 int hn_source_preload(hn_source *s, int nthreads, char *err);
+
+/*
+ * Per-channel mean and standard deviation of the training split's pixels,
+ * on the 0..1 scale, from at most max_samples samples spread evenly over
+ * it (indices k * count / n: a function of the data set alone). The sums
+ * are of bytes, in integers, so the result does not depend on read order.
+ * *used gets the samples read. 0, or -errno with err set.
+ */
+#define HN_STATS_MAXC 4
+int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, float *std,
+			    uint64_t *used, char *err);
 
 /* Image files skipped so far because they did not decode (0 for other sources). */
 uint64_t hn_source_skipped(const hn_source *s);

@@ -118,9 +118,10 @@ static void npy_member(struct buf *b, struct member *e, const float *v, const in
 	put(b, v, data);
 }
 
-int hn_export_npz(const char *path, const struct hn_model *m, const float *params, char *err)
+int hn_export_npz(const char *path, const struct hn_model *m, const float *params,
+		  const float *mean, const float *std, int nch, char *err)
 {
-	struct member ents[4 * HN_MAX_LAYERS];
+	struct member ents[4 * HN_MAX_LAYERS + 2];
 	int nents = 0;
 	struct buf b = {0};
 
@@ -129,6 +130,13 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		snprintf(err, HN_ERR_MAX, "%s: %zu parameters are too many for a zip32 .npz", path,
 			 m->nparams);
 		return -EFBIG;
+	}
+	if (mean && nch > 0) {
+		int cs[1] = {nch};
+		snprintf(ents[nents].name, sizeof ents[nents].name, "input.mean.npy");
+		npy_member(&b, &ents[nents++], mean, cs, 1);
+		snprintf(ents[nents].name, sizeof ents[nents].name, "input.std.npy");
+		npy_member(&b, &ents[nents++], std, cs, 1);
 	}
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];

@@ -175,6 +175,10 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.seed = o->seed,
 		.rank = hn_dist()->rank,
 	};
+	for (int c = 0; o->norm.mode != HN_NORM_NONE && c < o->norm.nch; c++) {
+		cfg.mean[c] = o->norm.mean[c];
+		cfg.std[c] = o->norm.std[c];
+	}
 	if (t->be->create(t->m, &o->optim, &cfg, t->params, &t->st, err) < 0)
 		return hn_error("--device %s: cannot set up the model: %s", o->device, err);
 	int rc = 0;
@@ -188,6 +192,52 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 	if (rc < 0)
 		t->be->destroy(t->st);
 	return rc;
+}
+
+/*
+ * --normalize: the given mean and std must name every channel of the tiles;
+ * auto computes them from the training split (a function of the data set
+ * alone, so every rank and every medium gets the same numbers).
+ */
+static int input_norm(struct hn_opts *o, hn_source *src)
+{
+	const struct hn_source_info *di = hn_source_info(src);
+	struct hn_norm *n = &o->norm;
+	char err[HN_ERR_MAX] = "";
+	if (n->mode == HN_NORM_NONE)
+		return 0;
+	if (di->c > 4)
+		return hn_error("--normalize: tiles of %u channels (at most 4 are normalised)",
+				di->c);
+	if (n->mode == HN_NORM_GIVEN && n->nch != (int)di->c)
+		return hn_error("--normalize: %d mean:std pair%s for tiles of %u channel%s", n->nch,
+				n->nch == 1 ? "" : "s", di->c, di->c == 1 ? "" : "s");
+	uint64_t used = 0;
+	if (n->mode == HN_NORM_AUTO) {
+		double t0 = sprite_now();
+		if (hn_source_channel_stats(src, HN_NORM_SAMPLES, n->mean, n->std, &used, err) < 0)
+			return hn_error("--normalize auto: %s", err);
+		for (uint32_t c = 0; c < di->c; c++)
+			if (!(n->std[c] > 0))
+				return hn_error(
+					"--normalize auto: channel %u is constant (std 0) over "
+					"%" PRIu64 " training samples; give MEAN:STD",
+					c, used);
+		n->nch = (int)di->c;
+		if (!o->quiet)
+			printf("normalize: from %" PRIu64 " training samples in %.2f s\n", used,
+			       sprite_now() - t0);
+	}
+	if (!o->quiet) {
+		printf("normalize: (x - mean) / std per channel, mean");
+		for (int c = 0; c < n->nch; c++)
+			printf(" %.4f", n->mean[c]);
+		printf(", std");
+		for (int c = 0; c < n->nch; c++)
+			printf(" %.4f", n->std[c]);
+		putchar('\n');
+	}
+	return 0;
 }
 
 static int preload(const struct hn_opts *o, hn_source *src)
@@ -387,7 +437,9 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 		printf("weights xxh3 %016" PRIx64 "\n", hash);
 	if (o->export_path && t->rank == 0) {
 		char err[HN_ERR_MAX];
-		if (hn_export_npz(o->export_path, t->m, t->params, err) < 0)
+		int nch = o->norm.mode != HN_NORM_NONE ? o->norm.nch : 0;
+		if (hn_export_npz(o->export_path, t->m, t->params, o->norm.mean, o->norm.std, nch,
+				  err) < 0)
 			return hn_error("--export: %s", err);
 		if (!o->quiet)
 			printf("weights exported to %s\n", o->export_path);
@@ -433,6 +485,10 @@ int main(int argc, char **argv)
 			ok = 0;
 			usage = 1;
 		}
+	}
+	if (ok && input_norm(&o, src) < 0) {
+		ok = 0;
+		usage = o.norm.mode == HN_NORM_GIVEN;
 	}
 	ok = ok && build_model(&o, &ck, hn_source_info(src), &m) == 0;
 	int agreed = agree(&o, src, ok ? &m : NULL, ok);

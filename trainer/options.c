@@ -72,6 +72,9 @@ static void usage(FILE *f)
 		"  --augment LIST       augment the training tiles in the loaders, seeded:\n"
 		"                       crop:P (zero-pad P, random crop), flip (horizontal),\n"
 		"                       rrc:S (random-resized-crop, area S..1)\n"
+		"  --normalize N        per-channel input normalisation: none (default), auto\n"
+		"                       (mean and std of up to 10,000 training samples), or\n"
+		"                       MEAN:STD[,MEAN:STD...] per channel on the 0..1 scale\n"
 		"  --loaders N          loader threads (2)\n"
 		"  --queue N            batches read ahead (8)\n"
 		"model and training:\n"
@@ -205,6 +208,39 @@ static double parse_f(const char *opt, const char *s, double min, double max)
  * process may run on (sched_setaffinity would refuse a set with none of
  * them, and quietly drop the others): a usage error, exit 2.
  */
+int hn_norm_parse(const char *s, struct hn_norm *n)
+{
+	memset(n, 0, sizeof *n);
+	if (!strcmp(s, "none"))
+		return 0;
+	if (!strcmp(s, "auto")) {
+		n->mode = HN_NORM_AUTO;
+		return 0;
+	}
+	const char *p = s;
+	for (;;) {
+		char *end;
+		if (n->nch == 4)
+			return -EINVAL;
+		double mu = strtod(p, &end);
+		if (end == p || *end != ':' || !isfinite(mu) || fabs(mu) > 1e6)
+			return -EINVAL;
+		p = end + 1;
+		double sd = strtod(p, &end);
+		if (end == p || !(sd > 0 && sd < 1e6))
+			return -EINVAL;
+		n->mean[n->nch] = (float)mu;
+		n->std[n->nch++] = (float)sd;
+		if (*end == '\0')
+			break;
+		if (*end != ',')
+			return -EINVAL;
+		p = end + 1;
+	}
+	n->mode = HN_NORM_GIVEN;
+	return 0;
+}
+
 static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allowed, cpu_set_t *set)
 {
 	if (hn_cpus_parse(s, set) < 0)
@@ -233,6 +269,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_FIT,
 		O_WINDOW,
 		O_AUGMENT,
+		O_NORMALIZE,
 		O_CACHE,
 		O_LOADERS,
 		O_QUEUE,
@@ -278,6 +315,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"fit", required_argument, 0, O_FIT},
 		{"window", required_argument, 0, O_WINDOW},
 		{"augment", required_argument, 0, O_AUGMENT},
+		{"normalize", required_argument, 0, O_NORMALIZE},
 		{"cache", required_argument, 0, O_CACHE},
 		{"loaders", required_argument, 0, O_LOADERS},
 		{"queue", required_argument, 0, O_QUEUE},
@@ -374,6 +412,14 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			if (hn_augment_parse(optarg, &o->augment, err) < 0)
 				hn_die(2, "--augment %s: %s", optarg, err);
 			o->given_augment = 1;
+			break;
+		case O_NORMALIZE:
+			if (hn_norm_parse(optarg, &o->norm) < 0)
+				hn_die(2,
+				       "--normalize %s: expected none, auto or MEAN:STD per channel "
+				       "(at most 4, STD > 0), such as 0.286:0.353",
+				       optarg);
+			o->given_normalize = 1;
 			break;
 		case O_CACHE:
 			if (sprite_parse_size(optarg, &o->cache) < 0)

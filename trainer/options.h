@@ -32,6 +32,16 @@ struct hn_opts {
 	enum sprite_fit fit; /* image folders; crop unless --fit */
 	uint32_t window;
 	struct hn_augment augment; /* --augment; spec "" none */
+	/*
+	 * --normalize: none, auto (from the training split), or given per channel;
+	 * mean/std on the 0..1 scale, nch of them (auto: filled once the data is open)
+	 */
+	struct hn_norm {
+		enum { HN_NORM_NONE, HN_NORM_AUTO, HN_NORM_GIVEN } mode;
+		int nch;
+		float mean[4], std[4];
+	} norm;
+#define HN_NORM_SAMPLES 10000 /* --normalize auto reads at most this many */
 	uint64_t cache;
 	const char *model;
 	struct hn_optim optim;
@@ -53,7 +63,7 @@ struct hn_opts {
 	const char *export_path; /* --export: the final weights as .npz */
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
-	int given_augment;
+	int given_augment, given_normalize;
 	/* given explicitly: these override what a --resume checkpoint says */
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 	/* given explicitly: each applies to one kind of source only */
@@ -82,5 +92,8 @@ void hn_opts_parse(int argc, char **argv, struct hn_opts *o);
  * defaults that depend on the optimizer (lr, weight decay) are set.
  */
 void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck);
+
+/* --normalize's argument: none, auto, or MEAN:STD[,MEAN:STD...] (1-4 channels). 0 or -EINVAL. */
+int hn_norm_parse(const char *s, struct hn_norm *n);
 
 #endif

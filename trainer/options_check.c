@@ -284,8 +284,7 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 		       ck->window);
 	if (ck->nranks != N && !o->quiet && hn_dist()->rank == 0)
 		printf("resuming a checkpoint of %u rank%s x --batch %u on %" PRIu64
-		       " rank%s x --batch %" PRIu64 ": the global batch of %" PRIu64
-		       " is kept\n",
+		       " rank%s x --batch %" PRIu64 ": the global batch of %" PRIu64 " is kept\n",
 		       ck->nranks, ck->nranks == 1 ? "" : "s", ck->batch, N, N == 1 ? "" : "s",
 		       gb / N, gb);
 	o->model = ck->spec;
@@ -304,6 +303,23 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 	if (!o->given_augment && ck->augment[0] &&
 	    hn_augment_parse(ck->augment, &o->augment, err) < 0)
 		hn_die(1, "--resume %s: bad augmentation \"%s\": %s", o->resume, ck->augment, err);
+	/* So is the input normalisation: the weights were trained on those inputs. */
+	struct hn_norm was = {.mode = HN_NORM_NONE};
+	for (int k = 0; k < 4; k++)
+		if (ck->norm_std[k] > 0) {
+			was.mode = HN_NORM_GIVEN;
+			was.nch = k + 1;
+			was.mean[k] = ck->norm_mean[k];
+			was.std[k] = ck->norm_std[k];
+		}
+	if (o->given_normalize && (o->norm.mode != was.mode || o->norm.nch != was.nch ||
+				   memcmp(o->norm.mean, was.mean, sizeof was.mean) ||
+				   memcmp(o->norm.std, was.std, sizeof was.std)))
+		hn_die(1,
+		       "--resume: the checkpoint fixes the input normalisation (%s); leave "
+		       "--normalize out",
+		       was.mode == HN_NORM_NONE ? "none" : "its own mean and std");
+	o->norm = was;
 	resume_schedule(o, ck);
 }
 

@@ -315,6 +315,11 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 	if (!hn_source_no_test(o->test_split))
 		snprintf(c.test_split, sizeof c.test_split, "%.16s", o->test_split);
 	snprintf(c.augment, sizeof c.augment, "%s", o->augment.spec);
+	if (o->norm.mode != HN_NORM_NONE)
+		for (int k = 0; k < o->norm.nch; k++) {
+			c.norm_mean[k] = o->norm.mean[k];
+			c.norm_std[k] = o->norm.std[k];
+		}
 	size_t per = (size_t)hn_optim_state_per_param(o->optim.kind);
 	c.opt = malloc((m->nparams * per + 1) * sizeof(float));
 	if (!c.opt || t->be->get_params(t->st, t->params) < 0 ||
