@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """torch_train.py - the PyTorch CPU peer for hntrain's T4 (samples/s) comparison.
 
-Trains the same models hntrain builds ("cnn", "mlp", "lenet5"; trainer/model.h)
+Trains the same models hntrain builds ("cnn", "mlp", "lenet5", "cnn-bn";
+trainer/model.h)
 on Fashion-MNIST read straight from the IDX .gz files into tensors in RAM, so
 the timed loop is compute only: no DataLoader, no decoding, no I/O. Inputs are
 normalised as hntrain's backends do (byte / 255), the loss is softmax cross-
@@ -61,7 +62,14 @@ def build(name, nclasses=10):
                              nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
                              nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, nclasses))
-    raise SystemExit(f"torch_train.py: unknown model '{name}' (cnn, mlp, lenet5)")
+    if name == "cnn-bn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                             nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                             nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.BatchNorm1d(256),
+                             nn.ReLU(), nn.Dropout(0.3), nn.Linear(256, nclasses))
+    raise SystemExit(f"torch_train.py: unknown model '{name}' (cnn, mlp, lenet5, cnn-bn)")
 
 
 def main():

@@ -35,7 +35,7 @@ import numpy as np
 npz, mnt, spec, log = sys.argv[1:5]
 builtin = {"mlp": "d256-r-d128-r", "cnn": "c32k3-r-m2-c64k3-r-m2-d128-r",
            "lenet5": "c6k5p2-r-m2-c16k5-r-m2-d120-r-d84-r",
-           "cnn-bn": "c32k3p1-bn-r-c32k3p1-bn-r-m2-c64k3p1-bn-r-c64k3p1-bn-r-m2-c128k3p1-bn-r-gap"}
+           "cnn-bn": "c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-d256-bn-r-x0.3"}
 meta = json.load(open(f"{mnt}/dataset.json"))
 h, w, c = meta["tile"]["h"], meta["tile"]["w"], meta["tile"]["c"]
 k = meta["nclasses"]

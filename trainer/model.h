@@ -5,8 +5,8 @@
  * Built-in names: "mlp" (flatten-256-128-classes), "cnn" (conv3x3 32 valid, relu,
  * maxpool 2, conv3x3 64 valid, relu, maxpool 2, dense 128, relu, dense classes:
  * 28x28x1 -> 26 -> 13 -> 11 -> 5, 225k parameters),
- * "lenet5", "cnn-bn" (conv-batchnorm-ReLU pairs and global average pooling,
- * 241k parameters). A spec string builds others, layers separated by '-':
+ * "lenet5", "cnn-bn" (c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-d256-bn-r-x0.3, 826k
+ * parameters). A spec string builds others, layers separated by '-':
  *   c<out>k<k>[s<stride>][p<pad>]  conv2d       e.g. c32k3p1
  *   m<k>[s<stride>]                maxpool      e.g. m2
  *   r                              relu
