@@ -17,20 +17,6 @@
 #define ALIGN_UP(x)    (((x) + (uint64_t)SPRITE_ALIGN - 1) & ~((uint64_t)SPRITE_ALIGN - 1))
 #define CLASS_NAME_MAX 255u /* bytes of one class name, without the NUL */
 
-/* Write the message to err (SPRITE_ERR_MAX bytes; NULL: none) and return -code. */
-static inline int fail(char *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static inline int fail(char *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
-		va_end(ap);
-	}
-	return -code;
-}
-
 /* A name the mount can use as a directory entry and a terminal can print. */
 static inline int valid_class_name(const char *s, size_t len)
 {

@@ -208,31 +208,31 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 
 	if (p->tile_h == 0 || p->tile_w == 0 || p->tile_h > SPRITE_MAX_TILE_SIDE ||
 	    p->tile_w > SPRITE_MAX_TILE_SIDE || p->tile_c == 0 || p->tile_c > SPRITE_MAX_CHANNELS)
-		return fail(err, EINVAL, "tile shape %ux%ux%u out of range", p->tile_h, p->tile_w,
+		return sprite_fail(err, -EINVAL, "tile shape %ux%ux%u out of range", p->tile_h, p->tile_w,
 			    p->tile_c);
 	if (t > SPRITE_MAX_SHEET_TILES)
-		return fail(err, EINVAL, "sheet of %u tiles exceeds %u", t, SPRITE_MAX_SHEET_TILES);
+		return sprite_fail(err, -EINVAL, "sheet of %u tiles exceeds %u", t, SPRITE_MAX_SHEET_TILES);
 	if ((uint32_t)p->fit > SPRITE_FIT_PAD)
-		return fail(err, EINVAL, "unknown fit mode %u", (unsigned)p->fit);
+		return sprite_fail(err, -EINVAL, "unknown fit mode %u", (unsigned)p->fit);
 	uint64_t raw_max = sheet_raw_size(t, p->tile_h, p->tile_w, p->tile_c);
 	if (raw_max > SPRITE_MAX_SHEET_RAW)
-		return fail(err, EINVAL, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", t,
+		return sprite_fail(err, -EINVAL, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", t,
 			    p->tile_h, p->tile_w, p->tile_c);
 	if (p->nclasses == 0 || p->nclasses > SPRITE_MAX_CLASSES)
-		return fail(err, EINVAL, "class count %u out of range (1..%u)", p->nclasses,
+		return sprite_fail(err, -EINVAL, "class count %u out of range (1..%u)", p->nclasses,
 			    SPRITE_MAX_CLASSES);
 	if (p->codec != SPRITE_CODEC_RAW && p->codec != SPRITE_CODEC_LZ4)
-		return fail(err, EINVAL, "unknown codec %d", (int)p->codec);
+		return sprite_fail(err, -EINVAL, "unknown codec %d", (int)p->codec);
 	const char *name = p->name ? p->name : "";
 	if (strlen(name) >= SPRITE_NAME_MAX)
-		return fail(err, EINVAL, "data set name longer than %u bytes", SPRITE_NAME_MAX - 1);
+		return sprite_fail(err, -EINVAL, "data set name longer than %u bytes", SPRITE_NAME_MAX - 1);
 
 	if (p->version > SPRITE_VERSION)
-		return fail(err, EINVAL, "version %u is newer than %u", p->version, SPRITE_VERSION);
+		return sprite_fail(err, -EINVAL, "version %u is newer than %u", p->version, SPRITE_VERSION);
 
 	sprite_writer *w = calloc(1, sizeof(*w));
 	if (!w)
-		return fail(err, ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	w->fd = w->dirfd = -1;
 	w->tmp_slot = -1;
 
@@ -240,7 +240,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	size_t cap = (size_t)p->nclasses * (CLASS_NAME_MAX + 1);
 	w->names = malloc(cap);
 	if (!w->names) {
-		r = fail(err, ENOMEM, "out of memory");
+		r = sprite_fail(err, -ENOMEM, "out of memory");
 		goto bad;
 	}
 	for (uint32_t i = 0; i < p->nclasses; i++) {
@@ -253,7 +253,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		size_t len = strlen(cn);
 		if (!valid_class_name(cn, len)) {
 			char shown[64];
-			r = fail(err, EINVAL,
+			r = sprite_fail(err, -EINVAL,
 				 "class name %u (\"%s\") must be 1..%u bytes without '/' or "
 				 "control characters, and not . or ..",
 				 i, sprite_escape(cn, shown, sizeof shown), CLASS_NAME_MAX);
@@ -291,7 +291,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->path = strdup(path);
 	w->tmp = malloc(strlen(path) + 32);
 	if (!w->sheet || !w->packed || !w->path || !w->tmp) {
-		r = fail(err, ENOMEM, "out of memory for a sheet of %llu bytes",
+		r = sprite_fail(err, -ENOMEM, "out of memory for a sheet of %llu bytes",
 			 (unsigned long long)raw_max);
 		goto bad;
 	}
@@ -300,7 +300,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	/* The directory is opened first so that its fsync after the rename cannot fail on open. */
 	char *dir = strdup(path);
 	if (!dir) {
-		r = fail(err, ENOMEM, "out of memory");
+		r = sprite_fail(err, -ENOMEM, "out of memory");
 		goto bad;
 	}
 	char *slash = strrchr(dir, '/');
@@ -309,14 +309,14 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	r = errno;
 	free(dir);
 	if (w->dirfd < 0) {
-		r = fail(err, r, "opening the target directory: %s", strerror(r));
+		r = sprite_fail(err, -r, "opening the target directory: %s", strerror(r));
 		goto bad;
 	}
 	/* Armed before the file exists: a signal in between finds nothing to unlink. */
 	w->tmp_slot = tmp_register(w->tmp);
 	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
-		r = fail(err, errno, "creating %s: %s", w->tmp, strerror(errno));
+		r = sprite_fail(err, -errno, "creating %s: %s", w->tmp, strerror(errno));
 		goto bad;
 	}
 	*out = w;
@@ -536,26 +536,26 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 	int r;
 
 	if (!w->in_split) {
-		r = fail(err, EINVAL, "no split was written");
+		r = sprite_fail(err, -EINVAL, "no split was written");
 		goto bad;
 	}
 	r = flush_sheet(w);
 	if (r < 0) {
-		r = fail(err, -r, "writing the last sheet: %s", strerror(-r));
+		r = sprite_fail(err, r, "writing the last sheet: %s", strerror(-r));
 		goto bad;
 	}
 	h->index_size = (uint64_t)h->nsheets * sizeof(struct sprite_sheet_entry);
 	h->index_checksum = sprite_checksum(w->idx, (size_t)h->index_size);
 	r = write_padded(w, w->idx, (size_t)h->index_size, &h->index_offset);
 	if (r < 0) {
-		r = fail(err, -r, "writing the index: %s", strerror(-r));
+		r = sprite_fail(err, r, "writing the index: %s", strerror(-r));
 		goto bad;
 	}
 	h->names_size = w->names_size;
 	h->names_checksum = sprite_checksum(w->names, w->names_size);
 	r = write_padded(w, w->names, w->names_size, &h->names_offset);
 	if (r < 0) {
-		r = fail(err, -r, "writing the class names: %s", strerror(-r));
+		r = sprite_fail(err, r, "writing the class names: %s", strerror(-r));
 		goto bad;
 	}
 	if (h->version >= 3) {
@@ -563,7 +563,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		h->labels_checksum = sprite_checksum(w->labels, (size_t)h->labels_size);
 		r = write_padded(w, w->labels, (size_t)h->labels_size, &h->labels_offset);
 		if (r < 0) {
-			r = fail(err, -r, "writing the label table: %s", strerror(-r));
+			r = sprite_fail(err, r, "writing the label table: %s", strerror(-r));
 			goto bad;
 		}
 	}
@@ -573,7 +573,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		h->paths_size = no + w->path_len;
 		uint8_t *t = malloc((size_t)h->paths_size);
 		if (!t) {
-			r = fail(err, ENOMEM, "out of memory for the path table");
+			r = sprite_fail(err, -ENOMEM, "out of memory for the path table");
 			goto bad;
 		}
 		memcpy(t, w->path_off, no);
@@ -582,7 +582,7 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		r = write_padded(w, t, (size_t)h->paths_size, &h->paths_offset);
 		free(t);
 		if (r < 0) {
-			r = fail(err, -r, "writing the path table: %s", strerror(-r));
+			r = sprite_fail(err, r, "writing the path table: %s", strerror(-r));
 			goto bad;
 		}
 	}
@@ -591,15 +591,15 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 	h->header_checksum = sprite_checksum(h, sizeof(*h));
 	r = sprite_pwrite_full(w->fd, h, sizeof(*h), 0);
 	if (r < 0) {
-		r = fail(err, -r, "writing the header: %s", strerror(-r));
+		r = sprite_fail(err, r, "writing the header: %s", strerror(-r));
 		goto bad;
 	}
 	if (fsync(w->fd) < 0) {
-		r = fail(err, errno, "fsync: %s", strerror(errno));
+		r = sprite_fail(err, -errno, "fsync: %s", strerror(errno));
 		goto bad;
 	}
 	if (rename(w->tmp, w->path) < 0) {
-		r = fail(err, errno, "renaming %s: %s", w->tmp, strerror(errno));
+		r = sprite_fail(err, -errno, "renaming %s: %s", w->tmp, strerror(errno));
 		goto bad;
 	}
 	/* (A signal from here on unlinks a temp name that no longer exists: harmless.) */

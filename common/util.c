@@ -328,6 +328,17 @@ void sprite_seterr(char *err, const char *fmt, ...)
 	va_end(ap);
 }
 
+int sprite_fail(char *err, int rc, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, SPRITE_ERR_MAX, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
 int sprite_write_full(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;

@@ -27,6 +27,11 @@ int sprite_write_full(int fd, const void *buf, size_t len);
 /* Format a message into err (SPRITE_ERR_MAX bytes); NULL err: nothing. */
 void sprite_seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
+ * The same, returning rc: `return sprite_fail(err, -EINVAL, "%s: bad header", path);`.
+ * rc is a negative errno (or a negative SPRITE_E* code), passed through as is.
+ */
+int sprite_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
  * Write len bytes as the whole of path, atomically: to "<path>.tmp.<pid>",
  * fsynced, renamed over path, then the folder fsynced, so a crash leaves the
  * old file or the new one, never half of one. 0, or -errno (the temp file

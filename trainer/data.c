@@ -31,16 +31,7 @@
 #include "common/store.h"
 #include "trainer/source.h"
 
-int hn_source_fail(char *err, int rc, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, HN_ERR_MAX, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
+_Static_assert(HN_ERR_MAX == SPRITE_ERR_MAX, "one message size for sprite_fail");
 
 const struct hn_source_info *hn_source_info(const hn_source *s)
 {
@@ -109,7 +100,7 @@ static int bad_sheets_start(hn_source *s, const struct hn_source_options *o, cha
 	for (int k = 0; k < 2; k++) {
 		s->bad_sheet[k] = calloc(s->info.full_count[k] / t + 1, 1);
 		if (!s->bad_sheet[k])
-			return hn_source_fail(err, -ENOMEM, "out of memory");
+			return sprite_fail(err, -ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -180,7 +171,7 @@ static int mount_part(const char *path, char *err)
 		const char *rel = real + strlen(up) + 1, *sl = strchr(rel, '/');
 		if (sl && !strcmp(sl + 1, "by-class"))
 			return 0;
-		hn_source_fail(
+		sprite_fail(
 			err, -EINVAL,
 			"%s is the folder %s of the spritefs mount %s, not a data set: give --data "
 			"%s (--split and --test-split pick its splits; %s/<split>/by-class is an "
@@ -196,11 +187,11 @@ int hn_source_kind(const char *path, char *err)
 	struct stat st;
 	char p[4200];
 	if (stat(path, &st) < 0)
-		return hn_source_fail(err, -errno, "%s: %s", path, strerror(errno));
+		return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 	if (S_ISREG(st.st_mode))
 		return HN_SOURCE_STORE;
 	if (!S_ISDIR(st.st_mode))
-		return hn_source_fail(err, -EINVAL, "%s: neither a store file nor a folder", path);
+		return sprite_fail(err, -EINVAL, "%s: neither a store file nor a folder", path);
 	snprintf(p, sizeof p, "%s/dataset.json", path);
 	if (access(p, R_OK) == 0)
 		return HN_SOURCE_MOUNT;
@@ -226,7 +217,7 @@ static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAM
 		sprite_store *st;
 		int r = sprite_store_open(path, &st, e);
 		if (r < 0)
-			return hn_source_fail(err, r, "%s: %s", path, e[0] ? e : strerror(-r));
+			return sprite_fail(err, r, "%s: %s", path, e[0] ? e : strerror(-r));
 		const struct sprite_store_info *in = sprite_store_info(st);
 		for (uint32_t i = 0; i < in->nsplits && n < MAX_LISTED; i++)
 			snprintf(names[n++], SPRITE_SPLIT_NAME_MAX + 1, "%.*s",
@@ -236,7 +227,7 @@ static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAM
 		/* a mount's root: dataset.json, stats.json and one folder per split */
 		DIR *d = opendir(path);
 		if (!d)
-			return hn_source_fail(err, -errno, "%s: %s", path, strerror(errno));
+			return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 		struct dirent *de;
 		while ((de = readdir(d)) && n < MAX_LISTED)
 			if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
@@ -249,7 +240,7 @@ static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAM
 		int r = sprite_folder_list(path, &f, e, sizeof e);
 		if (r < 0) {
 			sprite_folder_free(&f);
-			return hn_source_fail(err, r, "%s", e);
+			return sprite_fail(err, r, "%s", e);
 		}
 		for (size_t i = 0; i < f.nsplits && n < MAX_LISTED; i++)
 			if (strlen(f.splits[i].name) <= SPRITE_SPLIT_NAME_MAX)
@@ -272,7 +263,7 @@ int hn_source_pick_test_split(const char *path, const char *train_split, char *o
 		return 0;
 	char(*names)[SPRITE_SPLIT_NAME_MAX + 1] = calloc(MAX_LISTED, sizeof *names);
 	if (!names)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	int n = list_splits(path, kind, names, ignored);
 	if (n < 0) {
 		free(names);
@@ -298,7 +289,7 @@ int hn_source_pick_test_split(const char *path, const char *train_split, char *o
 			if (strcmp(names[i], train_split))
 				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s",
 						      o ? ", " : "", names[i]);
-		rc = hn_source_fail(
+		rc = sprite_fail(
 			err, -EINVAL,
 			"%s: which split is the evaluation one? %s (give --test-split NAME, "
 			"or none)",
@@ -319,7 +310,7 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 		return -EINVAL;
 	hn_source *s = calloc(1, sizeof *s);
 	if (!s)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->ops = kind == HN_SOURCE_STORE   ? &hn_source_store_ops
 		 : kind == HN_SOURCE_MOUNT ? &hn_source_mount_ops
 		 : kind == HN_SOURCE_IDX   ? &hn_source_idx_ops
@@ -327,11 +318,11 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 	snprintf(s->root, sizeof s->root, "%s", path);
 	int rc = s->ops->open(s, path, o, err);
 	if (rc >= 0 && (!s->info.h || !s->info.w || !s->info.c || !s->info.nclasses))
-		rc = hn_source_fail(err, -EINVAL, "%s: empty tile shape or no classes", path);
+		rc = sprite_fail(err, -EINVAL, "%s: empty tile shape or no classes", path);
 	if (rc >= 0 && s->info.full_count[0] == 0)
-		rc = hn_source_fail(err, -EINVAL, "%s: the training split is empty", path);
+		rc = sprite_fail(err, -EINVAL, "%s: the training split is empty", path);
 	if (rc >= 0 && s->info.full_count[0] > UINT32_MAX)
-		rc = hn_source_fail(err, -EINVAL, "%s: more than 2^32 training samples", path);
+		rc = sprite_fail(err, -EINVAL, "%s: more than 2^32 training samples", path);
 	if (rc >= 0) {
 		s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
 		apply_limits(s, o);
@@ -366,7 +357,7 @@ void hn_source_close(hn_source *s)
 int hn_source_read(hn_source *s, const struct hn_batch *b, char *err)
 {
 	if (b->split != HN_SPLIT_TRAIN && b->split != HN_SPLIT_TEST)
-		return hn_source_fail(err, -EINVAL, "bad split");
+		return sprite_fail(err, -EINVAL, "bad split");
 	return s->ops->read(s, b, err);
 }
 
@@ -494,7 +485,7 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 	const size_t px = (size_t)s->info.h * s->info.w;
 	uint64_t sum[HN_STATS_MAXC] = {0}, sumsq[HN_STATS_MAXC] = {0}, got = 0;
 	if (C < 1 || C > HN_STATS_MAXC)
-		return hn_source_fail(err, -EINVAL,
+		return sprite_fail(err, -EINVAL,
 				      "per-channel statistics take 1 to %d channels, "
 				      "not %u",
 				      HN_STATS_MAXC, C);
@@ -531,11 +522,11 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 	free(labels);
 	free(idx);
 	if (rc == -ENOMEM)
-		return hn_source_fail(err, rc, "out of memory for the per-channel statistics");
+		return sprite_fail(err, rc, "out of memory for the per-channel statistics");
 	if (rc < 0)
 		return rc;
 	if (!got)
-		return hn_source_fail(err, -ENODATA,
+		return sprite_fail(err, -ENODATA,
 				      "no training sample could be read for the "
 				      "per-channel statistics");
 	for (uint32_t c = 0; c < C; c++) {
@@ -562,7 +553,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 				free(j.lab[i]);
 				free(j.got[i]);
 			}
-			return hn_source_fail(err, -ENOMEM,
+			return sprite_fail(err, -ENOMEM,
 					      "--preload: not enough memory for the data set");
 		}
 	}
@@ -588,7 +579,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 			free(j.lab[i]);
 			free(j.got[i]);
 		}
-		return hn_source_fail(err, j.rc, "%s", j.err);
+		return sprite_fail(err, j.rc, "%s", j.err);
 	}
 	/* From here on the source is memory: drop what the original kind held. */
 	struct hn_mem *mem = calloc(1, sizeof *mem);
@@ -598,7 +589,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 			free(j.lab[i]);
 			free(j.got[i]);
 		}
-		return hn_source_fail(err, -ENOMEM, "--preload: out of memory");
+		return sprite_fail(err, -ENOMEM, "--preload: out of memory");
 	}
 	s->ops->close(s);
 	for (int k = 0; k < 2; k++) {
@@ -611,7 +602,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 	s->ops = &hn_source_mem_ops;
 	s->priv = mem;
 	if (s->info.count[0] == 0)
-		return hn_source_fail(err, -ENODATA, "%s: no training sample decodes", s->root);
+		return sprite_fail(err, -ENODATA, "%s: no training sample decodes", s->root);
 	char d[sizeof s->describe];
 	memcpy(d, s->describe, sizeof d);
 	snprintf(s->describe, sizeof s->describe, "preloaded in RAM from %.480s", d);

@@ -20,16 +20,6 @@
 #include "common/util.h"
 #include "trainer/backend.h"
 
-static int fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, HN_ERR_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 /* The dict: descr like '|u1', '<u2', '<i8'; fortran_order; shape (N, ...). */
 static int parse_dict(const char *h, const char *path, uint64_t hlen, uint64_t hoff,
 		      uint64_t file_size, struct hn_npy *out, char *err)
@@ -37,21 +27,21 @@ static int parse_dict(const char *h, const char *path, uint64_t hlen, uint64_t h
 	const char *d = strstr(h, "'descr'"), *f = strstr(h, "'fortran_order'"),
 		   *sh = strstr(h, "'shape'");
 	if (!d || !f || !sh)
-		return fail(err, -EINVAL, "%s: .npy header lacks descr/fortran_order/shape", path);
+		return sprite_fail(err, -EINVAL, "%s: .npy header lacks descr/fortran_order/shape", path);
 	d = strchr(d + 7, '\'');
 	if (!d || !d[1] || !d[2] || !d[3])
-		return fail(err, -EINVAL, "%s: bad .npy descr", path);
+		return sprite_fail(err, -EINVAL, "%s: bad .npy descr", path);
 	char endian = d[1], type = d[2];
 	int size = d[3] - '0';
 	if ((endian != '|' && endian != '<' && endian != '=') || (type != 'u' && type != 'i') ||
 	    (size != 1 && size != 2 && size != 4 && size != 8) || d[4] != '\'')
-		return fail(err, -EINVAL, "%s: .npy dtype %.6s is not a little-endian integer",
+		return sprite_fail(err, -EINVAL, "%s: .npy dtype %.6s is not a little-endian integer",
 			    path, d);
 	if (strstr(f, "True") && strstr(f, "True") < sh && strstr(f, "True") - f < 24)
-		return fail(err, -EINVAL, "%s: fortran-ordered .npy not supported", path);
+		return sprite_fail(err, -EINVAL, "%s: fortran-ordered .npy not supported", path);
 	const char *p = strchr(sh, '(');
 	if (!p)
-		return fail(err, -EINVAL, "%s: bad .npy shape", path);
+		return sprite_fail(err, -EINVAL, "%s: bad .npy shape", path);
 	p++;
 	int nd = 0;
 	while (*p && *p != ')') {
@@ -60,26 +50,26 @@ static int parse_dict(const char *h, const char *path, uint64_t hlen, uint64_t h
 		if (*p == ')')
 			break;
 		if (!isdigit((unsigned char)*p) || nd == 4)
-			return fail(err, -EINVAL, "%s: bad .npy shape", path);
+			return sprite_fail(err, -EINVAL, "%s: bad .npy shape", path);
 		char *e;
 		errno = 0;
 		unsigned long long v = strtoull(p, &e, 10);
 		if (errno || v > (1ull << 40))
-			return fail(err, -EINVAL, "%s: .npy dimension out of range", path);
+			return sprite_fail(err, -EINVAL, "%s: .npy dimension out of range", path);
 		out->shape[nd++] = v;
 		p = e;
 	}
 	if (*p != ')' || nd == 0)
-		return fail(err, -EINVAL, "%s: bad .npy shape", path);
+		return sprite_fail(err, -EINVAL, "%s: bad .npy shape", path);
 	uint64_t items = 1;
 	for (int i = 0; i < nd; i++) {
 		if (out->shape[i] && items > UINT64_MAX / out->shape[i] / 8)
-			return fail(err, -EINVAL, "%s: .npy shape too large", path);
+			return sprite_fail(err, -EINVAL, "%s: .npy shape too large", path);
 		items *= out->shape[i];
 	}
 	out->data_off = hoff + hlen;
 	if (out->data_off + items * (uint64_t)size > file_size)
-		return fail(err, -EINVAL, "%s: .npy data shorter than its shape", path);
+		return sprite_fail(err, -EINVAL, "%s: .npy data shorter than its shape", path);
 	out->ndim = nd;
 	out->itemsize = size;
 	out->is_signed = type == 'i';
@@ -91,12 +81,12 @@ int hn_npy_read_header(int fd, const char *path, struct hn_npy *out, char *err)
 	uint8_t pre[12];
 	struct stat st;
 	if (fstat(fd, &st) < 0)
-		return fail(err, -errno, "%s: %s", path, strerror(errno));
+		return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 	int r = sprite_pread_full(fd, pre, sizeof pre, 0);
 	if (r < 0 && r != -ENODATA)
-		return fail(err, r, "%s: %s", path, strerror(-r));
+		return sprite_fail(err, r, "%s: %s", path, strerror(-r));
 	if (r < 0 || memcmp(pre, "\x93NUMPY", 6))
-		return fail(err, -EINVAL, "%s: not a .npy file", path);
+		return sprite_fail(err, -EINVAL, "%s: not a .npy file", path);
 	uint64_t hlen, hoff;
 	if (pre[6] == 1) {
 		hlen = pre[8] | (uint64_t)pre[9] << 8;
@@ -106,18 +96,18 @@ int hn_npy_read_header(int fd, const char *path, struct hn_npy *out, char *err)
 		       (uint64_t)pre[11] << 24;
 		hoff = 12;
 	} else {
-		return fail(err, -EINVAL, "%s: .npy version %u not supported", path, pre[6]);
+		return sprite_fail(err, -EINVAL, "%s: .npy version %u not supported", path, pre[6]);
 	}
 	if (hlen == 0 || hlen > 65536 || hoff + hlen > (uint64_t)st.st_size)
-		return fail(err, -EINVAL, "%s: bad .npy header length %" PRIu64, path, hlen);
+		return sprite_fail(err, -EINVAL, "%s: bad .npy header length %" PRIu64, path, hlen);
 	char *h = malloc(hlen + 1);
 	if (!h)
 		return -ENOMEM;
 	if ((r = sprite_pread_full(fd, h, hlen, hoff)) < 0) {
 		free(h);
 		if (r != -ENODATA)
-			return fail(err, r, "%s: %s", path, strerror(-r));
-		return fail(err, -EINVAL, "%s: short .npy header", path);
+			return sprite_fail(err, r, "%s: %s", path, strerror(-r));
+		return sprite_fail(err, -EINVAL, "%s: short .npy header", path);
 	}
 	h[hlen] = 0;
 	r = parse_dict(h, path, hlen, hoff, (uint64_t)st.st_size, out, err);

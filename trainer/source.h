@@ -14,6 +14,7 @@
 #ifndef HN_SOURCE_H
 #define HN_SOURCE_H
 
+#include "common/util.h"
 #include "trainer/data.h"
 
 struct hn_source_ops {
@@ -75,8 +76,7 @@ struct hn_mem {
 
 /* ---- helpers of data.c for the sources ---- */
 
-/* err = the formatted message (HN_ERR_MAX bytes; err may be NULL); returns rc. */
-int hn_source_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Messages: sprite_fail (common/util.h), HN_ERR_MAX == SPRITE_ERR_MAX bytes. */
 /* s->info.class_names from n names (NULL names, or a NULL name: its index). */
 int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
 /*

@@ -50,7 +50,7 @@ static int ignore_entry(hn_source *s, const char *path, int unreadable, const ch
 	struct folder_src *fs = s->priv;
 	if (unreadable && fs->strict) {
 		char shown[HN_ERR_MAX];
-		return hn_source_fail(
+		return sprite_fail(
 			err, -EINVAL,
 			"%s: %s (--strict stops at an entry that is neither a file nor a folder)",
 			sprite_escape(path, shown, sizeof shown), why);
@@ -133,7 +133,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 							   (enum sprite_fit)fs->fit, &im, why);
 	sprite_escape(f->path, shown, sizeof shown);
 	if (rc == -ENOMEM)
-		return hn_source_fail(err, rc, "%s: out of memory", shown);
+		return sprite_fail(err, rc, "%s: out of memory", shown);
 	if (rc < 0 && !why[0])
 		snprintf(why, sizeof why, "%s: %s", shown, strerror(-rc));
 	if (rc == 0 && keep) {
@@ -144,7 +144,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
 		char first[96];
 		sprite_escape(fs->first, first, sizeof first);
-		rc = hn_source_fail(
+		rc = sprite_fail(
 			err, -EINVAL,
 			"images differ in size, %ux%u and %ux%u, and no --tile is given "
 			"(e.g. --tile 64x64x3): %s is %ux%u, %s is %ux%u",
@@ -158,7 +158,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 				      (enum sprite_fit)fs->fit, tile);
 		sprite_image_free(&im);
 		if (rc == -ENOMEM)
-			return hn_source_fail(err, rc, "%s: out of memory", shown);
+			return sprite_fail(err, rc, "%s: out of memory", shown);
 		if (rc < 0)
 			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", shown,
 				 s->info.h, s->info.w, s->info.c, strerror(-rc));
@@ -167,7 +167,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		return 0;
 	/* the decoder's message names the file */
 	if (fs->strict)
-		return hn_source_fail(err, rc, "%s (--strict stops at a file that does not decode)",
+		return sprite_fail(err, rc, "%s (--strict stops at a file that does not decode)",
 				      why);
 	if (!__atomic_exchange_n(&fs->bad[split][i], 1, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(&s->nskipped, 1, __ATOMIC_RELAXED);
@@ -181,7 +181,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 {
 	struct folder_src *fs = calloc(1, sizeof *fs);
 	if (!fs)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->priv = fs;
 	fs->strict = o->strict;
 	fs->fit = o->fit;
@@ -202,12 +202,12 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (rc == 0)
 		rc = ignore_entries(s, &f.outside, err);
 	if (rc == 0 && f.nclasses == 0)
-		rc = hn_source_fail(err, -ENOENT,
+		rc = sprite_fail(err, -ENOENT,
 				    "%s: no class folders (expected %s/<class>/<images> or "
 				    "%s/train/<class>/<images>)",
 				    path, path, path);
 	else if (rc == 0 && f.nclasses > HN_MAX_CLASSES)
-		rc = hn_source_fail(err, -EINVAL, "%s: too many classes", path);
+		rc = sprite_fail(err, -EINVAL, "%s: too many classes", path);
 	else if (rc == 0)
 		rc = hn_source_set_classes(s, (uint32_t)f.nclasses, (const char *const *)f.classes);
 
@@ -221,7 +221,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		if (j == f.nsplits) {
 			if (k == 1 && !f.split_layout)
 				break; /* class folders directly: no test split, train only */
-			rc = hn_source_fail(
+			rc = sprite_fail(
 				err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
 				k ? " (--test-split none trains without evaluation)" : "");
 			break;
@@ -242,7 +242,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (rc < 0)
 		return rc;
 	if (s->info.full_count[0] == 0)
-		return hn_source_fail(err, -ENOENT, "%s: no image files in the training split",
+		return sprite_fail(err, -ENOENT, "%s: no image files in the training split",
 				      path);
 
 	/* Tile shape: given, or that of the first training image that decodes. */
@@ -258,7 +258,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		if (rc < 0)
 			return rc;
 		if (i == s->info.full_count[0])
-			return hn_source_fail(err, -EINVAL,
+			return sprite_fail(err, -EINVAL,
 					      "%s: no file of the training split decodes", path);
 		if (!s->info.h || !s->info.w) {
 			s->info.h = im.h;
@@ -266,14 +266,14 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 			fs->first = strdup(fs->files[0][i].path);
 			if (!fs->first) {
 				sprite_image_free(&im);
-				return hn_source_fail(err, -ENOMEM, "out of memory");
+				return sprite_fail(err, -ENOMEM, "out of memory");
 			}
 		}
 		if (!s->info.c)
 			s->info.c = im.c;
 		sprite_image_free(&im);
 		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
-			return hn_source_fail(err, -EINVAL,
+			return sprite_fail(err, -EINVAL,
 					      "%s: first image %ux%u is larger than a tile may be "
 					      "(use --tile)",
 					      path, s->info.h, s->info.w);
@@ -295,7 +295,7 @@ static int images_read(hn_source *s, const struct hn_batch *b, char *err)
 	uint16_t *labels = b->labels;
 	for (int k = 0; k < n; k++) {
 		if (idx[k] >= s->info.full_count[split])
-			return hn_source_fail(err, -ERANGE, "%s: sample %u out of range", s->root,
+			return sprite_fail(err, -ERANGE, "%s: sample %u out of range", s->root,
 					      idx[k]);
 		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, NULL,
 				      err);

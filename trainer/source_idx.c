@@ -37,7 +37,7 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 {
 	struct hn_mem *mem = calloc(1, sizeof *mem);
 	if (!mem)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->priv = mem;
 	snprintf(s->info.kind, sizeof s->info.kind, "idx");
 	const char *base = strrchr(path, '/');
@@ -52,7 +52,7 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		char ip[4200], lp[4200], why[SPRITE_ERR_MAX] = "";
 		if (idx_find(path, prefix, "images-idx3-ubyte", ip, sizeof ip) < 0 ||
 		    idx_find(path, prefix, "labels-idx1-ubyte", lp, sizeof lp) < 0)
-			return hn_source_fail(err, -ENOENT,
+			return sprite_fail(err, -ENOENT,
 					      "%s: no %s-images-idx3-ubyte[.gz] and "
 					      "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
 					      path, prefix, prefix, split);
@@ -60,15 +60,15 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		uint8_t *l8 = NULL;
 		int64_t n = sprite_idx_load_images(ip, &h, &w, &mem->px[k], why);
 		if (n < 0)
-			return hn_source_fail(err, (int)n, "%s: %s", ip,
+			return sprite_fail(err, (int)n, "%s: %s", ip,
 					      why[0] ? why : strerror((int)-n));
 		int64_t nl = sprite_idx_load_labels(lp, &l8, why);
 		if (nl < 0)
-			return hn_source_fail(err, (int)nl, "%s: %s", lp,
+			return sprite_fail(err, (int)nl, "%s: %s", lp,
 					      why[0] ? why : strerror((int)-nl));
 		if (nl != n) {
 			free(l8);
-			return hn_source_fail(err, -EINVAL,
+			return sprite_fail(err, -EINVAL,
 					      "%s: %" PRId64 " labels for %" PRId64 " images", lp,
 					      nl, n);
 		}
@@ -78,7 +78,7 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 			s->info.c = 1;
 		} else if (h != s->info.h || w != s->info.w) {
 			free(l8);
-			return hn_source_fail(err, -EINVAL,
+			return sprite_fail(err, -EINVAL,
 					      "%s: %ux%u images, the training split has %ux%u", ip,
 					      h, w, s->info.h, s->info.w);
 		}
@@ -96,7 +96,7 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		s->info.full_count[k] = (uint64_t)n;
 	}
 	if (maxlab < 0)
-		return hn_source_fail(err, -EINVAL, "%s: no samples", path);
+		return sprite_fail(err, -EINVAL, "%s: no samples", path);
 	int rc = hn_source_set_classes(s, (uint32_t)maxlab + 1, NULL);
 	if (rc < 0)
 		return rc;

@@ -16,7 +16,7 @@ int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err)
 	for (int k = 0; k < b->n; k++) {
 		uint32_t i = b->idx[k];
 		if (i >= s->info.full_count[b->split])
-			return hn_source_fail(err, -ERANGE, "sample %u out of range", i);
+			return sprite_fail(err, -ERANGE, "sample %u out of range", i);
 		/* preloaded around unreadable sheets: they keep their places, empty */
 		if (hn_source_on_bad_sheet(s, b->split, i))
 			continue;

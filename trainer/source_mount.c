@@ -135,26 +135,26 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	snprintf(path, sizeof path, "%s/%s/images.npy", s->root, split);
 	m->img_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
 	if (m->img_fd[k] < 0 || (m->img_xfd[k] = open_exact(path)) < 0)
-		return hn_source_fail(err, -errno, "%s: %s", path, strerror(errno));
+		return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 	int rc = npy_header(m->img_xfd[k], path, &h, err);
 	if (rc < 0)
 		return rc;
 	m->img_off[k] = h.data_off;
 	if (h.itemsize != 1 || h.is_signed || (h.ndim != 3 && h.ndim != 4))
-		return hn_source_fail(err, -EINVAL,
+		return sprite_fail(err, -EINVAL,
 				      "%s: expected uint8 images of shape (N,H,W[,C])", path);
 	uint32_t ht = (uint32_t)h.shape[1], w = (uint32_t)h.shape[2],
 		 c = h.ndim == 4 ? (uint32_t)h.shape[3] : 1;
 	if (!ht || !w || !c || ht > SPRITE_MAX_TILE_SIDE || w > SPRITE_MAX_TILE_SIDE ||
 	    c > SPRITE_MAX_CHANNELS || h.shape[0] > UINT32_MAX)
-		return hn_source_fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path,
+		return sprite_fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path,
 				      ht, w, c);
 	if (k == 0) {
 		s->info.h = ht;
 		s->info.w = w;
 		s->info.c = c;
 	} else if (ht != s->info.h || w != s->info.w || c != s->info.c) {
-		return hn_source_fail(err, -EINVAL,
+		return sprite_fail(err, -EINVAL,
 				      "%s: tile shape differs from the training split's", path);
 	}
 	s->info.full_count[k] = h.shape[0];
@@ -162,13 +162,13 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	snprintf(path, sizeof path, "%s/%s/labels.npy", s->root, split);
 	m->lab_fd[k] = open_exact(path);
 	if (m->lab_fd[k] < 0)
-		return hn_source_fail(err, -errno, "%s: %s", path, strerror(errno));
+		return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 	rc = npy_header(m->lab_fd[k], path, &h, err);
 	if (rc < 0)
 		return rc;
 	m->lab_off[k] = h.data_off;
 	if (h.ndim != 1 || h.shape[0] != s->info.full_count[k])
-		return hn_source_fail(err, -EINVAL, "%s: expected %" PRIu64 " labels", path,
+		return sprite_fail(err, -EINVAL, "%s: expected %" PRIu64 " labels", path,
 				      s->info.full_count[k]);
 	m->lab_size[k] = h.itemsize;
 	return 0;
@@ -210,7 +210,7 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 {
 	struct mount_src *m = calloc(1, sizeof *m);
 	if (!m)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->priv = m;
 	for (int k = 0; k < 2; k++)
 		m->img_fd[k] = m->img_xfd[k] = m->lab_fd[k] = -1;
@@ -220,7 +220,7 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	snprintf(p, sizeof p, "%s/dataset.json", path);
 	int rc = read_small_file(p, 1 << 20, &json, &len);
 	if (rc < 0)
-		return hn_source_fail(err, rc, "%s: %s", p, strerror(-rc));
+		return sprite_fail(err, rc, "%s: %s", p, strerror(-rc));
 	struct hn_dsjson d;
 	rc = hn_dsjson_parse(json, len, p, o->train_split, &d, err);
 	free(json);
@@ -285,7 +285,7 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 	ms->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
 	if (!buf || !ms->lab[k]) {
 		free(buf);
-		return hn_source_fail(err, -ENOMEM, "out of memory for %" PRIu64 " labels", n);
+		return sprite_fail(err, -ENOMEM, "out of memory for %" PRIu64 " labels", n);
 	}
 	int rc = 0;
 	for (uint64_t first = 0; first < n && rc == 0; first += chunk) {
@@ -312,7 +312,7 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 					 b - 1);
 			else
 				snprintf(range, sizeof range, "sample %" PRIu64, a);
-			rc = hn_source_fail(
+			rc = sprite_fail(
 				err, rc, "%s/%s/labels.npy: %s: %s%s", s->root, split, range,
 				rc == -ENODATA ? "shorter than its header says" : strerror(-rc),
 				eio_hint(rc));
@@ -321,7 +321,7 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 		for (uint64_t j = 0; j < m; j++) {
 			uint16_t l = label_at(buf + j * (uint64_t)ls, ls);
 			if (l >= s->info.nclasses) {
-				rc = hn_source_fail(err, -EINVAL,
+				rc = sprite_fail(err, -EINVAL,
 						    "%s/%s/labels.npy: sample %" PRIu64
 						    ": label %u out of range (%u classes)",
 						    s->root, split, first + j, l, s->info.nclasses);
@@ -345,7 +345,7 @@ static int gather_run(hn_source *s, int split, uint64_t i, int run, uint8_t *dst
 	if (rc == -EIO)
 		rc = sprite_pread_full(m->img_xfd[split], dst, len, off);
 	if (rc < 0)
-		return hn_source_fail(
+		return sprite_fail(
 			err, rc, "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s", s->root,
 			name, i, i + (uint64_t)run - 1,
 			rc == -ENODATA ? "shorter than its header says" : strerror(-rc), eio_hint(rc));
@@ -376,7 +376,7 @@ static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
 			run++;
 		uint64_t i = idx[k];
 		if (i + (uint64_t)run > s->info.count[split])
-			return hn_source_fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range",
+			return sprite_fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range",
 					      s->root, i);
 		uint8_t *dst = b->tiles + (size_t)w * s->tile_bytes;
 		int rc = gather_run(s, split, i, run, dst, err);
@@ -477,32 +477,32 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 	size_t need = hdr.total_size;
 	uint8_t *buf = malloc(need);
 	if (!buf)
-		return hn_source_fail(err, -ENOMEM, "%s: out of memory", path);
+		return sprite_fail(err, -ENOMEM, "%s: out of memory", path);
 	int opened;
 	int rc = view_load(path, buf, need, &opened);
 	if (rc < 0) {
 		free(buf);
 		if (!opened)
-			return hn_source_fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
-		return hn_source_fail(err, rc, "%s: %s%s", path,
+			return sprite_fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
+		return sprite_fail(err, rc, "%s: %s%s", path,
 				      rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
 				      eio_hint(rc));
 	}
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
 	if (rc == 0 && (rc = sprite_batch_parse(buf, need, &b, why)) < 0)
-		rc = hn_source_fail(err, rc, "%s: %s", path, why);
+		rc = sprite_fail(err, rc, "%s: %s", path, why);
 	else if (rc == 0 && (b.count != (uint32_t)n || b.h != s->info.h || b.w != s->info.w ||
 			     b.c != s->info.c))
-		rc = hn_source_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d",
+		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d",
 				    path, b.count, b.h, b.w, b.c, n);
 	for (int k = 0; rc == 0 && k < n; k++) {
 		if (b.ids[k] != idx[k])
-			rc = hn_source_fail(err, -EINVAL,
+			rc = sprite_fail(err, -EINVAL,
 					    "%s: sample %d is %u, the permutation says %u", path, k,
 					    b.ids[k], idx[k]);
 		else if (b.labels[k] >= s->info.nclasses)
-			rc = hn_source_fail(err, -EINVAL, "%s: label out of range", path);
+			rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
 		else
 			bt->labels[k] = b.labels[k];
 	}
@@ -521,7 +521,7 @@ static int mount_read(hn_source *s, const struct hn_batch *b, char *err)
 		char why[HN_ERR_MAX];
 		int rc;
 		if (b->epoch >= m->view_epochs) /* dataset.json's "count": said, not silent */
-			rc = hn_source_fail(why, -ENOENT,
+			rc = sprite_fail(why, -ENOENT,
 					    "%s/%s/epochs/%" PRIu64 "/%" PRIu64
 					    ": past the %" PRIu64
 					    " epochs the mount lists (-o epochs=%" PRIu64 ")",
@@ -565,7 +565,7 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 		m->use_views = stat(p, &st) == 0;
 		if (!m->use_views) {
 			char why[HN_ERR_MAX];
-			hn_source_fail(why, -errno, "%s: %s", p, strerror(errno));
+			sprite_fail(why, -errno, "%s: %s", p, strerror(errno));
 			views_note(m, why);
 		}
 	}

@@ -64,12 +64,12 @@ static void sheet_evict_locked(struct store_src *st)
 static int sheet_check(hn_source *s, uint32_t i, const struct sprite_batch *b, char *err)
 {
 	if (b->h != s->info.h || b->w != s->info.w || b->c != s->info.c)
-		return hn_source_fail(err, -EINVAL,
+		return sprite_fail(err, -EINVAL,
 				      "%s: sheet %u: tile shape %ux%ux%u differs from the store's",
 				      s->root, i, b->h, b->w, b->c);
 	for (uint32_t k = 0; k < b->count; k++)
 		if (b->labels[k] >= s->info.nclasses)
-			return hn_source_fail(err, -EINVAL, "%s: sheet %u: label %u >= %u classes",
+			return sprite_fail(err, -EINVAL, "%s: sheet %u: label %u >= %u classes",
 					      s->root, i, b->labels[k], s->info.nclasses);
 	return 0;
 }
@@ -101,12 +101,12 @@ static int sheet_get(hn_source *s, uint32_t i, struct sheet_slot **out, char *er
 	int rc = 0;
 	if (r < 0) {
 		if (why[0]) /* the store's message names the sheet */
-			rc = hn_source_fail(err, (int)r, "%s: %s", s->root, why);
+			rc = sprite_fail(err, (int)r, "%s: %s", s->root, why);
 		else
-			rc = hn_source_fail(err, (int)r, "%s: sheet %u: %s", s->root, i,
+			rc = sprite_fail(err, (int)r, "%s: sheet %u: %s", s->root, i,
 					    strerror((int)-r));
 	} else if ((rc = sprite_batch_parse(raw, (size_t)r, &b, why)) < 0) {
-		rc = hn_source_fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
+		rc = sprite_fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
 	} else {
 		rc = sheet_check(s, i, &b, err);
 	}
@@ -155,7 +155,7 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 		rc = sprite_store_locate(st->store, (uint32_t)st->split[b->split], i, &sheet,
 					 &slot);
 		if (rc < 0) {
-			rc = hn_source_fail(err, rc, "%s: sample %u of split %d not found", s->root,
+			rc = sprite_fail(err, rc, "%s: sample %u of split %d not found", s->root,
 					    i, b->split);
 			break;
 		}
@@ -179,7 +179,7 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 			cur = sheet;
 		}
 		if (slot >= q->b.count) {
-			rc = hn_source_fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root,
+			rc = sprite_fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root,
 					    sheet, slot);
 			break;
 		}
@@ -196,7 +196,7 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 {
 	struct store_src *st = calloc(1, sizeof *st);
 	if (!st)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->priv = st;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->cond, NULL);
@@ -204,7 +204,7 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	char why[SPRITE_ERR_MAX] = "";
 	int rc = sprite_store_open(path, &st->store, why);
 	if (rc < 0)
-		return hn_source_fail(err, rc, "%s: not a readable store: %s", path,
+		return sprite_fail(err, rc, "%s: not a readable store: %s", path,
 				      why[0] ? why : strerror(-rc));
 	const struct sprite_store_info *si = sprite_store_info(st->store);
 	snprintf(s->info.kind, sizeof s->info.kind, "store");
@@ -215,16 +215,16 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	s->info.sheet_tiles = si->sheet_tiles;
 	s->info.order_window = si->order_window;
 	if ((rc = hn_source_set_classes(s, si->nclasses, si->class_names)) < 0)
-		return hn_source_fail(err, rc, "out of memory");
+		return sprite_fail(err, rc, "out of memory");
 	st->split[0] = sprite_store_find_split(st->store, o->train_split);
 	if (st->split[0] < 0)
-		return hn_source_fail(err, -ENOENT, "%s: the store has no split \"%s\"", path,
+		return sprite_fail(err, -ENOENT, "%s: the store has no split \"%s\"", path,
 				      o->train_split);
 	s->info.full_count[0] = si->splits[st->split[0]].count;
 	if (!hn_source_no_test(o->test_split)) {
 		st->split[1] = sprite_store_find_split(st->store, o->test_split);
 		if (st->split[1] < 0)
-			return hn_source_fail(
+			return sprite_fail(
 				err, -ENOENT,
 				"%s: the store has no split \"%s\" (--test-split none "
 				"trains without evaluation)",
@@ -233,7 +233,7 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	}
 	st->sheets = calloc(si->nsheets ? si->nsheets : 1, sizeof *st->sheets);
 	if (!st->sheets)
-		return hn_source_fail(err, -ENOMEM, "out of memory");
+		return sprite_fail(err, -ENOMEM, "out of memory");
 	st->cache_budget = o->cache_bytes;
 	snprintf(s->describe, sizeof s->describe,
 		 "store %s: %u sheets of %u tiles, decoded on the loader threads", path,
