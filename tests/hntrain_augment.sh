@@ -16,13 +16,7 @@ common=(--model mlp --epochs 2 --batch 32 --lr 0.05 --seed 11 --augment rrc:0.5,
 
 ref=$(hash_of --data "$TMP/d.sprites" "${common[@]}")
 echo "store:        $ref"
-check() {
-	local name=$1 h
-	shift
-	h=$(hash_of "$@")
-	echo "$(printf '%-13s' "$name:") $h"
-	[[ $h == "$ref" ]] || fail "$name gives weights $h with --augment, the store gives $ref"
-}
+check() { same_hash "$1" "$ref" "${@:2}"; }
 check "png tree" --data "$TMP/png" "${common[@]}"
 check "tree preload" --data "$TMP/png" --preload "${common[@]}"
 check "preload" --data "$TMP/d.sprites" --preload "${common[@]}"

@@ -43,6 +43,16 @@ hash_of() {
 	printf '%s\n' "$out"
 }
 
+# same_hash NAME WANT ARGS...: hntrain ARGS must end with the weights hash WANT (the
+# reference run's); prints the name and the hash either way.
+same_hash() {
+	local name=$1 want=$2 h
+	shift 2
+	h=$(hash_of "$@")
+	printf '%-17s %s\n' "$name:" "$h"
+	[[ $h == "$want" ]] || fail "$name gives weights $h, the reference run $want"
+}
+
 # expect_fail PATTERN ARGS...: hntrain must exit non-zero and say PATTERN on stderr
 expect_fail() {
 	local pat=$1 rc=0

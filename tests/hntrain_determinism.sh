@@ -21,13 +21,7 @@ common=(--model mlp --epochs 2 --batch 32 --lr 0.05 --seed 7)
 ref=$(hash_of --data "$TMP/data.sprites" "${common[@]}")
 base=$ref
 echo "store:            $ref"
-check() {
-	local name=$1 h
-	shift
-	h=$(hash_of "$@")
-	echo "$(printf '%-17s' "$name:") $h"
-	[[ $h == "$ref" ]] || fail "$name gives weights $h, the store gives $ref"
-}
+check() { same_hash "$1" "$ref" "${@:2}"; }
 check "tiff tree" --data "$TMP/tiff" "${common[@]}"
 check "png tree" --data "$TMP/png" "${common[@]}"
 check "store preload" --data "$TMP/data.sprites" --preload "${common[@]}"

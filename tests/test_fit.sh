@@ -29,26 +29,8 @@ if ! [[ -x $PY ]] || ! $PY -c 'import PIL, numpy' 2>/dev/null; then
 	exit 77
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_fit.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() {
-	echo "FAIL: $*" >&2
-	fails=$((fails + 1))
-}
-
-expect_rc() {
-	local want=$1
-	shift
-	"$@" >"$T/out" 2>&1
-	local rc=$?
-	if [[ $rc -ne $want ]]; then
-		fail "exit $rc (want $want): $*"
-		sed 's/^/    /' "$T/out" >&2
-		return 1
-	fi
-	return 0
-}
+NAME=test_fit
+source "$(dirname "$0")/pack_lib.sh"
 
 # ---- the images ------------------------------------------------------------------------
 mkdir -p "$T/jpeg/a"
@@ -267,8 +249,4 @@ if rss=$(sed -n 's/^maxrss_kb //p' "$T/out") && [[ -n $rss ]]; then
 	echo "peak RSS packing the 30000x30000 header: $rss KiB"
 fi
 
-if ((fails)); then
-	echo "test_fit: $fails failures" >&2
-	exit 1
-fi
-echo "test_fit: ok"
+finish

@@ -27,13 +27,8 @@ MKTREE=${2:?mktree path}
 FMNIST=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_pack.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() {
-	echo "FAIL: $*" >&2
-	fails=$((fails + 1))
-}
+NAME=test_pack
+source "$(dirname "$0")/pack_lib.sh"
 
 have_py=0
 if [[ -x $PY ]] && $PY -c 'import PIL, numpy' 2>/dev/null; then
@@ -41,20 +36,6 @@ if [[ -x $PY ]] && $PY -c 'import PIL, numpy' 2>/dev/null; then
 else
 	echo "note: $PY with PIL and numpy not found: pixel comparisons skipped" >&2
 fi
-
-# expect_rc WANT CMD... : run, keep output in $T/out, check the exit status.
-expect_rc() {
-	local want=$1
-	shift
-	"$@" >"$T/out" 2>&1
-	local rc=$?
-	if [[ $rc -ne $want ]]; then
-		fail "exit $rc (want $want): $*"
-		sed 's/^/    /' "$T/out" >&2
-		return 1
-	fi
-	return 0
-}
 
 # Independent decode + comparison with an export (see the file header).
 compare_py() { # SRC EXPORT MODE(gray|rgb|idx)
@@ -565,8 +546,4 @@ else
 	echo "note: $FMNIST not installed: Fashion-MNIST part skipped" >&2
 fi
 
-if ((fails)); then
-	echo "test_pack: $fails failures" >&2
-	exit 1
-fi
-echo "test_pack: ok"
+finish
