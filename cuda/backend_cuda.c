@@ -180,15 +180,25 @@ static int check_model(const struct hn_model *m, char *err)
 			}
 			break;
 		case HN_LAYER_BATCHNORM:
+			if (cu_layer_out(l) != cu_layer_in(l) || l->out_c != l->in_c ||
+			    l->w_len != (size_t)l->in_c || l->b_len != l->w_len ||
+			    l->b_off != l->w_off + l->w_len || l->s_len != 2 * l->w_len ||
+			    l->s_off != l->b_off + l->b_len || l->s_off > m->nparams ||
+			    l->s_len > m->nparams - l->s_off) {
+				snprintf(err, HN_ERR_MAX,
+					 "gpu: layer %d: batchnorm parameters do not match its "
+					 "channels",
+					 i);
+				return -EINVAL;
+			}
+			break;
 		case HN_LAYER_AVGPOOL:
-			snprintf(
-				err, HN_ERR_MAX,
-				"gpu: layer %d: %s is not in the gpu backend yet; train this model "
-				"with --device cpu",
-				i,
-				l->kind == HN_LAYER_BATCHNORM ? "batch normalisation (bn)"
-							      : "global average pooling (gap)");
-			return -EINVAL;
+			if (l->out_c != l->in_c || l->out_h != 1 || l->out_w != 1 || l->w_len) {
+				snprintf(err, HN_ERR_MAX,
+					 "gpu: layer %d: global average pooling keeps channels", i);
+				return -EINVAL;
+			}
+			break;
 		default:
 			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i,
 				 (int)l->kind);
@@ -278,6 +288,22 @@ static int setup(struct hn_cuda *st, const float *init)
 		max_out = cu_layer_out(l) > max_out ? cu_layer_out(l) : max_out;
 		max_w = l->w_len > max_w ? l->w_len : max_w;
 	}
+	/* batch normalisation's per-channel numbers, and the input normalisation */
+	size_t bn = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		st->bn_off[i] = bn;
+		if (m->layers[i].kind == HN_LAYER_BATCHNORM)
+			bn += 4 * (size_t)m->layers[i].in_c;
+	}
+	if (bn)
+		TRY(cu_dev_alloc(st, (void **)&st->bnbuf, bn * sizeof(float), "batchnorm"));
+	for (int c = 0; c < HN_NORM_CH; c++) {
+		float mu = st->cfg.mean[c], sd = st->cfg.std[c] > 0.0f ? st->cfg.std[c] : 1.0f;
+		st->norm.mean[c] = mu;
+		st->norm.inv[c] = 1.0f / sd;
+		if (mu != 0.0f || sd != 1.0f)
+			st->norm.on = 1;
+	}
 	TRY(cu_dev_alloc(st, (void **)&st->acts, off * sizeof(float), "activations"));
 	TRY(cu_dev_alloc(st, (void **)&st->dacts, off * sizeof(float), "activation gradients"));
 	if (st->amp) {
@@ -363,13 +389,6 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	int r = check_model(m, err);
 	if (r < 0)
 		return r;
-	for (int c = 0; c < HN_NORM_CH; c++)
-		if (cfg->mean[c] != 0.0f || (cfg->std[c] != 0.0f && cfg->std[c] != 1.0f)) {
-			snprintf(err, HN_ERR_MAX,
-				 "gpu: per-channel input normalisation (--normalize) is not in the "
-				 "gpu backend yet; use --device cpu");
-			return -EINVAL;
-		}
 	int count = 0;
 	cudaError_t e = cudaGetDeviceCount(&count);
 	if (e != cudaSuccess || count == 0) {
@@ -424,7 +443,7 @@ static void hn_cuda_destroy(void *state)
 	void *dev_ptrs[] = {st->params,	     st->grads,	      st->opt,	       st->params16,
 			    st->acts,	     st->dacts,	      st->scratch16,   st->d_tiles[0],
 			    st->d_tiles[1],  st->d_labels[0], st->d_labels[1], st->loss_tmp,
-			    st->correct_tmp, st->d_small,     st->ws};
+			    st->correct_tmp, st->d_small,     st->ws,	       st->bnbuf};
 	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
 		if (dev_ptrs[i])
 			cudaFree(dev_ptrs[i]);
@@ -478,7 +497,7 @@ static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labe
 	CU(cudaStreamWaitEvent(st->stream, st->ev_copied[b], 0), st->err);
 	CU(cudaEventRecord(st->ev_start, st->stream), st->err);
 	CU(hn_k_tiles_to_chw(st->d_tiles[b], cu_act(st, 0), n, st->m.in_h, st->m.in_w, st->m.in_c,
-			     st->stream),
+			     st->norm, st->stream),
 	   st->err);
 	return b;
 }
@@ -514,6 +533,41 @@ static int read_result(struct hn_cuda *st, struct hn_step_result *res)
 	return 0;
 }
 
+/* The optimizer step over parameters [p0, p1) with weight decay wd. */
+static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float lr, uint64_t step,
+		       float inv_scale)
+{
+	const struct hn_optim *o = &st->o;
+	const size_t np = st->m.nparams, cnt = p1 > p0 ? p1 - p0 : 0;
+	if (!cnt)
+		return 0;
+	float *w = st->params + p0, *g = st->grads + p0;
+	switch (o->kind) {
+	case HN_OPT_SGD:
+		CU(hn_k_sgd(w, g, cnt, lr, wd, inv_scale, st->stream), st->err);
+		break;
+	case HN_OPT_MOMENTUM:
+		CU(hn_k_momentum(w, g, st->opt + p0, cnt, lr, o->momentum, wd, inv_scale,
+				 st->stream),
+		   st->err);
+		break;
+	case HN_OPT_ADAM: {
+		double t = step ? (double)step : 1.0;
+		/* as trainer/optim.c computes them, for equal rounding */
+		float c1 = (float)(1.0 / (1.0 - pow((double)o->beta1, t)));
+		float c2 = (float)(1.0 / (1.0 - pow((double)o->beta2, t)));
+		CU(hn_k_adam(w, g, st->opt + p0, st->opt + np + p0, cnt, lr, o->beta1, o->beta2,
+			     o->eps, wd, c1, c2, inv_scale, st->stream),
+		   st->err);
+		break;
+	}
+	default:
+		snprintf(st->err, sizeof(st->err), "gpu: unknown optimizer %d", (int)o->kind);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skipped)
 {
 	size_t np = st->m.nparams;
@@ -537,31 +591,25 @@ static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skippe
 			return 0;
 		}
 	}
-	const struct hn_optim *o = &st->o;
-	switch (o->kind) {
-	case HN_OPT_SGD:
-		CU(hn_k_sgd(st->params, st->grads, np, lr, o->weight_decay, inv_scale, st->stream),
+	/*
+	 * The optimizer over the parameter block, except on batchnorm layers:
+	 * gamma and beta without weight decay, and the running statistics moved
+	 * towards the batch statistics their gradient slots hold (as the cpu
+	 * backend's update_slice).
+	 */
+	size_t p = 0;
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		if (l->kind != HN_LAYER_BATCHNORM)
+			continue;
+		TRY(optim_range(st, p, l->w_off, st->o.weight_decay, lr, step, inv_scale));
+		TRY(optim_range(st, l->w_off, l->s_off, 0.0f, lr, step, inv_scale));
+		CU(hn_k_running(st->params + l->s_off, st->grads + l->s_off, l->s_len,
+				HN_BN_MOMENTUM, inv_scale, st->stream),
 		   st->err);
-		break;
-	case HN_OPT_MOMENTUM:
-		CU(hn_k_momentum(st->params, st->grads, st->opt, np, lr, o->momentum,
-				 o->weight_decay, inv_scale, st->stream),
-		   st->err);
-		break;
-	case HN_OPT_ADAM: {
-		double t = step ? (double)step : 1.0;
-		/* as trainer/optim.c computes them, for equal rounding */
-		float c1 = (float)(1.0 / (1.0 - pow((double)o->beta1, t)));
-		float c2 = (float)(1.0 / (1.0 - pow((double)o->beta2, t)));
-		CU(hn_k_adam(st->params, st->grads, st->opt, st->opt + np, np, lr, o->beta1,
-			     o->beta2, o->eps, o->weight_decay, c1, c2, inv_scale, st->stream),
-		   st->err);
-		break;
+		p = l->s_off + l->s_len;
 	}
-	default:
-		snprintf(st->err, sizeof(st->err), "gpu: unknown optimizer %d", (int)o->kind);
-		return -EINVAL;
-	}
+	TRY(optim_range(st, p, np, st->o.weight_decay, lr, step, inv_scale));
 	CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
 	TRY(refresh_params16(st));
 	if (st->amp && ++st->good_steps >= HN_AMP_GROWTH) {
@@ -601,8 +649,9 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
+	st->step_scale = st->loss_scale / (float)group_size;
 	TRY(cu_forward(st, n, 1, step));
-	TRY(finish(st, b, n, st->loss_scale / (float)group_size, 1));
+	TRY(finish(st, b, n, st->step_scale, 1));
 	TRY(cu_backward(st, n, step));
 	if (apply)
 		TRY(apply_update(st, lr, step, &res->skipped));

@@ -83,6 +83,12 @@ struct hn_cuda {
 
 	float loss_scale;
 	int good_steps;
+	float step_scale; /* gradient scale per sample of the current train_step */
+
+	/* batch normalisation: per layer mean, invstd, mdy, mdyx (C floats each) at bn_off[i] */
+	float *bnbuf;
+	size_t bn_off[HN_MAX_LAYERS];
+	struct hn_k_norm norm; /* input normalisation (cfg's mean and std) */
 
 	uint64_t bytes;
 	char desc[512];
@@ -144,6 +150,12 @@ static inline float *cu_act(struct hn_cuda *st, int slot)
 static inline float *cu_dact(struct hn_cuda *st, int slot)
 {
 	return st->dacts + st->act_off[slot];
+}
+
+/* Batch normalisation layer i's mean, invstd, mdy and mdyx (k = 0..3), C floats each. */
+static inline float *cu_bn(struct hn_cuda *st, int i, int k)
+{
+	return st->bnbuf + st->bn_off[i] + (size_t)k * st->m.layers[i].in_c;
 }
 
 static inline void *cu_half_at(struct hn_cuda *st, size_t off)

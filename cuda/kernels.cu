@@ -32,7 +32,8 @@ static unsigned hn_blocks(size_t count)
 
 /* ---- input ---- */
 
-__global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w, int c)
+__global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w, int c,
+			       struct hn_k_norm norm)
 {
 	GRID_LOOP(i, total)
 	{
@@ -43,17 +44,20 @@ __global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int
 		size_t r = i % chw;
 		size_t ch = r / hw;
 		size_t p = r % hw; /* y * w + x */
-		x[i] = (float)tiles[img * chw + p * c + ch] * (1.0f / 255.0f);
+		float v = (float)tiles[img * chw + p * c + ch] * (1.0f / 255.0f);
+		if (norm.on && ch < 4)
+			v = (v - norm.mean[ch]) * norm.inv[ch];
+		x[i] = v;
 	}
 }
 
 extern "C" cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w, int c,
-					 cudaStream_t s)
+					 struct hn_k_norm norm, cudaStream_t s)
 {
 	size_t total = (size_t)n * h * w * c;
 	if (total == 0)
 		return cudaSuccess;
-	k_tiles_to_chw<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(tiles, x, total, h, w, c);
+	k_tiles_to_chw<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(tiles, x, total, h, w, c, norm);
 	return cudaGetLastError();
 }
 
@@ -380,6 +384,222 @@ extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *la
 	if (e != cudaSuccess)
 		return e;
 	k_reduce_result<<<1, HN_K_THREADS, 0, s>>>(loss_tmp, correct_tmp, n, res);
+	return cudaGetLastError();
+}
+
+/* ---- batch normalisation, global average pooling ---- */
+
+#define HN_BN_EPS 1e-5 /* trainer/backend.h's */
+
+/* part[0] = the sum of part[0..HN_K_THREADS) in a fixed tree (all threads call it). */
+__device__ void block_sum2(double *a, double *b)
+{
+	__syncthreads();
+	for (int stride = HN_K_THREADS / 2; stride > 0; stride >>= 1) {
+		if ((int)threadIdx.x < stride) {
+			a[threadIdx.x] += a[threadIdx.x + stride];
+			b[threadIdx.x] += b[threadIdx.x + stride];
+		}
+		__syncthreads();
+	}
+}
+
+__global__ void k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
+			   float *run, float scale)
+{
+	__shared__ double sa[HN_K_THREADS], sb[HN_K_THREADS];
+	int ch = blockIdx.x;
+	size_t per = (size_t)n * hw;
+	double a = 0, b = 0;
+	for (size_t j = threadIdx.x; j < per; j += blockDim.x) {
+		size_t img = j / (size_t)hw, p = j % (size_t)hw;
+		double v = x[(img * c + ch) * (size_t)hw + p];
+		a += v;
+		b += v * v;
+	}
+	sa[threadIdx.x] = a;
+	sb[threadIdx.x] = b;
+	block_sum2(sa, sb);
+	if (threadIdx.x == 0) {
+		double M = (double)per, mu = sa[0] / M, var = sb[0] / M - mu * mu;
+		if (var < 0)
+			var = 0;
+		mean[ch] = (float)mu;
+		invstd[ch] = (float)(1.0 / sqrt(var + HN_BN_EPS));
+		if (run) {
+			double unbiased = M > 1 ? var * M / (M - 1) : var;
+			run[ch] += (float)(mu * n) * scale;
+			run[c + ch] += (float)(unbiased * n) * scale;
+		}
+	}
+}
+
+extern "C" cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean,
+				     float *invstd, float *run, float scale, cudaStream_t s)
+{
+	if (c <= 0 || n <= 0 || hw <= 0)
+		return cudaSuccess;
+	k_bn_stats<<<(unsigned)c, HN_K_THREADS, 0, s>>>(x, n, c, hw, mean, invstd, run, scale);
+	return cudaGetLastError();
+}
+
+__global__ void k_bn_running(const float *run, int c, float *mean, float *invstd)
+{
+	GRID_LOOP(ch, (size_t)c)
+	{
+		mean[ch] = run[ch];
+		invstd[ch] = 1.0f / sqrtf(fmaxf(run[c + ch], 0.0f) + (float)HN_BN_EPS);
+	}
+}
+
+extern "C" cudaError_t hn_k_bn_running(const float *run, int c, float *mean, float *invstd,
+				       cudaStream_t s)
+{
+	if (c <= 0)
+		return cudaSuccess;
+	k_bn_running<<<hn_blocks((size_t)c), HN_K_THREADS, 0, s>>>(run, c, mean, invstd);
+	return cudaGetLastError();
+}
+
+__global__ void k_bn_apply(const float *x, float *y, size_t total, int c, int hw,
+			   const float *mean, const float *invstd, const float *gamma,
+			   const float *beta)
+{
+	GRID_LOOP(i, total)
+	{
+		int ch = (int)((i / (size_t)hw) % (size_t)c);
+		float a = gamma[ch] * invstd[ch], b = beta[ch] - mean[ch] * a;
+		y[i] = x[i] * a + b;
+	}
+}
+
+extern "C" cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw,
+				     const float *mean, const float *invstd, const float *gamma,
+				     const float *beta, cudaStream_t s)
+{
+	size_t total = (size_t)n * c * hw;
+	if (total == 0)
+		return cudaSuccess;
+	k_bn_apply<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, c, hw, mean, invstd,
+							     gamma, beta);
+	return cudaGetLastError();
+}
+
+__global__ void k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
+			      const float *mean, const float *invstd, float *dgamma, float *dbeta,
+			      float *mdy, float *mdyx)
+{
+	__shared__ double sa[HN_K_THREADS], sb[HN_K_THREADS];
+	int ch = blockIdx.x;
+	size_t per = (size_t)n * hw;
+	float mu = mean[ch], is = invstd[ch];
+	double a = 0, b = 0;
+	for (size_t j = threadIdx.x; j < per; j += blockDim.x) {
+		size_t img = j / (size_t)hw, p = j % (size_t)hw;
+		size_t at = (img * c + ch) * (size_t)hw + p;
+		float g = dy[at];
+		a += g;
+		b += (double)g * ((x[at] - mu) * is);
+	}
+	sa[threadIdx.x] = a;
+	sb[threadIdx.x] = b;
+	block_sum2(sa, sb);
+	if (threadIdx.x == 0) {
+		dbeta[ch] += (float)sa[0];
+		dgamma[ch] += (float)sb[0];
+		mdy[ch] = (float)(sa[0] / (double)per);
+		mdyx[ch] = (float)(sb[0] / (double)per);
+	}
+}
+
+extern "C" cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
+					const float *mean, const float *invstd, float *dgamma,
+					float *dbeta, float *mdy, float *mdyx, cudaStream_t s)
+{
+	if (c <= 0 || n <= 0 || hw <= 0)
+		return cudaSuccess;
+	k_bn_bwd_sums<<<(unsigned)c, HN_K_THREADS, 0, s>>>(dy, x, n, c, hw, mean, invstd, dgamma,
+							   dbeta, mdy, mdyx);
+	return cudaGetLastError();
+}
+
+__global__ void k_bn_bwd(const float *dy, const float *x, float *dx, size_t total, int c, int hw,
+			 const float *mean, const float *invstd, const float *gamma,
+			 const float *mdy, const float *mdyx)
+{
+	GRID_LOOP(i, total)
+	{
+		int ch = (int)((i / (size_t)hw) % (size_t)c);
+		float is = invstd[ch], g = gamma[ch] * is;
+		dx[i] = g * (dy[i] - mdy[ch] - (x[i] - mean[ch]) * is * mdyx[ch]);
+	}
+}
+
+extern "C" cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c, int hw,
+				   const float *mean, const float *invstd, const float *gamma,
+				   const float *mdy, const float *mdyx, cudaStream_t s)
+{
+	size_t total = (size_t)n * c * hw;
+	if (total == 0)
+		return cudaSuccess;
+	k_bn_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(dy, x, dx, total, c, hw, mean, invstd,
+							   gamma, mdy, mdyx);
+	return cudaGetLastError();
+}
+
+__global__ void k_avgpool_fwd(const float *x, float *y, size_t planes, int hw)
+{
+	GRID_LOOP(i, planes)
+	{
+		const float *p = x + i * (size_t)hw;
+		float acc = 0.0f;
+		for (int j = 0; j < hw; j++)
+			acc += p[j];
+		y[i] = acc * (1.0f / (float)hw);
+	}
+}
+
+__global__ void k_avgpool_bwd(const float *dy, float *dx, size_t total, int hw)
+{
+	GRID_LOOP(i, total)
+	{
+		dx[i] = dy[i / (size_t)hw] * (1.0f / (float)hw);
+	}
+}
+
+extern "C" cudaError_t hn_k_avgpool_fwd(const float *x, float *y, size_t planes, int hw,
+					cudaStream_t s)
+{
+	if (planes == 0 || hw <= 0)
+		return cudaSuccess;
+	k_avgpool_fwd<<<hn_blocks(planes), HN_K_THREADS, 0, s>>>(x, y, planes, hw);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_avgpool_bwd(const float *dy, float *dx, size_t planes, int hw,
+					cudaStream_t s)
+{
+	size_t total = planes * (size_t)(hw > 0 ? hw : 0);
+	if (total == 0)
+		return cudaSuccess;
+	k_avgpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(dy, dx, total, hw);
+	return cudaGetLastError();
+}
+
+__global__ void k_running(float *run, const float *grad, size_t count, float m, float inv_scale)
+{
+	GRID_LOOP(i, count)
+	{
+		run[i] = (1.0f - m) * run[i] + m * (grad[i] * inv_scale);
+	}
+}
+
+extern "C" cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m,
+				    float inv_scale, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_running<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(run, grad, count, m, inv_scale);
 	return cudaGetLastError();
 }
 

@@ -32,9 +32,16 @@ struct hn_k_result {
 	int bad_label; /* a label >= nclasses was seen (loss of that sample is 0) */
 };
 
-/* x[n][c][h][w] = tiles[n][h][w][c] / 255. */
+/*
+ * x[n][c][h][w] = tiles[n][h][w][c] / 255, then (x - mean[c]) * inv[c] for
+ * c < 4 when norm.on (per-channel input normalisation, inv = 1 / std).
+ */
+struct hn_k_norm {
+	float mean[4], inv[4];
+	int on;
+};
 cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int w, int c,
-			      cudaStream_t s);
+			      struct hn_k_norm norm, cudaStream_t s);
 
 /* y[i][ch][p] += b[ch] for i < n, p < hw (conv bias: hw = H*W; dense bias: hw = 1). */
 cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s);
@@ -74,6 +81,39 @@ cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count, float p, 
 cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
 			      float grad_scale, float *dlogits, float *loss_tmp, int *correct_tmp,
 			      struct hn_k_result *res, cudaStream_t s);
+
+/*
+ * Batch normalisation over x[n][c][hw], the cpu backend's arithmetic
+ * (trainer/norm.c), each reduction one block per channel in a fixed tree
+ * (deterministic):
+ * stats: mean[c] and invstd[c] = 1 / sqrt(var + 1e-5) of the batch; when run
+ *   is not NULL, run[c] += (mean * n) * scale and run[C + c] += (unbiased
+ *   var * n) * scale (the running statistics' gradient slots; scale is the
+ *   step's gradient scale per sample, as for the gradients);
+ * running: mean and invstd from the running statistics run[0..2C);
+ * apply: y = x * (gamma * invstd) + (beta - mean * gamma * invstd);
+ * bwd_sums: dbeta[c] += sum dy, dgamma[c] += sum dy * xhat, and their batch
+ *   means into mdy, mdyx;
+ * bwd: dx = gamma * invstd * (dy - mdy - xhat * mdyx).
+ */
+cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
+			  float *run, float scale, cudaStream_t s);
+cudaError_t hn_k_bn_running(const float *run, int c, float *mean, float *invstd, cudaStream_t s);
+cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw, const float *mean,
+			  const float *invstd, const float *gamma, const float *beta,
+			  cudaStream_t s);
+cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
+			     const float *mean, const float *invstd, float *dgamma, float *dbeta,
+			     float *mdy, float *mdyx, cudaStream_t s);
+cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c, int hw,
+			const float *mean, const float *invstd, const float *gamma,
+			const float *mdy, const float *mdyx, cudaStream_t s);
+/* Global average pooling: y[plane] = mean of x[plane][0..hw); dx[plane][p] = dy[plane] / hw. */
+cudaError_t hn_k_avgpool_fwd(const float *x, float *y, size_t planes, int hw, cudaStream_t s);
+cudaError_t hn_k_avgpool_bwd(const float *dy, float *dx, size_t planes, int hw, cudaStream_t s);
+/* Running statistics: run = (1 - m) * run + m * grad * inv_scale. */
+cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m, float inv_scale,
+			 cudaStream_t s);
 
 /* Optimizer updates over count parameters; g = grad * inv_scale. */
 cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd, float inv_scale,

@@ -417,9 +417,27 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 						   cudaMemcpyDeviceToDevice, st->stream),
 				   st->err);
 			break;
-		case HN_LAYER_BATCHNORM: /* refused at create (check_model) */
+		case HN_LAYER_BATCHNORM: {
+			const int C = l->in_c, hw = l->in_h * l->in_w;
+			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
+			if (train) /* the batch's statistics, and their share of the running ones */
+				CU(hn_k_bn_stats(x, n, C, hw, mean, invstd, st->grads + l->s_off,
+						 st->step_scale, st->stream),
+				   st->err);
+			else
+				CU(hn_k_bn_running(st->params + l->s_off, C, mean, invstd,
+						   st->stream),
+				   st->err);
+			CU(hn_k_bn_apply(x, y, n, C, hw, mean, invstd, st->params + l->w_off,
+					 st->params + l->b_off, st->stream),
+			   st->err);
+			break;
+		}
 		case HN_LAYER_AVGPOOL:
-			return -EINVAL;
+			CU(hn_k_avgpool_fwd(x, y, (size_t)n * l->in_c, l->in_h * l->in_w,
+					    st->stream),
+			   st->err);
+			break;
 		}
 	}
 	return 0;
@@ -462,9 +480,25 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 						   cudaMemcpyDeviceToDevice, st->stream),
 				   st->err);
 			break;
-		case HN_LAYER_BATCHNORM:
+		case HN_LAYER_BATCHNORM: {
+			const int C = l->in_c, hw = l->in_h * l->in_w;
+			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
+			float *mdy = cu_bn(st, i, 2), *mdyx = cu_bn(st, i, 3);
+			CU(hn_k_bn_bwd_sums(dy, x, n, C, hw, mean, invstd, st->grads + l->w_off,
+					    st->grads + l->b_off, mdy, mdyx, st->stream),
+			   st->err);
+			if (i > 0)
+				CU(hn_k_bn_bwd(dy, x, dx, n, C, hw, mean, invstd,
+					       st->params + l->w_off, mdy, mdyx, st->stream),
+				   st->err);
+			break;
+		}
 		case HN_LAYER_AVGPOOL:
-			return -EINVAL;
+			if (i > 0)
+				CU(hn_k_avgpool_bwd(dy, dx, (size_t)n * l->in_c, l->in_h * l->in_w,
+						    st->stream),
+				   st->err);
+			break;
 		}
 	}
 	return 0;

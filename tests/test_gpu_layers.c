@@ -2,15 +2,18 @@
  * test_gpu_layers - the gpu backend against the cpu backend, layer by layer.
  *
  * For a matrix of small models (conv alone, strided/padded conv, conv +
- * maxpool, overlapping pool, dense, relu, dropout p=0, the built-in cnn)
+ * maxpool, overlapping pool, dense, relu, dropout p=0, the built-in cnn,
+ * batchnorm after conv and dense layers and on the input, global average
+ * pooling)
  * on random tiles, both backends start from the same weights and must agree:
  *   - forward: evaluate's loss_sum (relative 1e-4) and correct (equal), at
  *     max_batch and at a smaller batch;
  *   - every gradient: with sgd, lr = 1 and no weight decay, params before
  *     minus params after one train_step IS the gradient; compared per layer
- *     and tensor, max |gpu - cpu| <= 1e-3 * max |cpu| (fp32);
+ *     and tensor, max |gpu - cpu| <= 1e-3 * max |cpu| (fp32); batchnorm's
+ *     running statistics after the step likewise;
  *   - accumulation: two half batches with apply only on the second give the
- *     full-batch gradient;
+ *     full-batch gradient (with batchnorm, the cpu's sum of the same halves);
  *   - momentum and adam (with weight decay) over three steps: parameter
  *     changes and optimizer state within 2e-3 of the largest;
  *   - --amp: the gradient within 3e-2 of the largest (fp16 products), after
@@ -49,12 +52,28 @@ struct shape {
 };
 
 static const struct shape shapes[] = {
-	{"c4k3", 1, 8, 8, 5},	   {"c4k3s2p1", 3, 9, 9, 5},
-	{"c4k3-m2", 2, 10, 10, 4}, {"c3k3-r-m3s2", 1, 11, 11, 5},
-	{"d16", 1, 6, 6, 5},	   {"d16-r", 3, 5, 5, 7},
-	{"d16-x0", 1, 6, 6, 5},	   {"c8k5p2-r-m2-c8k3-r-m2-d32-r-x0", 3, 16, 16, 10},
+	{"c4k3", 1, 8, 8, 5},
+	{"c4k3s2p1", 3, 9, 9, 5},
+	{"c4k3-m2", 2, 10, 10, 4},
+	{"c3k3-r-m3s2", 1, 11, 11, 5},
+	{"d16", 1, 6, 6, 5},
+	{"d16-r", 3, 5, 5, 7},
+	{"d16-x0", 1, 6, 6, 5},
+	{"c8k5p2-r-m2-c8k3-r-m2-d32-r-x0", 3, 16, 16, 10},
 	{"cnn", 1, 28, 28, 10},
+	/* batch normalisation after conv and dense layers, global average pooling */
+	{"c4k3p1-bn-r-m2-c6k3-bn-r-gap-d8-bn-r", 2, 10, 10, 5},
+	{"bn-c4k3-r-gap", 1, 7, 7, 4},
 };
+
+/* Does the model normalise with batch statistics (so half batches are not the whole)? */
+static int has_bn(const struct hn_model *m)
+{
+	for (int i = 0; i < m->nlayers; i++)
+		if (m->layers[i].kind == HN_LAYER_BATCHNORM)
+			return 1;
+	return 0;
+}
 
 /* Compare a parameter-sized vector per layer and tensor; tol relative to the tensor's max |ref|. */
 static void compare_tensors(const char *what, const char *spec, const struct hn_model *m,
@@ -62,8 +81,9 @@ static void compare_tensors(const char *what, const char *spec, const struct hn_
 {
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		for (int t = 0; t < 2; t++) {
-			size_t off = t ? l->b_off : l->w_off, len = t ? l->b_len : l->w_len;
+		for (int t = 0; t < 3; t++) { /* weights, bias, batchnorm running statistics */
+			size_t off = t == 2 ? l->s_off : t ? l->b_off : l->w_off;
+			size_t len = t == 2 ? l->s_len : t ? l->b_len : l->w_len;
 			if (!len)
 				continue;
 			double maxref = 0, maxerr = 0;
@@ -84,9 +104,12 @@ static void compare_tensors(const char *what, const char *spec, const struct hn_
 			if (bad || maxerr > limit) {
 				printf("FAIL %s [%s] layer %d %s: max abs err %.3g at %zu "
 				       "(cpu %.6g gpu %.6g), max |cpu| %.3g, rel %.3g > %.3g\n",
-				       what, spec, i, t ? "bias" : "weights", maxerr, at,
-				       (double)ref[off + at], (double)got[off + at], maxref,
-				       maxref > 0 ? maxerr / maxref : maxerr, (double)tol);
+				       what, spec, i,
+				       t == 2 ? "running statistics"
+				       : t    ? "bias"
+					      : "weights",
+				       maxerr, at, (double)ref[off + at], (double)got[off + at],
+				       maxref, maxref > 0 ? maxerr / maxref : maxerr, (double)tol);
 				failures++;
 			}
 		}
@@ -232,10 +255,18 @@ static void test_model(const struct shape *s, struct rng *rg)
 	    pair_step(&p, s->spec, tiles + tile * (NB / 2), labels + NB / 2, NB / 2, NB, 1, 1.0f, 1,
 		      res) < 0)
 		goto out_pair;
-	p.ops[1]->get_params(p.st[1], after[1]);
-	for (size_t j = 0; j < np; j++)
-		after[1][j] = init[j] - after[1][j];
-	compare_tensors("accumulated gradient", s->spec, &m, grad[0], after[1], 1e-3f);
+	/*
+	 * Without batchnorm the two halves make the whole batch's gradient; with
+	 * it each half is normalised with its own statistics, so the gpu's sum
+	 * must be the cpu's sum of the same halves.
+	 */
+	for (int k = 0; k < 2; k++) {
+		p.ops[k]->get_params(p.st[k], after[k]);
+		for (size_t j = 0; j < np; j++)
+			after[k][j] = init[j] - after[k][j];
+	}
+	compare_tensors("accumulated gradient", s->spec, &m, has_bn(&m) ? after[0] : grad[0],
+			after[1], 1e-3f);
 	pair_destroy(&p);
 
 	/* optimizers with weight decay over three steps on different batches */
