@@ -305,6 +305,24 @@ static uint8_t *rb_gen(struct sfs_rbuf *rb, size_t len)
 	return p;
 }
 
+/*
+ * Where the next len bytes a read writes itself go: the flat buffer at the
+ * reply's end, or (a reply of iovecs) generated room that rb_commit then
+ * adds. NULL when the generated room is spent.
+ */
+static uint8_t *rb_room(struct sfs_rbuf *rb, size_t len)
+{
+	return rb->flat ? rb->out + rb->total : rb_gen(rb, len);
+}
+
+static void rb_commit(struct sfs *fs, struct sfs_rbuf *rb, const uint8_t *p, size_t len)
+{
+	if (rb->flat)
+		rb->total += len;
+	else
+		rb_add(fs, rb, p, len);
+}
+
 /* Add bytes [off, off+len) of decoded sheet i. */
 static int rb_add_sheet(struct sfs *fs, struct sfs_rbuf *rb, uint32_t i, uint64_t off, size_t len)
 {
@@ -588,34 +606,19 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 
 	struct memo m = {.raw = NULL};
 	const uint64_t tb = fs->tile_bytes;
-	rb->flat = 1;
+	/*
+	 * Tiles of a page or more go into the reply as iovecs pointing into their
+	 * pinned sheets (no copy here: the kernel's copy to the reader is the
+	 * only one); smaller ones, and the header, labels and ids, are copied
+	 * or generated into the thread's buffers.
+	 */
+	const int zc = tb >= 4096 && !rb->flat;
+	if (!zc)
+		rb->flat = 1;
 	while (pos < end && r == 0) {
-		uint8_t *dst = rb->out + rb->total;
 		uint64_t take;
-		if (pos < SPRITE_BATCH_HEADER_SIZE) {
-			take = SPRITE_BATCH_HEADER_SIZE - pos;
-			if (take > end - pos)
-				take = end - pos;
-			memcpy(dst, hb + pos, take);
-		} else if (pos >= h.labels_offset && pos < h.labels_offset + 2ull * cnt) {
-			uint64_t k = (pos - h.labels_offset) / 2,
-				 byte = (pos - h.labels_offset) % 2;
-			uint32_t slot;
-			r = memo_sample(fs, &m, sp->index, ids[k], &slot);
-			if (r < 0)
-				break;
-			*dst = m.raw[m.labels_off + 2 * (size_t)slot + byte];
-			take = 1;
-		} else if (pos >= h.ids_offset && pos < h.ids_offset + 4ull * cnt) {
-			uint64_t k = (pos - h.ids_offset) / 4, byte = (pos - h.ids_offset) % 4;
-			uint32_t id = ids[k];
-			uint8_t le[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)(id >> 16),
-					 (uint8_t)(id >> 24)};
-			take = 4 - byte;
-			if (take > end - pos)
-				take = end - pos;
-			memcpy(dst, le + byte, take);
-		} else if (pos >= h.tiles_offset && pos < h.tiles_offset + tb * cnt) {
+		uint8_t *dst;
+		if (pos >= h.tiles_offset && pos < h.tiles_offset + tb * cnt) {
 			uint64_t k = (pos - h.tiles_offset) / tb,
 				 within = (pos - h.tiles_offset) % tb;
 			uint32_t slot;
@@ -625,7 +628,52 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 			take = tb - within;
 			if (take > end - pos)
 				take = end - pos;
-			memcpy(dst, m.raw + m.tiles_off + (uint64_t)slot * tb + within, take);
+			uint64_t at = m.tiles_off + (uint64_t)slot * tb + within;
+			if (zc && !rb->flat) {
+				r = rb_add_sheet(fs, rb, m.sheet, at, (size_t)take);
+				pos += take;
+				continue;
+			}
+			memcpy(rb_room(rb, take), m.raw + at, take);
+			rb->total += take;
+			pos += take;
+			continue;
+		}
+		if (pos < SPRITE_BATCH_HEADER_SIZE) {
+			take = SPRITE_BATCH_HEADER_SIZE - pos;
+			if (take > end - pos)
+				take = end - pos;
+			if (!(dst = rb_room(rb, take))) {
+				r = -ENOMEM;
+				break;
+			}
+			memcpy(dst, hb + pos, take);
+		} else if (pos >= h.labels_offset && pos < h.labels_offset + 2ull * cnt) {
+			uint64_t k = (pos - h.labels_offset) / 2,
+				 byte = (pos - h.labels_offset) % 2;
+			uint32_t slot;
+			r = memo_sample(fs, &m, sp->index, ids[k], &slot);
+			if (r < 0)
+				break;
+			take = 1;
+			if (!(dst = rb_room(rb, take))) {
+				r = -ENOMEM;
+				break;
+			}
+			*dst = m.raw[m.labels_off + 2 * (size_t)slot + byte];
+		} else if (pos >= h.ids_offset && pos < h.ids_offset + 4ull * cnt) {
+			uint64_t k = (pos - h.ids_offset) / 4, byte = (pos - h.ids_offset) % 4;
+			uint32_t id = ids[k];
+			uint8_t le[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)(id >> 16),
+					 (uint8_t)(id >> 24)};
+			take = 4 - byte;
+			if (take > end - pos)
+				take = end - pos;
+			if (!(dst = rb_room(rb, take))) {
+				r = -ENOMEM;
+				break;
+			}
+			memcpy(dst, le + byte, take);
 		} else {
 			/* padding between sections */
 			uint64_t next = h.total_size;
@@ -638,9 +686,13 @@ static int read_epoch_batch(struct sfs *fs, struct sfs_split *sp, uint32_t a, ui
 			take = next - pos;
 			if (take > end - pos)
 				take = end - pos;
+			if (!(dst = rb_room(rb, take))) {
+				r = -ENOMEM;
+				break;
+			}
 			memset(dst, 0, take);
 		}
-		rb->total += take;
+		rb_commit(fs, rb, dst, take);
 		pos += take;
 	}
 	if (m.raw)

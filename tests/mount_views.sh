@@ -3,8 +3,9 @@
 # labels.npy, by-class images, sheet images, epoch views, dataset.json) is
 # byte-exact against the store, checked by mount_check (an independent
 # decode), over a matrix of stores and options: gray and RGB and RGBA tiles,
-# lz4 and raw sheets, partial last sheets, full and windowed shuffles, O_DIRECT
-# and buffered reads, opens by the kernel (no_open) and by the daemon, the
+# lz4 and raw sheets, partial last sheets, full and windowed shuffles, tiles
+# below a page (copied into the reply) and of a page or more (replied from
+# the sheets, up to the pin limit, then copied), O_DIRECT and buffered reads, opens by the kernel (no_open) and by the daemon, the
 # store on disk and on tmpfs. Prints the combination
 # that failed. Also: by-class names when class names repeat, are numbers, are
 # not UTF-8, or number more than 4096.
@@ -17,6 +18,8 @@ matrix=(
 	"rgb-raw-windowed|--count-train 1003 --count-test 100 --tile 32x30x3 --sheet 64 --codec none --classes 7 --window 4|cache=2M,batch=100,prefetch=4,seed=11|--seed 11 --epochs 2"
 	"rgba-buffered|--count-train 500 --count-test 0 --tile 9x7x4 --sheet 50 --classes 3|cache=16M,direct=0,batch=33,window=3,kernel_open=0|--epochs 1"
 	"gray-one-sheet|--count-train 10 --count-test 1 --sheet 1024 --classes 2|cache=8M,batch=3,workers=1,prefetch=0|--epochs 3 --direct"
+	"rgb-large-tiles|--count-train 700 --count-test 50 --tile 48x40x3 --sheet 40 --classes 5|cache=32M,batch=100|--epochs 2 --direct"
+	"gray-page-tiles|--count-train 600 --count-test 30 --tile 64x64x1 --sheet 50 --classes 4|cache=16M,batch=7|--epochs 1"
 )
 for row in "${matrix[@]}"; do
 	IFS='|' read -r name mk opts chk <<<"$row"
