@@ -3,9 +3,10 @@
  *
  * A read is assembled from pinned, decoded sheets (cache.c). Where the bytes
  * of a reply are contiguous in a sheet (batch files, images.npy, by-class
- * images) the reply points into the sheet (iovecs, no copy); where they are
- * gathered tile by tile (epoch views, sheet images) they are copied into one
- * per-thread buffer. A sheet that cannot be decoded turns every read that
+ * images, and each tile of a page or more in an epoch view) the reply points
+ * into the sheet (iovecs, no copy); where they are gathered in smaller
+ * pieces (the tiles of small-tile epoch views, sheet images' rows) they are
+ * copied into one per-thread buffer. A sheet that cannot be decoded turns every read that
  * needs it into EIO and no other.
  *
  * What to load ahead of a reader is decided in one place, sfs_readahead(),
