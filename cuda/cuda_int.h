@@ -170,6 +170,9 @@ static inline void *cu_w16(struct hn_cuda *st, size_t off)
 
 /* ---- layers.c: the layers and the passes through them ---- */
 
+/* The backend trusts nothing in m: shapes chain, parameter ranges fit, pooling is as computed. */
+int cu_check_model(const struct hn_model *m, char *err);
+
 /* Grow the one workspace to need bytes (synchronising: the old one may be in use). */
 int cu_ws_reserve(struct hn_cuda *st, size_t need);
 /* Descriptors of conv layer i, and its algorithms chosen for max_batch. */
