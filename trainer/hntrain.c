@@ -276,7 +276,7 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 	       t->ntrain, t->ntest, hn_source_no_test(o->test_split) ? "test" : o->test_split,
 	       di->h, di->w, di->c, di->nclasses);
 	printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
-	       t->m->name, t->m->nparams,
+	       o->model, t->m->nparams,
 	       o->optim.kind == HN_OPT_ADAM	  ? "adam"
 	       : o->optim.kind == HN_OPT_MOMENTUM ? "momentum"
 						  : "sgd",
