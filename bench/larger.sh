@@ -11,7 +11,8 @@
 #  2. The bound: fio O_DIRECT on the store file (MB/s) x the compression
 #     ratio (decoded bytes over stored bytes of the train split), and the
 #     decode rate of one thread (spritefs-readbench --decode lz4: what a decode
-#     worker does, stored bytes already in memory) x the mount's decode
+#     worker does, stored bytes already in memory, each sheet decoded into
+#     its own buffer as into the cache's blocks) x the mount's decode
 #     workers (its default: one per CPU); the smaller of the two.
 #  3. A cold epoch (page cache dropped, fresh mount, -o cache=CACHE, all else
 #     default) over train/epochs/1/0 read with O_DIRECT by NCPU threads, as
