@@ -16,22 +16,45 @@
  */
 #include "trainer/layers.h"
 
+/*
+ * Sums of a plane in LANES independent double lanes, added in a fixed order:
+ * the loop vectorizes (no -ffast-math needed), and the result depends only
+ * on the plane, never on the thread or the chunk that summed it.
+ */
+#define LANES 8
+
+HN_HOT static void plane_sums(const float *restrict x, size_t P, double *sa, double *sb)
+{
+	double a[LANES] = {0}, b[LANES] = {0};
+	size_t i = 0;
+	for (; i + LANES <= P; i += LANES)
+		for (int u = 0; u < LANES; u++) {
+			double v = x[i + u];
+			a[u] += v;
+			b[u] += v * v;
+		}
+	double ra = 0, rb = 0;
+	for (; i < P; i++) {
+		double v = x[i];
+		ra += v;
+		rb += v * v;
+	}
+	for (int u = 0; u < LANES; u++) {
+		ra += a[u];
+		rb += b[u];
+	}
+	*sa += ra;
+	*sb += rb;
+}
+
 HN_HOT void hn_batchnorm_sums(double *restrict sum, double *restrict sumsq,
 			      const float *restrict in, int n, const struct hn_layer *l)
 {
 	const int C = l->in_c;
 	const size_t P = (size_t)l->in_h * l->in_w;
 	for (int s = 0; s < n; s++)
-		for (int c = 0; c < C; c++) {
-			const float *restrict x = in + ((size_t)s * C + c) * P;
-			double a = 0, b = 0;
-			for (size_t i = 0; i < P; i++) {
-				a += x[i];
-				b += (double)x[i] * x[i];
-			}
-			sum[c] += a;
-			sumsq[c] += b;
-		}
+		for (int c = 0; c < C; c++)
+			plane_sums(in + ((size_t)s * C + c) * P, P, &sum[c], &sumsq[c]);
 }
 
 HN_HOT void hn_batchnorm_forward(float *restrict out, const float *restrict in,
@@ -63,13 +86,25 @@ HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sd
 			const float *restrict x = in + ((size_t)s * C + c) * P;
 			const float *restrict dy = dout + ((size_t)s * C + c) * P;
 			const float mu = mean[c], is = invstd[c];
-			double a = 0, b = 0;
-			for (size_t i = 0; i < P; i++) {
-				a += dy[i];
-				b += (double)dy[i] * ((x[i] - mu) * is);
+			double a[LANES] = {0}, b[LANES] = {0}, ra = 0, rb = 0;
+			size_t i = 0;
+			for (; i + LANES <= P; i += LANES)
+				for (int u = 0; u < LANES; u++) {
+					float g = dy[i + u];
+					a[u] += g;
+					b[u] += (double)(g * ((x[i + u] - mu) * is));
+				}
+			for (; i < P; i++) {
+				float g = dy[i];
+				ra += g;
+				rb += (double)(g * ((x[i] - mu) * is));
 			}
-			sdy[c] += a;
-			sdyx[c] += b;
+			for (int u = 0; u < LANES; u++) {
+				ra += a[u];
+				rb += b[u];
+			}
+			sdy[c] += ra;
+			sdyx[c] += rb;
 		}
 }
 
