@@ -190,6 +190,8 @@ static int setup(struct hn_cuda *st, const float *init)
 	}
 	if (bn)
 		TRY(cu_dev_alloc(st, (void **)&st->bnbuf, bn * sizeof(float), "batchnorm"));
+	_Static_assert(HN_NORM_CH == sizeof st->norm.mean / sizeof st->norm.mean[0],
+		       "kernels.h's hn_k_norm covers the channels of hn_backend_config");
 	for (int c = 0; c < HN_NORM_CH; c++) {
 		float mu = st->cfg.mean[c], sd = st->cfg.std[c] > 0.0f ? st->cfg.std[c] : 1.0f;
 		st->norm.mean[c] = mu;

@@ -107,7 +107,7 @@ struct hn_checkpoint {
 	char test_split[17]; /* the evaluation split ("" in older files: found again) */
 	char augment[28];    /* --augment's canonical spelling; "" none */
 	/* --normalize's per-channel mean and std (std all 0: none) */
-	float norm_mean[4], norm_std[4];
+	float norm_mean[HN_NORM_CH], norm_std[HN_NORM_CH];
 	uint64_t train_count; /* training samples per epoch (after --limit) */
 	/* The learning-rate schedule of the run (version 2 on; has_schedule 0
 	 * for a version-1 file): --lr, --schedule, --gamma, --step-epochs,

@@ -91,6 +91,8 @@ static inline int hn_optim_state_per_param(enum hn_optim_kind k)
 	return k == HN_OPT_ADAM ? 2 : k == HN_OPT_MOMENTUM ? 1 : 0;
 }
 
+#define HN_NORM_CH 4 /* channels input normalisation covers (hn_backend_config) */
+
 struct hn_backend_config {
 	int threads;	  /* maths threads (cpu); 0 = default */
 	int max_batch;	  /* largest batch passed to train/eval */
@@ -103,9 +105,8 @@ struct hn_backend_config {
 	 * Input normalisation per channel (channels past HN_NORM_CH keep 0 and 1):
 	 * x = (byte / 255 - mean[c]) / std[c]. A zeroed config means mean 0, std 1.
 	 */
-	float mean[4], std[4];
+	float mean[HN_NORM_CH], std[HN_NORM_CH];
 };
-#define HN_NORM_CH 4
 
 struct hn_step_result {
 	double loss_sum;  /* sum over the batch of per-sample cross-entropy */

@@ -55,6 +55,7 @@ struct ckpt_header {
 #define CKPT_NORM_AT	   20 /* in pad: bytes 444..475, --normalize's mean[4] then std[4] */
 #define CKPT_TEST_SPLIT_AT 0  /* in pad: bytes 424..439, the evaluation split, NUL-padded */
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
+_Static_assert(HN_NORM_CH == 4, "the header holds 4 channels of --normalize");
 _Static_assert(offsetof(struct ckpt_header, lr) == 376 &&
 		       offsetof(struct ckpt_header, sched) == 416 &&
 		       offsetof(struct ckpt_header, augment) == 484,
@@ -279,7 +280,7 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->augment[sizeof c->augment - 1] = 0;
 	memcpy(c->norm_mean, h.pad + CKPT_NORM_AT, sizeof c->norm_mean);
 	memcpy(c->norm_std, h.pad + CKPT_NORM_AT + sizeof c->norm_mean, sizeof c->norm_std);
-	for (int k = 0; k < 4; k++) /* whatever the file says: finite, std >= 0 */
+	for (int k = 0; k < HN_NORM_CH; k++) /* whatever the file says: finite, std >= 0 */
 		if (!isfinite(c->norm_mean[k]) || !(c->norm_std[k] >= 0 && c->norm_std[k] < 1e6)) {
 			snprintf(err, HN_ERR_MAX, "%s: bad input normalisation in the header",
 				 path);

@@ -81,6 +81,7 @@ struct step_job {
 	float scale; /* 1 / group_size */
 	float lr;
 	uint64_t t;
+	int input;	    /* first convert the tiles (the step's first dispatch) */
 	int fa, fb;	    /* forward through layers [fa, fb) */
 	int loss;	    /* then the loss (and, training, its gradient) */
 	int ba, bb;	    /* then backward through layers [ba, bb) */

@@ -111,17 +111,20 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 	}
 }
 
-/* Layers [a, b) forward on rows [r0, r1): the spatial ones chunk by chunk, then the rest. */
+/*
+ * Layers [a, b) forward on rows [r0, r1): the spatial ones chunk by chunk
+ * (after the tiles' conversion when j->input), then the rest.
+ */
 static void forward_rows(struct cpu_state *st, struct step_job *j, int tid, int a, int b, int r0,
 			 int r1)
 {
 	const struct hn_model *m = &st->m;
 	const size_t tile = (size_t)m->in_c * m->in_h * m->in_w;
 	const int sb = b < st->stage ? b : st->stage;
-	if (a == 0 || a < sb)
+	if (j->input || a < sb)
 		for (int s0 = r0; s0 < r1; s0 += st->chunk) {
 			int cn = r1 - s0 < st->chunk ? r1 - s0 : st->chunk;
-			if (a == 0)
+			if (j->input)
 				hn_input_forward(act_at(st, 0, s0), j->tiles + (size_t)s0 * tile,
 						 cn, m->in_c, m->in_h, m->in_w, st->in_mean,
 						 st->in_std);
@@ -240,12 +243,14 @@ void hn_cpu_run_step(struct cpu_state *st, struct step_job *j)
 	j->loss = 0;
 	j->ba = j->bb = 0;
 	j->bn_bwd = -1;
+	j->input = 1;
 	int a = 0;
 	for (int k = 0; k < nbn; k++) { /* forward up to each batchnorm, then its sums */
 		j->fa = a;
 		j->fb = st->bn_at[k];
 		j->bn_fwd = st->bn_at[k];
 		hn_team_run(st->team, step_member, j);
+		j->input = 0;
 		join_sums(st, st->bn_at[k], 1, j->n, j->scale);
 		a = st->bn_at[k];
 	}
@@ -259,6 +264,7 @@ void hn_cpu_run_step(struct cpu_state *st, struct step_job *j)
 		j->bn_bwd = nbn ? st->bn_at[nbn - 1] : -1;
 	}
 	hn_team_run(st->team, step_member, j);
+	j->input = 0;
 	j->loss = 0;
 	j->fa = j->fb = 0;
 	for (int k = nbn - 1; k >= 0; k--) { /* each batchnorm's input gradient, and down */

@@ -483,12 +483,12 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 	const uint64_t n = count < max_samples ? count : max_samples;
 	const uint32_t C = s->info.c;
 	const size_t px = (size_t)s->info.h * s->info.w;
-	uint64_t sum[HN_STATS_MAXC] = {0}, sumsq[HN_STATS_MAXC] = {0}, got = 0;
-	if (C < 1 || C > HN_STATS_MAXC)
+	uint64_t sum[HN_NORM_CH] = {0}, sumsq[HN_NORM_CH] = {0}, got = 0;
+	if (C < 1 || C > HN_NORM_CH)
 		return sprite_fail(err, -EINVAL,
-				      "per-channel statistics take 1 to %d channels, "
-				      "not %u",
-				      HN_STATS_MAXC, C);
+				   "per-channel statistics take 1 to %d channels, "
+				   "not %u",
+				   HN_NORM_CH, C);
 	uint8_t *tiles = malloc(CHUNK * s->tile_bytes + 1);
 	uint16_t *labels = malloc(CHUNK * sizeof(uint16_t));
 	uint32_t *idx = malloc(CHUNK * sizeof(uint32_t));
@@ -527,8 +527,8 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 		return rc;
 	if (!got)
 		return sprite_fail(err, -ENODATA,
-				      "no training sample could be read for the "
-				      "per-channel statistics");
+				   "no training sample could be read for the "
+				   "per-channel statistics");
 	for (uint32_t c = 0; c < C; c++) {
 		double N = (double)got * (double)px;
 		double mu = (double)sum[c] / N, var = (double)sumsq[c] / N - mu * mu;
@@ -554,7 +554,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 				free(j.got[i]);
 			}
 			return sprite_fail(err, -ENOMEM,
-					      "--preload: not enough memory for the data set");
+					   "--preload: not enough memory for the data set");
 		}
 	}
 	if (nthreads < 1)

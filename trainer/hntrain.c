@@ -206,9 +206,9 @@ static int input_norm(struct hn_opts *o, hn_source *src)
 	char err[HN_ERR_MAX] = "";
 	if (n->mode == HN_NORM_NONE)
 		return 0;
-	if (di->c > 4)
-		return hn_error("--normalize: tiles of %u channels (at most 4 are normalised)",
-				di->c);
+	if (di->c > HN_NORM_CH)
+		return hn_error("--normalize: tiles of %u channels (at most %d are normalised)",
+				di->c, HN_NORM_CH);
 	if (n->mode == HN_NORM_GIVEN && n->nch != (int)di->c)
 		return hn_error("--normalize: %d mean:std pair%s for tiles of %u channel%s", n->nch,
 				n->nch == 1 ? "" : "s", di->c, di->c == 1 ? "" : "s");

@@ -220,7 +220,7 @@ int hn_norm_parse(const char *s, struct hn_norm *n)
 	const char *p = s;
 	for (;;) {
 		char *end;
-		if (n->nch == 4)
+		if (n->nch == HN_NORM_CH)
 			return -EINVAL;
 		double mu = strtod(p, &end);
 		if (end == p || *end != ':' || !isfinite(mu) || fabs(mu) > 1e6)

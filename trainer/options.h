@@ -39,7 +39,7 @@ struct hn_opts {
 	struct hn_norm {
 		enum { HN_NORM_NONE, HN_NORM_AUTO, HN_NORM_GIVEN } mode;
 		int nch;
-		float mean[4], std[4];
+		float mean[HN_NORM_CH], std[HN_NORM_CH];
 	} norm;
 #define HN_NORM_SAMPLES 10000 /* --normalize auto reads at most this many */
 	uint64_t cache;

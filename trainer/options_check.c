@@ -305,7 +305,7 @@ static void check_resume(struct hn_opts *o, struct hn_checkpoint *ck)
 		hn_die(1, "--resume %s: bad augmentation \"%s\": %s", o->resume, ck->augment, err);
 	/* So is the input normalisation: the weights were trained on those inputs. */
 	struct hn_norm was = {.mode = HN_NORM_NONE};
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < HN_NORM_CH; k++)
 		if (ck->norm_std[k] > 0) {
 			was.mode = HN_NORM_GIVEN;
 			was.nch = k + 1;
