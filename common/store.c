@@ -31,7 +31,6 @@
 #include "common/store_int.h"
 #include "common/util.h"
 
-
 struct sprite_store {
 	int fd;
 	struct sprite_store_info info;
@@ -63,37 +62,38 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 static int check_header(const struct sprite_header *h, uint64_t st_size, char *err)
 {
 	if (h->header_size != SPRITE_HEADER_SIZE)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "header size %u is not %u", h->header_size,
-			    SPRITE_HEADER_SIZE);
+		return sprite_fail(err, -SPRITE_ECORRUPT, "header size %u is not %u",
+				   h->header_size, SPRITE_HEADER_SIZE);
 	if (h->tile_h == 0 || h->tile_w == 0 || h->tile_h > SPRITE_MAX_TILE_SIDE ||
 	    h->tile_w > SPRITE_MAX_TILE_SIDE)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "tile size %ux%u out of range (1..%u)", h->tile_h,
-			    h->tile_w, SPRITE_MAX_TILE_SIDE);
+		return sprite_fail(err, -SPRITE_ECORRUPT, "tile size %ux%u out of range (1..%u)",
+				   h->tile_h, h->tile_w, SPRITE_MAX_TILE_SIDE);
 	if (h->tile_c == 0 || h->tile_c > SPRITE_MAX_CHANNELS)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "tile channels %u out of range (1..%u)",
-			    h->tile_c, SPRITE_MAX_CHANNELS);
+				   h->tile_c, SPRITE_MAX_CHANNELS);
 	if (h->sheet_tiles == 0 || h->sheet_tiles > SPRITE_MAX_SHEET_TILES)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "sheet tiles %u out of range (1..%u)",
-			    h->sheet_tiles, SPRITE_MAX_SHEET_TILES);
+				   h->sheet_tiles, SPRITE_MAX_SHEET_TILES);
 	if (sheet_raw_size(h->sheet_tiles, h->tile_h, h->tile_w, h->tile_c) > SPRITE_MAX_SHEET_RAW)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB",
-			    h->sheet_tiles, h->tile_h, h->tile_w, h->tile_c);
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", h->sheet_tiles,
+				   h->tile_h, h->tile_w, h->tile_c);
 	if (h->nclasses == 0 || h->nclasses > SPRITE_MAX_CLASSES)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "class count %u out of range (1..%u)",
-			    h->nclasses, SPRITE_MAX_CLASSES);
+				   h->nclasses, SPRITE_MAX_CLASSES);
 	if (h->nsplits == 0 || h->nsplits > SPRITE_MAX_SPLITS)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "split count %u out of range (1..%u)", h->nsplits,
-			    SPRITE_MAX_SPLITS);
+		return sprite_fail(err, -SPRITE_ECORRUPT, "split count %u out of range (1..%u)",
+				   h->nsplits, SPRITE_MAX_SPLITS);
 	if (h->flags != 0)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "unknown flags 0x%x", h->flags);
 	if (h->fit > SPRITE_FIT_PAD) /* 0 in stores before the field: stretch, as they did */
 		return sprite_fail(err, -SPRITE_ECORRUPT, "unknown fit mode %u", h->fit);
 	if (h->file_size < st_size)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "file is %llu bytes, header says %llu",
-			    (unsigned long long)st_size, (unsigned long long)h->file_size);
+				   (unsigned long long)st_size, (unsigned long long)h->file_size);
 	if (h->file_size % SPRITE_ALIGN)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "file size %llu is not a multiple of %u",
-			    (unsigned long long)h->file_size, SPRITE_ALIGN);
+				   (unsigned long long)h->file_size, SPRITE_ALIGN);
 	if (memchr(h->name, 0, SPRITE_NAME_MAX) == NULL)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "data set name is not NUL-terminated");
 
@@ -101,25 +101,26 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 	uint64_t blocks = (h->file_size - SPRITE_HEADER_SIZE) / SPRITE_ALIGN;
 	if (h->nsheets > blocks)
 		return sprite_fail(err, -SPRITE_ECORRUPT,
-			    "sheet count %u cannot fit in a file of %llu bytes", h->nsheets,
-			    (unsigned long long)h->file_size);
+				   "sheet count %u cannot fit in a file of %llu bytes", h->nsheets,
+				   (unsigned long long)h->file_size);
 	if (h->index_offset % SPRITE_ALIGN || h->index_offset < SPRITE_HEADER_SIZE ||
 	    h->index_offset > h->file_size)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "index offset %llu out of range",
-			    (unsigned long long)h->index_offset);
+				   (unsigned long long)h->index_offset);
 	if (h->index_size != (uint64_t)h->nsheets * sizeof(struct sprite_sheet_entry))
-		return sprite_fail(err, -SPRITE_ECORRUPT, "index size %llu does not match %u sheets",
-			    (unsigned long long)h->index_size, h->nsheets);
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "index size %llu does not match %u sheets",
+				   (unsigned long long)h->index_size, h->nsheets);
 	if (h->index_size > h->file_size - h->index_offset)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "index extends past end of file");
 	if (h->names_offset % SPRITE_ALIGN || h->names_offset < h->index_offset + h->index_size ||
 	    h->names_offset > h->file_size)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "names offset %llu out of range",
-			    (unsigned long long)h->names_offset);
+				   (unsigned long long)h->names_offset);
 	if (h->names_size < h->nclasses ||
 	    h->names_size > (uint64_t)h->nclasses * (CLASS_NAME_MAX + 1))
 		return sprite_fail(err, -SPRITE_ECORRUPT, "names size %llu does not fit %u classes",
-			    (unsigned long long)h->names_size, h->nclasses);
+				   (unsigned long long)h->names_size, h->nclasses);
 	if (h->names_size > h->file_size - h->names_offset)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "names extend past end of file");
 
@@ -130,27 +131,28 @@ static int check_header(const struct sprite_header *h, uint64_t st_size, char *e
 			return sprite_fail(err, -SPRITE_ECORRUPT, "split %u: bad name", i);
 		for (uint32_t j = 0; j < i; j++)
 			if (strcmp(h->splits[j].name, sp->name) == 0)
-				return sprite_fail(err, -SPRITE_ECORRUPT, "split %u: name \"%s\" repeated",
-					    i, sp->name);
+				return sprite_fail(err, -SPRITE_ECORRUPT,
+						   "split %u: name \"%s\" repeated", i, sp->name);
 		if (sp->first_sheet != sheets)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "split %u (%s): first sheet %u, expected %llu", i, sp->name,
-				    sp->first_sheet, (unsigned long long)sheets);
+					   "split %u (%s): first sheet %u, expected %llu", i,
+					   sp->name, sp->first_sheet, (unsigned long long)sheets);
 		if (sp->count > UINT32_MAX) /* sample ids are uint32 */
-			return sprite_fail(err, -SPRITE_ECORRUPT, "split %u (%s): %llu samples exceed 2^32",
-				    i, sp->name, (unsigned long long)sp->count);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "split %u (%s): %llu samples exceed 2^32", i, sp->name,
+					   (unsigned long long)sp->count);
 		uint64_t want = (sp->count + h->sheet_tiles - 1) / h->sheet_tiles;
 		if (sp->count > (uint64_t)h->nsheets * h->sheet_tiles || sp->nsheets != want)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "split %u (%s): %llu samples do not match %u sheets", i,
-				    sp->name, (unsigned long long)sp->count, sp->nsheets);
+					   "split %u (%s): %llu samples do not match %u sheets", i,
+					   sp->name, (unsigned long long)sp->count, sp->nsheets);
 		sheets += sp->nsheets;
 		if (sheets > h->nsheets)
 			break;
 	}
 	if (sheets != h->nsheets)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "splits hold %llu sheets, header says %u",
-			    (unsigned long long)sheets, h->nsheets);
+				   (unsigned long long)sheets, h->nsheets);
 	return 0;
 }
 
@@ -170,19 +172,19 @@ static int check_index(const struct sprite_header *h, const struct sprite_sheet_
 
 		if (e->offset % SPRITE_ALIGN || e->offset < SPRITE_HEADER_SIZE)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "index entry %u: offset %llu out of range", i,
-				    (unsigned long long)e->offset);
+					   "index entry %u: offset %llu out of range", i,
+					   (unsigned long long)e->offset);
 		if (e->offset > h->file_size || e->stored_size > h->file_size - e->offset)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "index entry %u: offset past end of file",
-				    i);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "index entry %u: offset past end of file", i);
 		if (e->offset < prev_end)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "index entry %u: overlaps the previous %s", i,
-				    i ? "sheet" : "header");
+					   "index entry %u: overlaps the previous %s", i,
+					   i ? "sheet" : "header");
 		if (e->stored_size == 0 || e->offset + e->stored_size > h->index_offset)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "index entry %u: stored size %u out of range", i,
-				    e->stored_size);
+					   "index entry %u: stored size %u out of range", i,
+					   e->stored_size);
 		prev_end = e->offset + e->stored_size;
 		if (e->split != split || e->first != first || e->count != count)
 			return sprite_fail(
@@ -193,24 +195,27 @@ static int check_index(const struct sprite_header *h, const struct sprite_sheet_
 				(unsigned long long)first, (unsigned long long)count);
 		if (e->raw_size != sheet_raw_size(e->count, h->tile_h, h->tile_w, h->tile_c))
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "index entry %u: raw size %u does not match %u tiles", i,
-				    e->raw_size, e->count);
+					   "index entry %u: raw size %u does not match %u tiles", i,
+					   e->raw_size, e->count);
 		if (e->codec == SPRITE_CODEC_RAW) {
 			if (e->stored_size != e->raw_size)
-				return sprite_fail(err, -SPRITE_ECORRUPT,
-					    "index entry %u: raw sheet of %u bytes stored as %u", i,
-					    e->raw_size, e->stored_size);
+				return sprite_fail(
+					err, -SPRITE_ECORRUPT,
+					"index entry %u: raw sheet of %u bytes stored as %u", i,
+					e->raw_size, e->stored_size);
 		} else if (e->codec == SPRITE_CODEC_LZ4) {
 			if (e->stored_size > (uint64_t)LZ4_compressBound((int)e->raw_size))
-				return sprite_fail(err, -SPRITE_ECORRUPT,
-					    "index entry %u: lz4 size %u exceeds the bound for %u",
-					    i, e->stored_size, e->raw_size);
+				return sprite_fail(
+					err, -SPRITE_ECORRUPT,
+					"index entry %u: lz4 size %u exceeds the bound for %u", i,
+					e->stored_size, e->raw_size);
 		} else {
-			return sprite_fail(err, -SPRITE_ECORRUPT, "index entry %u: unknown codec %u", i,
-				    e->codec);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "index entry %u: unknown codec %u", i, e->codec);
 		}
 		if (e->reserved != 0)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "index entry %u: reserved byte set", i);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "index entry %u: reserved byte set", i);
 	}
 	return 0;
 }
@@ -234,17 +239,19 @@ static int load_names(sprite_store *s, const struct sprite_header *h, char *err)
 		const char *p = s->names + off;
 		const char *z = memchr(p, 0, n - off);
 		if (!z)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "class name %u is not NUL-terminated", i);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "class name %u is not NUL-terminated", i);
 		if (!valid_class_name(p, (size_t)(z - p)))
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "class name %u is empty, too long or has "
-				    "'/' or control characters",
-				    i);
+					   "class name %u is empty, too long or has "
+					   "'/' or control characters",
+					   i);
 		s->class[i] = p;
 		off += (size_t)(z - p) + 1;
 	}
 	if (off != n)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "names block has %zu trailing bytes", n - off);
+		return sprite_fail(err, -SPRITE_ECORRUPT, "names block has %zu trailing bytes",
+				   n - off);
 	return 0;
 }
 
@@ -260,35 +267,41 @@ static int check_tables(const struct sprite_header *h, uint64_t nsamples, char *
 	if (h->labels_offset) {
 		if (h->labels_offset % SPRITE_ALIGN || h->labels_offset < end ||
 		    h->labels_offset > h->file_size)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "label table: offset %llu out of range",
-				    (unsigned long long)h->labels_offset);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "label table: offset %llu out of range",
+					   (unsigned long long)h->labels_offset);
 		if (h->labels_size != nsamples * 2)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "label table: %llu bytes, %llu samples need %llu",
-				    (unsigned long long)h->labels_size,
-				    (unsigned long long)nsamples, (unsigned long long)nsamples * 2);
+					   "label table: %llu bytes, %llu samples need %llu",
+					   (unsigned long long)h->labels_size,
+					   (unsigned long long)nsamples,
+					   (unsigned long long)nsamples * 2);
 		if (h->labels_size > h->file_size - h->labels_offset)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "label table: extends past end of file");
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "label table: extends past end of file");
 		end = h->labels_offset + h->labels_size;
 	} else if (h->labels_size || h->labels_checksum) {
 		return sprite_fail(err, -SPRITE_ECORRUPT,
-			    "label table: size or checksum without an offset");
+				   "label table: size or checksum without an offset");
 	}
 	if (h->paths_offset) {
 		if (h->paths_offset % SPRITE_ALIGN || h->paths_offset < end ||
 		    h->paths_offset > h->file_size)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "path table: offset %llu out of range",
-				    (unsigned long long)h->paths_offset);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "path table: offset %llu out of range",
+					   (unsigned long long)h->paths_offset);
 		if (h->paths_size > h->file_size - h->paths_offset)
-			return sprite_fail(err, -SPRITE_ECORRUPT, "path table: extends past end of file");
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "path table: extends past end of file");
 		/* nsamples + 1 offsets and one NUL per sample at least */
 		if (h->paths_size / 9 < nsamples || h->paths_size - nsamples * 9 < 8)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "path table: %llu bytes cannot hold %llu paths",
-				    (unsigned long long)h->paths_size,
-				    (unsigned long long)nsamples);
+					   "path table: %llu bytes cannot hold %llu paths",
+					   (unsigned long long)h->paths_size,
+					   (unsigned long long)nsamples);
 	} else if (h->paths_size || h->paths_checksum) {
-		return sprite_fail(err, -SPRITE_ECORRUPT, "path table: size or checksum without an offset");
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "path table: size or checksum without an offset");
 	}
 	return 0;
 }
@@ -300,7 +313,7 @@ static int load_labels(sprite_store *s, const struct sprite_header *h, char *err
 	s->labels = malloc(n ? n : 1);
 	if (!s->labels)
 		return sprite_fail(err, -ENOMEM, "label table: out of memory for %llu labels",
-			    (unsigned long long)s->nsamples);
+				   (unsigned long long)s->nsamples);
 	int r = pread_full(s->fd, s->labels, n, h->labels_offset);
 	if (r < 0)
 		return sprite_fail(err, r, "label table: read: %s", strerror(-r));
@@ -315,12 +328,12 @@ static int load_labels(sprite_store *s, const struct sprite_header *h, char *err
 			while (sp + 1 < h->nsplits && i >= s->base[sp + 1])
 				sp++;
 			if (s->labels[i] >= h->nclasses)
-				return sprite_fail(err, -SPRITE_ECORRUPT,
-					    "label table: %s sample %llu has label %u, only %u "
-					    "classes",
-					    h->splits[sp].name,
-					    (unsigned long long)(i - s->base[sp]), s->labels[i],
-					    h->nclasses);
+				return sprite_fail(
+					err, -SPRITE_ECORRUPT,
+					"label table: %s sample %llu has label %u, only %u "
+					"classes",
+					h->splits[sp].name, (unsigned long long)(i - s->base[sp]),
+					s->labels[i], h->nclasses);
 		}
 	}
 	return 0;
@@ -347,7 +360,8 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		r = sprite_fail(err, -(S_ISDIR(st.st_mode) ? EISDIR : EINVAL), "not a regular file");
+		r = sprite_fail(err, -(S_ISDIR(st.st_mode) ? EISDIR : EINVAL),
+				"not a regular file");
 		goto out;
 	}
 	uint64_t size = (uint64_t)st.st_size;
@@ -365,12 +379,13 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	}
 	if (want >= 12 && h.version > SPRITE_VERSION) {
 		r = sprite_fail(err, -SPRITE_EVERSION, "version %u is newer than %u", h.version,
-			 SPRITE_VERSION);
+				SPRITE_VERSION);
 		goto out;
 	}
 	if (size < SPRITE_HEADER_SIZE) {
-		r = sprite_fail(err, -SPRITE_ETRUNC, "truncated: file is %llu bytes, the header needs %u",
-			 (unsigned long long)size, SPRITE_HEADER_SIZE);
+		r = sprite_fail(err, -SPRITE_ETRUNC,
+				"truncated: file is %llu bytes, the header needs %u",
+				(unsigned long long)size, SPRITE_HEADER_SIZE);
 		goto out;
 	}
 	if (h.version == 0) {
@@ -385,8 +400,9 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	}
 	h.header_checksum = sum;
 	if (h.file_size > size) {
-		r = sprite_fail(err, -SPRITE_ETRUNC, "truncated: file is %llu bytes, header says %llu",
-			 (unsigned long long)size, (unsigned long long)h.file_size);
+		r = sprite_fail(err, -SPRITE_ETRUNC,
+				"truncated: file is %llu bytes, header says %llu",
+				(unsigned long long)size, (unsigned long long)h.file_size);
 		goto out;
 	}
 	r = check_header(&h, size, err);
@@ -396,7 +412,8 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	if (h.nsheets) {
 		s->sheets = malloc((size_t)h.index_size);
 		if (!s->sheets) {
-			r = sprite_fail(err, -ENOMEM, "out of memory for %u index entries", h.nsheets);
+			r = sprite_fail(err, -ENOMEM, "out of memory for %u index entries",
+					h.nsheets);
 			goto out;
 		}
 		r = pread_full(s->fd, s->sheets, (size_t)h.index_size, h.index_offset);
@@ -512,28 +529,29 @@ static int load_paths(sprite_store *s, char *err)
 	const char *str = (const char *)b + 8 * (n + 1);
 	const uint64_t slen = size - 8 * (n + 1); /* check_tables made it fit */
 	if (off[n] != slen)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "path table: strings hold %llu bytes, not %llu",
-			    (unsigned long long)slen, (unsigned long long)off[n]);
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "path table: strings hold %llu bytes, not %llu",
+				   (unsigned long long)slen, (unsigned long long)off[n]);
 	/* One pass: each path starts where the last one's NUL ended, and is one line. */
 	uint64_t pos = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		if (off[i] != pos)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "path table: path %llu starts at %llu, expected %llu",
-				    (unsigned long long)i, (unsigned long long)off[i],
-				    (unsigned long long)pos);
+					   "path table: path %llu starts at %llu, expected %llu",
+					   (unsigned long long)i, (unsigned long long)off[i],
+					   (unsigned long long)pos);
 		while (pos < slen && (unsigned char)str[pos] >= 0x20)
 			pos++;
 		if (pos == slen || str[pos] != 0)
 			return sprite_fail(err, -SPRITE_ECORRUPT, "path table: path %llu %s",
-				    (unsigned long long)i,
-				    pos == slen ? "is not NUL-terminated"
-						: "has a control character");
+					   (unsigned long long)i,
+					   pos == slen ? "is not NUL-terminated"
+						       : "has a control character");
 		pos++;
 	}
 	if (pos != slen)
 		return sprite_fail(err, -SPRITE_ECORRUPT, "path table: %llu trailing bytes",
-			    (unsigned long long)(slen - pos));
+				   (unsigned long long)(slen - pos));
 	s->path_off = off;
 	s->path_str = str;
 	return 0;
@@ -622,24 +640,25 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 			    size_t stored_len, void *raw, size_t raw_cap, char *err)
 {
 	if (i >= s->info.nsheets)
-		return sprite_fail(err, -ERANGE, "sheet %u does not exist (%u sheets)", i, s->info.nsheets);
+		return sprite_fail(err, -ERANGE, "sheet %u does not exist (%u sheets)", i,
+				   s->info.nsheets);
 	const struct sprite_sheet_entry *e = &s->sheets[i];
 
 	if (stored_len < e->stored_size)
-		return sprite_fail(err, -SPRITE_ETRUNC, "sheet %u: %zu of %u stored bytes", i, stored_len,
-			    e->stored_size);
+		return sprite_fail(err, -SPRITE_ETRUNC, "sheet %u: %zu of %u stored bytes", i,
+				   stored_len, e->stored_size);
 	if (raw_cap < e->raw_size)
-		return sprite_fail(err, -ENOBUFS, "sheet %u: buffer of %zu bytes, needs %u", i, raw_cap,
-			    e->raw_size);
+		return sprite_fail(err, -ENOBUFS, "sheet %u: buffer of %zu bytes, needs %u", i,
+				   raw_cap, e->raw_size);
 	if (sprite_checksum(stored, e->stored_size) != e->checksum)
 		return sprite_fail(err, -SPRITE_ECHECKSUM, "sheet %u: checksum mismatch", i);
 	if (e->codec == SPRITE_CODEC_LZ4) {
 		int n = LZ4_decompress_safe(stored, raw, (int)e->stored_size, (int)e->raw_size);
 		if (n != (int)e->raw_size)
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "sheet %u: lz4 data does not decode to %u "
-				    "bytes",
-				    i, e->raw_size);
+					   "sheet %u: lz4 data does not decode to %u "
+					   "bytes",
+					   i, e->raw_size);
 	} else if (stored != raw) {
 		memcpy(raw, stored, e->raw_size);
 	}
@@ -661,8 +680,8 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 		return sprite_fail(err, -SPRITE_ECORRUPT, "sheet %u: %s", i, berr);
 	if (b.count != e->count || b.h != s->info.tile_h || b.w != s->info.tile_w ||
 	    b.c != s->info.tile_c || b.split != e->split)
-		return sprite_fail(err, -SPRITE_ECORRUPT, "sheet %u: batch header does not match the index",
-			    i);
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "sheet %u: batch header does not match the index", i);
 	const uint32_t nclasses = s->info.nclasses;
 	const uint32_t first = (uint32_t)e->first;
 	uint32_t bad = 0;
@@ -672,13 +691,14 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 	if (bad) {
 		for (uint32_t k = 0; k < b.count; k++) {
 			if (b.labels[k] >= nclasses)
-				return sprite_fail(err, -SPRITE_ECORRUPT,
-					    "sheet %u: slot %u has label %u, only %u classes", i, k,
-					    b.labels[k], nclasses);
+				return sprite_fail(
+					err, -SPRITE_ECORRUPT,
+					"sheet %u: slot %u has label %u, only %u classes", i, k,
+					b.labels[k], nclasses);
 			if (b.ids[k] != first + k)
 				return sprite_fail(err, -SPRITE_ECORRUPT,
-					    "sheet %u: slot %u has id %u, expected %u", i, k,
-					    b.ids[k], first + k);
+						   "sheet %u: slot %u has id %u, expected %u", i, k,
+						   b.ids[k], first + k);
 		}
 	}
 	/* A sheet never disagrees with the label table that labels.npy is served from. */
@@ -689,8 +709,8 @@ int64_t sprite_sheet_decode(const sprite_store *s, uint32_t i, const void *store
 			while (b.labels[k] == t[k])
 				k++;
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-				    "sheet %u: slot %u has label %u, the label table %u", i, k,
-				    b.labels[k], t[k]);
+					   "sheet %u: slot %u has label %u, the label table %u", i,
+					   k, b.labels[k], t[k]);
 		}
 	}
 	return e->raw_size;
@@ -700,14 +720,15 @@ int64_t sprite_store_read_sheet(const sprite_store *s, uint32_t i, void *raw, si
 				char *err)
 {
 	if (i >= s->info.nsheets)
-		return sprite_fail(err, -ERANGE, "sheet %u does not exist (%u sheets)", i, s->info.nsheets);
+		return sprite_fail(err, -ERANGE, "sheet %u does not exist (%u sheets)", i,
+				   s->info.nsheets);
 	const struct sprite_sheet_entry *e = &s->sheets[i];
 	void *buf = raw;
 	int r;
 
 	if (raw_cap < e->raw_size)
-		return sprite_fail(err, -ENOBUFS, "sheet %u: buffer of %zu bytes, needs %u", i, raw_cap,
-			    e->raw_size);
+		return sprite_fail(err, -ENOBUFS, "sheet %u: buffer of %zu bytes, needs %u", i,
+				   raw_cap, e->raw_size);
 	if (e->codec != SPRITE_CODEC_RAW) {
 		buf = malloc(e->stored_size);
 		if (!buf)
@@ -756,7 +777,8 @@ int64_t sprite_store_verify_sheets(const sprite_store *s,
 		int64_t n = sprite_store_read_sheet(s, i, raw, (size_t)max, why);
 		/* the decoded bytes' own checksum, which decoding leaves out */
 		if (n >= 0 && sprite_checksum(raw, (size_t)n) != s->sheets[i].raw_checksum)
-			n = sprite_fail(why, -SPRITE_ECHECKSUM, "sheet %u: decoded checksum mismatch", i);
+			n = sprite_fail(why, -SPRITE_ECHECKSUM,
+					"sheet %u: decoded checksum mismatch", i);
 		if (n >= 0)
 			continue;
 		if (bad++ == 0 && err)

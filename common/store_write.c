@@ -208,27 +208,30 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 
 	if (p->tile_h == 0 || p->tile_w == 0 || p->tile_h > SPRITE_MAX_TILE_SIDE ||
 	    p->tile_w > SPRITE_MAX_TILE_SIDE || p->tile_c == 0 || p->tile_c > SPRITE_MAX_CHANNELS)
-		return sprite_fail(err, -EINVAL, "tile shape %ux%ux%u out of range", p->tile_h, p->tile_w,
-			    p->tile_c);
+		return sprite_fail(err, -EINVAL, "tile shape %ux%ux%u out of range", p->tile_h,
+				   p->tile_w, p->tile_c);
 	if (t > SPRITE_MAX_SHEET_TILES)
-		return sprite_fail(err, -EINVAL, "sheet of %u tiles exceeds %u", t, SPRITE_MAX_SHEET_TILES);
+		return sprite_fail(err, -EINVAL, "sheet of %u tiles exceeds %u", t,
+				   SPRITE_MAX_SHEET_TILES);
 	if ((uint32_t)p->fit > SPRITE_FIT_PAD)
 		return sprite_fail(err, -EINVAL, "unknown fit mode %u", (unsigned)p->fit);
 	uint64_t raw_max = sheet_raw_size(t, p->tile_h, p->tile_w, p->tile_c);
 	if (raw_max > SPRITE_MAX_SHEET_RAW)
 		return sprite_fail(err, -EINVAL, "a sheet of %u tiles of %ux%ux%u exceeds 1 GiB", t,
-			    p->tile_h, p->tile_w, p->tile_c);
+				   p->tile_h, p->tile_w, p->tile_c);
 	if (p->nclasses == 0 || p->nclasses > SPRITE_MAX_CLASSES)
 		return sprite_fail(err, -EINVAL, "class count %u out of range (1..%u)", p->nclasses,
-			    SPRITE_MAX_CLASSES);
+				   SPRITE_MAX_CLASSES);
 	if (p->codec != SPRITE_CODEC_RAW && p->codec != SPRITE_CODEC_LZ4)
 		return sprite_fail(err, -EINVAL, "unknown codec %d", (int)p->codec);
 	const char *name = p->name ? p->name : "";
 	if (strlen(name) >= SPRITE_NAME_MAX)
-		return sprite_fail(err, -EINVAL, "data set name longer than %u bytes", SPRITE_NAME_MAX - 1);
+		return sprite_fail(err, -EINVAL, "data set name longer than %u bytes",
+				   SPRITE_NAME_MAX - 1);
 
 	if (p->version > SPRITE_VERSION)
-		return sprite_fail(err, -EINVAL, "version %u is newer than %u", p->version, SPRITE_VERSION);
+		return sprite_fail(err, -EINVAL, "version %u is newer than %u", p->version,
+				   SPRITE_VERSION);
 
 	sprite_writer *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -254,9 +257,9 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 		if (!valid_class_name(cn, len)) {
 			char shown[64];
 			r = sprite_fail(err, -EINVAL,
-				 "class name %u (\"%s\") must be 1..%u bytes without '/' or "
-				 "control characters, and not . or ..",
-				 i, sprite_escape(cn, shown, sizeof shown), CLASS_NAME_MAX);
+					"class name %u (\"%s\") must be 1..%u bytes without '/' or "
+					"control characters, and not . or ..",
+					i, sprite_escape(cn, shown, sizeof shown), CLASS_NAME_MAX);
 			goto bad;
 		}
 		memcpy(w->names + w->names_size, cn, len + 1);
@@ -292,7 +295,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->tmp = malloc(strlen(path) + 32);
 	if (!w->sheet || !w->packed || !w->path || !w->tmp) {
 		r = sprite_fail(err, -ENOMEM, "out of memory for a sheet of %llu bytes",
-			 (unsigned long long)raw_max);
+				(unsigned long long)raw_max);
 		goto bad;
 	}
 	sprintf(w->tmp, "%s.tmp.%ld", path, (long)getpid());

@@ -27,7 +27,8 @@ static int parse_dict(const char *h, const char *path, uint64_t hlen, uint64_t h
 	const char *d = strstr(h, "'descr'"), *f = strstr(h, "'fortran_order'"),
 		   *sh = strstr(h, "'shape'");
 	if (!d || !f || !sh)
-		return sprite_fail(err, -EINVAL, "%s: .npy header lacks descr/fortran_order/shape", path);
+		return sprite_fail(err, -EINVAL, "%s: .npy header lacks descr/fortran_order/shape",
+				   path);
 	d = strchr(d + 7, '\'');
 	if (!d || !d[1] || !d[2] || !d[3])
 		return sprite_fail(err, -EINVAL, "%s: bad .npy descr", path);
@@ -35,8 +36,8 @@ static int parse_dict(const char *h, const char *path, uint64_t hlen, uint64_t h
 	int size = d[3] - '0';
 	if ((endian != '|' && endian != '<' && endian != '=') || (type != 'u' && type != 'i') ||
 	    (size != 1 && size != 2 && size != 4 && size != 8) || d[4] != '\'')
-		return sprite_fail(err, -EINVAL, "%s: .npy dtype %.6s is not a little-endian integer",
-			    path, d);
+		return sprite_fail(err, -EINVAL,
+				   "%s: .npy dtype %.6s is not a little-endian integer", path, d);
 	if (strstr(f, "True") && strstr(f, "True") < sh && strstr(f, "True") - f < 24)
 		return sprite_fail(err, -EINVAL, "%s: fortran-ordered .npy not supported", path);
 	const char *p = strchr(sh, '(');

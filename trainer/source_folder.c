@@ -144,12 +144,11 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 		/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
 		char first[96];
 		sprite_escape(fs->first, first, sizeof first);
-		rc = sprite_fail(
-			err, -EINVAL,
-			"images differ in size, %ux%u and %ux%u, and no --tile is given "
-			"(e.g. --tile 64x64x3): %s is %ux%u, %s is %ux%u",
-			s->info.h, s->info.w, im.h, im.w, first, s->info.h, s->info.w, shown, im.h,
-			im.w);
+		rc = sprite_fail(err, -EINVAL,
+				 "images differ in size, %ux%u and %ux%u, and no --tile is given "
+				 "(e.g. --tile 64x64x3): %s is %ux%u, %s is %ux%u",
+				 s->info.h, s->info.w, im.h, im.w, first, s->info.h, s->info.w,
+				 shown, im.h, im.w);
 		sprite_image_free(&im);
 		return rc;
 	}
@@ -168,7 +167,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
 	/* the decoder's message names the file */
 	if (fs->strict)
 		return sprite_fail(err, rc, "%s (--strict stops at a file that does not decode)",
-				      why);
+				   why);
 	if (!__atomic_exchange_n(&fs->bad[split][i], 1, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(&s->nskipped, 1, __ATOMIC_RELAXED);
 		if (fs->on_skip)
@@ -203,9 +202,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		rc = ignore_entries(s, &f.outside, err);
 	if (rc == 0 && f.nclasses == 0)
 		rc = sprite_fail(err, -ENOENT,
-				    "%s: no class folders (expected %s/<class>/<images> or "
-				    "%s/train/<class>/<images>)",
-				    path, path, path);
+				 "%s: no class folders (expected %s/<class>/<images> or "
+				 "%s/train/<class>/<images>)",
+				 path, path, path);
 	else if (rc == 0 && f.nclasses > HN_MAX_CLASSES)
 		rc = sprite_fail(err, -EINVAL, "%s: too many classes", path);
 	else if (rc == 0)
@@ -221,9 +220,8 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		if (j == f.nsplits) {
 			if (k == 1 && !f.split_layout)
 				break; /* class folders directly: no test split, train only */
-			rc = sprite_fail(
-				err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
-				k ? " (--test-split none trains without evaluation)" : "");
+			rc = sprite_fail(err, -ENOENT, "%s: no split folder \"%s\"%s", path, name,
+					 k ? " (--test-split none trains without evaluation)" : "");
 			break;
 		}
 		struct file_list fl = {0};
@@ -242,8 +240,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (rc < 0)
 		return rc;
 	if (s->info.full_count[0] == 0)
-		return sprite_fail(err, -ENOENT, "%s: no image files in the training split",
-				      path);
+		return sprite_fail(err, -ENOENT, "%s: no image files in the training split", path);
 
 	/* Tile shape: given, or that of the first training image that decodes. */
 	s->info.h = o->tile_h;
@@ -259,7 +256,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 			return rc;
 		if (i == s->info.full_count[0])
 			return sprite_fail(err, -EINVAL,
-					      "%s: no file of the training split decodes", path);
+					   "%s: no file of the training split decodes", path);
 		if (!s->info.h || !s->info.w) {
 			s->info.h = im.h;
 			s->info.w = im.w;
@@ -274,9 +271,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		sprite_image_free(&im);
 		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
 			return sprite_fail(err, -EINVAL,
-					      "%s: first image %ux%u is larger than a tile may be "
-					      "(use --tile)",
-					      path, s->info.h, s->info.w);
+					   "%s: first image %ux%u is larger than a tile may be "
+					   "(use --tile)",
+					   path, s->info.h, s->info.w);
 	}
 	hn_source_default_order(s);
 	snprintf(s->describe, sizeof s->describe,
@@ -296,7 +293,7 @@ static int images_read(hn_source *s, const struct hn_batch *b, char *err)
 	for (int k = 0; k < n; k++) {
 		if (idx[k] >= s->info.full_count[split])
 			return sprite_fail(err, -ERANGE, "%s: sample %u out of range", s->root,
-					      idx[k]);
+					   idx[k]);
 		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, NULL,
 				      err);
 		if (rc < 0)

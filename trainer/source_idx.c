@@ -53,24 +53,24 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		if (idx_find(path, prefix, "images-idx3-ubyte", ip, sizeof ip) < 0 ||
 		    idx_find(path, prefix, "labels-idx1-ubyte", lp, sizeof lp) < 0)
 			return sprite_fail(err, -ENOENT,
-					      "%s: no %s-images-idx3-ubyte[.gz] and "
-					      "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
-					      path, prefix, prefix, split);
+					   "%s: no %s-images-idx3-ubyte[.gz] and "
+					   "%s-labels-idx1-ubyte[.gz] for split \"%s\"",
+					   path, prefix, prefix, split);
 		uint32_t h, w;
 		uint8_t *l8 = NULL;
 		int64_t n = sprite_idx_load_images(ip, &h, &w, &mem->px[k], why);
 		if (n < 0)
 			return sprite_fail(err, (int)n, "%s: %s", ip,
-					      why[0] ? why : strerror((int)-n));
+					   why[0] ? why : strerror((int)-n));
 		int64_t nl = sprite_idx_load_labels(lp, &l8, why);
 		if (nl < 0)
 			return sprite_fail(err, (int)nl, "%s: %s", lp,
-					      why[0] ? why : strerror((int)-nl));
+					   why[0] ? why : strerror((int)-nl));
 		if (nl != n) {
 			free(l8);
 			return sprite_fail(err, -EINVAL,
-					      "%s: %" PRId64 " labels for %" PRId64 " images", lp,
-					      nl, n);
+					   "%s: %" PRId64 " labels for %" PRId64 " images", lp, nl,
+					   n);
 		}
 		if (k == 0) {
 			s->info.h = h;
@@ -79,8 +79,8 @@ static int idx_open(hn_source *s, const char *path, const struct hn_source_optio
 		} else if (h != s->info.h || w != s->info.w) {
 			free(l8);
 			return sprite_fail(err, -EINVAL,
-					      "%s: %ux%u images, the training split has %ux%u", ip,
-					      h, w, s->info.h, s->info.w);
+					   "%s: %ux%u images, the training split has %ux%u", ip, h,
+					   w, s->info.h, s->info.w);
 		}
 		mem->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
 		if (!mem->lab[k]) {

@@ -141,21 +141,21 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 		return rc;
 	m->img_off[k] = h.data_off;
 	if (h.itemsize != 1 || h.is_signed || (h.ndim != 3 && h.ndim != 4))
-		return sprite_fail(err, -EINVAL,
-				      "%s: expected uint8 images of shape (N,H,W[,C])", path);
+		return sprite_fail(err, -EINVAL, "%s: expected uint8 images of shape (N,H,W[,C])",
+				   path);
 	uint32_t ht = (uint32_t)h.shape[1], w = (uint32_t)h.shape[2],
 		 c = h.ndim == 4 ? (uint32_t)h.shape[3] : 1;
 	if (!ht || !w || !c || ht > SPRITE_MAX_TILE_SIDE || w > SPRITE_MAX_TILE_SIDE ||
 	    c > SPRITE_MAX_CHANNELS || h.shape[0] > UINT32_MAX)
-		return sprite_fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path,
-				      ht, w, c);
+		return sprite_fail(err, -EINVAL, "%s: tile shape %ux%ux%u out of range", path, ht,
+				   w, c);
 	if (k == 0) {
 		s->info.h = ht;
 		s->info.w = w;
 		s->info.c = c;
 	} else if (ht != s->info.h || w != s->info.w || c != s->info.c) {
-		return sprite_fail(err, -EINVAL,
-				      "%s: tile shape differs from the training split's", path);
+		return sprite_fail(err, -EINVAL, "%s: tile shape differs from the training split's",
+				   path);
 	}
 	s->info.full_count[k] = h.shape[0];
 
@@ -169,7 +169,7 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	m->lab_off[k] = h.data_off;
 	if (h.ndim != 1 || h.shape[0] != s->info.full_count[k])
 		return sprite_fail(err, -EINVAL, "%s: expected %" PRIu64 " labels", path,
-				      s->info.full_count[k]);
+				   s->info.full_count[k]);
 	m->lab_size[k] = h.itemsize;
 	return 0;
 }
@@ -322,9 +322,9 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 			uint16_t l = label_at(buf + j * (uint64_t)ls, ls);
 			if (l >= s->info.nclasses) {
 				rc = sprite_fail(err, -EINVAL,
-						    "%s/%s/labels.npy: sample %" PRIu64
-						    ": label %u out of range (%u classes)",
-						    s->root, split, first + j, l, s->info.nclasses);
+						 "%s/%s/labels.npy: sample %" PRIu64
+						 ": label %u out of range (%u classes)",
+						 s->root, split, first + j, l, s->info.nclasses);
 				break;
 			}
 			ms->lab[k][first + j] = l;
@@ -345,10 +345,11 @@ static int gather_run(hn_source *s, int split, uint64_t i, int run, uint8_t *dst
 	if (rc == -EIO)
 		rc = sprite_pread_full(m->img_xfd[split], dst, len, off);
 	if (rc < 0)
-		return sprite_fail(
-			err, rc, "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s", s->root,
-			name, i, i + (uint64_t)run - 1,
-			rc == -ENODATA ? "shorter than its header says" : strerror(-rc), eio_hint(rc));
+		return sprite_fail(err, rc,
+				   "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s",
+				   s->root, name, i, i + (uint64_t)run - 1,
+				   rc == -ENODATA ? "shorter than its header says" : strerror(-rc),
+				   eio_hint(rc));
 	return 0;
 }
 
@@ -377,7 +378,7 @@ static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
 		uint64_t i = idx[k];
 		if (i + (uint64_t)run > s->info.count[split])
 			return sprite_fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range",
-					      s->root, i);
+					   s->root, i);
 		uint8_t *dst = b->tiles + (size_t)w * s->tile_bytes;
 		int rc = gather_run(s, split, i, run, dst, err);
 		if (rc == -EIO && s->bad_sheet[split]) {
@@ -485,8 +486,8 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 		if (!opened)
 			return sprite_fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
 		return sprite_fail(err, rc, "%s: %s%s", path,
-				      rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
-				      eio_hint(rc));
+				   rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
+				   eio_hint(rc));
 	}
 	struct sprite_batch b;
 	char why[SPRITE_ERR_MAX] = "";
@@ -494,13 +495,13 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 		rc = sprite_fail(err, rc, "%s: %s", path, why);
 	else if (rc == 0 && (b.count != (uint32_t)n || b.h != s->info.h || b.w != s->info.w ||
 			     b.c != s->info.c))
-		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d",
-				    path, b.count, b.h, b.w, b.c, n);
+		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path,
+				 b.count, b.h, b.w, b.c, n);
 	for (int k = 0; rc == 0 && k < n; k++) {
 		if (b.ids[k] != idx[k])
 			rc = sprite_fail(err, -EINVAL,
-					    "%s: sample %d is %u, the permutation says %u", path, k,
-					    b.ids[k], idx[k]);
+					 "%s: sample %d is %u, the permutation says %u", path, k,
+					 b.ids[k], idx[k]);
 		else if (b.labels[k] >= s->info.nclasses)
 			rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
 		else
@@ -522,11 +523,10 @@ static int mount_read(hn_source *s, const struct hn_batch *b, char *err)
 		int rc;
 		if (b->epoch >= m->view_epochs) /* dataset.json's "count": said, not silent */
 			rc = sprite_fail(why, -ENOENT,
-					    "%s/%s/epochs/%" PRIu64 "/%" PRIu64
-					    ": past the %" PRIu64
-					    " epochs the mount lists (-o epochs=%" PRIu64 ")",
-					    s->root, m->train_split, m->seed, b->epoch,
-					    m->view_epochs, m->view_epochs);
+					 "%s/%s/epochs/%" PRIu64 "/%" PRIu64 ": past the %" PRIu64
+					 " epochs the mount lists (-o epochs=%" PRIu64 ")",
+					 s->root, m->train_split, m->seed, b->epoch, m->view_epochs,
+					 m->view_epochs);
 		else
 			rc = view_read(s, b, why);
 		/* --skip-bad-sheets: a view on an unreadable sheet is gathered around it */

@@ -65,12 +65,12 @@ static int sheet_check(hn_source *s, uint32_t i, const struct sprite_batch *b, c
 {
 	if (b->h != s->info.h || b->w != s->info.w || b->c != s->info.c)
 		return sprite_fail(err, -EINVAL,
-				      "%s: sheet %u: tile shape %ux%ux%u differs from the store's",
-				      s->root, i, b->h, b->w, b->c);
+				   "%s: sheet %u: tile shape %ux%ux%u differs from the store's",
+				   s->root, i, b->h, b->w, b->c);
 	for (uint32_t k = 0; k < b->count; k++)
 		if (b->labels[k] >= s->info.nclasses)
 			return sprite_fail(err, -EINVAL, "%s: sheet %u: label %u >= %u classes",
-					      s->root, i, b->labels[k], s->info.nclasses);
+					   s->root, i, b->labels[k], s->info.nclasses);
 	return 0;
 }
 
@@ -104,7 +104,7 @@ static int sheet_get(hn_source *s, uint32_t i, struct sheet_slot **out, char *er
 			rc = sprite_fail(err, (int)r, "%s: %s", s->root, why);
 		else
 			rc = sprite_fail(err, (int)r, "%s: sheet %u: %s", s->root, i,
-					    strerror((int)-r));
+					 strerror((int)-r));
 	} else if ((rc = sprite_batch_parse(raw, (size_t)r, &b, why)) < 0) {
 		rc = sprite_fail(err, rc, "%s: sheet %u: %s", s->root, i, why);
 	} else {
@@ -155,8 +155,8 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 		rc = sprite_store_locate(st->store, (uint32_t)st->split[b->split], i, &sheet,
 					 &slot);
 		if (rc < 0) {
-			rc = sprite_fail(err, rc, "%s: sample %u of split %d not found", s->root,
-					    i, b->split);
+			rc = sprite_fail(err, rc, "%s: sample %u of split %d not found", s->root, i,
+					 b->split);
 			break;
 		}
 		if (sheet != cur) {
@@ -180,7 +180,7 @@ static int store_read(hn_source *s, const struct hn_batch *b, char *err)
 		}
 		if (slot >= q->b.count) {
 			rc = sprite_fail(err, -EINVAL, "%s: sheet %u has no slot %u", s->root,
-					    sheet, slot);
+					 sheet, slot);
 			break;
 		}
 		memcpy(b->tiles + (size_t)w * s->tile_bytes,
@@ -205,7 +205,7 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	int rc = sprite_store_open(path, &st->store, why);
 	if (rc < 0)
 		return sprite_fail(err, rc, "%s: not a readable store: %s", path,
-				      why[0] ? why : strerror(-rc));
+				   why[0] ? why : strerror(-rc));
 	const struct sprite_store_info *si = sprite_store_info(st->store);
 	snprintf(s->info.kind, sizeof s->info.kind, "store");
 	snprintf(s->info.name, sizeof s->info.name, "%s", si->name);
@@ -219,16 +219,15 @@ static int store_open(hn_source *s, const char *path, const struct hn_source_opt
 	st->split[0] = sprite_store_find_split(st->store, o->train_split);
 	if (st->split[0] < 0)
 		return sprite_fail(err, -ENOENT, "%s: the store has no split \"%s\"", path,
-				      o->train_split);
+				   o->train_split);
 	s->info.full_count[0] = si->splits[st->split[0]].count;
 	if (!hn_source_no_test(o->test_split)) {
 		st->split[1] = sprite_store_find_split(st->store, o->test_split);
 		if (st->split[1] < 0)
-			return sprite_fail(
-				err, -ENOENT,
-				"%s: the store has no split \"%s\" (--test-split none "
-				"trains without evaluation)",
-				path, o->test_split);
+			return sprite_fail(err, -ENOENT,
+					   "%s: the store has no split \"%s\" (--test-split none "
+					   "trains without evaluation)",
+					   path, o->test_split);
 		s->info.full_count[1] = si->splits[st->split[1]].count;
 	}
 	st->sheets = calloc(si->nsheets ? si->nsheets : 1, sizeof *st->sheets);
