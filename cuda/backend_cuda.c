@@ -16,11 +16,13 @@
  *    add), already scaled by 1/group_size through the softmax gradient, so
  *    --accum costs nothing extra.
  *  - Tiles go host -> pinned staging buffer -> device on a copy stream, two
- *    buffers used in turn, and compute waits on an event of that copy. The
- *    backend.h contract makes each call synchronous (results are returned),
- *    so within one call the copy cannot overlap earlier compute; the pinned
- *    path still makes the transfer a single fast DMA. compute_s is measured
- *    with CUDA events on the compute stream, so it excludes the copy.
+ *    buffers used in turn, and compute waits on an event of that copy. Each
+ *    call is synchronous (it returns results), but the trainer announces
+ *    the next batch with stage() before the call: once the call's kernels
+ *    are queued it copies that batch into the other buffer and starts its
+ *    DMA, so the next call finds its input on the device (or in flight).
+ *    compute_s is measured with CUDA events on the compute stream, so it
+ *    excludes the copy.
  *  - Without --amp every operation is true fp32 (cuDNN FMA math, cuBLAS
  *    default math without TF32), so results match the CPU backend to
  *    rounding. With --amp convolutions and dense products run in fp16 on
@@ -304,6 +306,7 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->m = *m;
 	st->o = *o;
 	st->cfg = *cfg;
+	st->staged = -1;
 	st->dev = cfg->device_index;
 	st->amp = cfg->amp != 0;
 	st->dt = st->amp ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
@@ -363,15 +366,14 @@ static void hn_cuda_destroy(void *state)
 }
 
 /*
- * Stage tiles and labels through pinned buffer b and queue their copy on the
- * copy stream; the compute stream waits for it. The staging buffer was last
- * used two calls ago and its copy is known complete (ev_copied), so the
- * memcpy into it is safe.
+ * Copy tiles and labels through pinned buffer b and queue their copy to the
+ * device on the copy stream. The buffer's previous copy is waited for
+ * (ev_copied) before the memcpy overwrites it; its previous device
+ * contents were read by a call that has returned, so nothing still uses
+ * them. 0, or -EINVAL for a label out of range.
  */
-static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labels, int n)
+static int copy_in(struct hn_cuda *st, int b, const uint8_t *tiles, const uint16_t *labels, int n)
 {
-	int b = st->buf;
-	st->buf ^= 1;
 	for (int i = 0; i < n; i++)
 		if (labels[i] >= st->m.nclasses) {
 			snprintf(st->err, sizeof(st->err),
@@ -389,12 +391,71 @@ static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labe
 			   cudaMemcpyHostToDevice, st->copy_stream),
 	   st->err);
 	CU(cudaEventRecord(st->ev_copied[b], st->copy_stream), st->err);
+	return 0;
+}
+
+/*
+ * This call's batch on the device, in buffer b (returned): the one staged
+ * during the previous call when the pointers match (its copy was queued
+ * then), else copied now into the other buffer. The compute stream waits
+ * for the copy, then the tiles become the float input.
+ */
+static int upload(struct hn_cuda *st, const uint8_t *tiles, const uint16_t *labels, int n)
+{
+	int b;
+	if (st->staged >= 0 && st->staged_tiles == tiles && st->staged_labels == labels &&
+	    st->staged_n == n) {
+		b = st->staged;
+	} else {
+		b = st->staged >= 0 ? st->staged ^ 1 : st->buf;
+		TRY(copy_in(st, b, tiles, labels, n));
+	}
+	st->staged = -1;
+	st->buf = b ^ 1;
+	if (st->next_tiles == tiles && st->next_labels == labels && st->next_n == n)
+		st->next_tiles = NULL; /* announced, but copied here: nothing left to stage */
 	CU(cudaStreamWaitEvent(st->stream, st->ev_copied[b], 0), st->err);
 	CU(cudaEventRecord(st->ev_start, st->stream), st->err);
 	CU(hn_k_tiles_to_chw(st->d_tiles[b], cu_act(st, 0), n, st->m.in_h, st->m.in_w, st->m.in_c,
 			     st->norm, st->stream),
 	   st->err);
 	return b;
+}
+
+/*
+ * The batch announced by stage(), moved while the current call's work (on
+ * buffer busy) runs: the host copy into the other pinned buffer and its DMA
+ * overlap the queued kernels. A batch that cannot be staged (a bad label)
+ * is left for its own call to copy and report.
+ */
+static int stage_next(struct hn_cuda *st, int busy)
+{
+	if (!st->next_tiles)
+		return 0;
+	int b = busy ^ 1;
+	int rc = copy_in(st, b, st->next_tiles, st->next_labels, st->next_n);
+	if (rc == 0) {
+		st->staged = b;
+		st->staged_tiles = st->next_tiles;
+		st->staged_labels = st->next_labels;
+		st->staged_n = st->next_n;
+	}
+	st->next_tiles = NULL;
+	return rc == -EINVAL ? 0 : rc;
+}
+
+/* backend.h's stage: remember the batch; the current (or next) call moves it. */
+static int hn_cuda_stage(void *state, const uint8_t *tiles, const uint16_t *labels, int n)
+{
+	struct hn_cuda *st = state;
+	if (!tiles || !labels || n <= 0 || n > st->cfg.max_batch) {
+		st->next_tiles = NULL;
+		return 0;
+	}
+	st->next_tiles = tiles;
+	st->next_labels = labels;
+	st->next_n = n;
+	return 0;
 }
 
 /* Queue the loss/accuracy reduction (and the logits' gradient) and its copy back. */
@@ -548,6 +609,7 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	TRY(cu_forward(st, n, 1, step));
 	TRY(finish(st, b, n, st->step_scale, 1));
 	TRY(cu_backward(st, n, step));
+	TRY(stage_next(st, b)); /* before the update: with --amp it waits for the device */
 	if (apply)
 		TRY(apply_update(st, lr, step, &res->skipped));
 	return read_result(st, res);
@@ -564,6 +626,7 @@ static int hn_cuda_evaluate(void *state, const uint8_t *tiles, const uint16_t *l
 		return b;
 	TRY(cu_forward(st, n, 0, 0));
 	TRY(finish(st, b, n, 0.0f, 0));
+	TRY(stage_next(st, b));
 	return read_result(st, res);
 }
 
@@ -629,6 +692,7 @@ static const struct hn_backend_ops hn_cuda_ops = {
 	.destroy = hn_cuda_destroy,
 	.train_step = hn_cuda_train_step,
 	.evaluate = hn_cuda_evaluate,
+	.stage = hn_cuda_stage,
 	.get_params = hn_cuda_get_params,
 	.set_params = hn_cuda_set_params,
 	.get_opt_state = hn_cuda_get_opt_state,

@@ -70,7 +70,12 @@ struct hn_cuda {
 	uint8_t *d_tiles[2], *h_tiles[2];
 	uint16_t *d_labels[2], *h_labels[2];
 	size_t tile_bytes; /* per sample */
-	int buf;
+	int buf;	   /* the buffer the next unstaged copy takes */
+	/* stage(): the batch announced for the next call, then staged in buffer `staged` */
+	const uint8_t *next_tiles, *staged_tiles;
+	const uint16_t *next_labels, *staged_labels;
+	int next_n, staged_n;
+	int staged; /* -1: none */
 
 	float *loss_tmp;
 	int *correct_tmp;

@@ -19,7 +19,10 @@
  *   - --amp: the gradient within 3e-2 of the largest (fp16 products), after
  *     the loss scale has settled (skipped steps leave params unchanged).
  * Plus gpu-only checks: dropout p=0.5 is the same for the same (seed, step)
- * and differs for another step. Prints the model, layer, tensor and errors
+ * and differs for another step; stage() (the next batch copied while the
+ * current call computes) gives the results of unstaged calls, and really
+ * copies during the call before (a batch changed after it is announced and
+ * that call has returned is trained on as it was then). Prints the model, layer, tensor and errors
  * of any failure. Skips (77) only when the plugin finds no GPU.
  */
 #include <math.h>
@@ -413,6 +416,96 @@ static void test_dropout(struct rng *rg)
 	free(init);
 }
 
+/*
+ * gpu only: the trainer's sequence, stage(k+1) then train_step(k), ends
+ * with the same weights and results as plain calls; an evaluate staged the
+ * same way too; a call given another batch than the announced one trains
+ * on its own (the same weights as that sequence without stage()). Batch 2 is overwritten after
+ * train_step(1), which staged it, has returned (breaking the contract on purpose): training on it
+ * must see the bytes as they were, proof that the copy happened during step 1.
+ */
+static void test_stage(struct rng *rg)
+{
+	struct hn_model m;
+	char err[HN_ERR_MAX] = "";
+	const char *spec = "c4k3-r-m2-d10";
+	if (hn_model_build(spec, 1, 8, 8, 5, &m, err) < 0) {
+		printf("FAIL stage model: %s\n", err);
+		failures++;
+		return;
+	}
+	enum { K = 4, T = 64 * NB };
+	static uint8_t tiles[K][T], keep[T];
+	static uint16_t labels[K][NB];
+	for (int k = 0; k < K; k++) {
+		for (int j = 0; j < T; j++)
+			tiles[k][j] = (uint8_t)rnd(rg);
+		for (int j = 0; j < NB; j++)
+			labels[k][j] = (uint16_t)(rnd(rg) % 5);
+	}
+	size_t np = m.nparams;
+	float *init = malloc(np * sizeof(float)), *out[4];
+	hn_model_init_params(&m, 5, init);
+	struct hn_optim o = {.kind = HN_OPT_SGD, .momentum = 0.9f};
+	struct hn_backend_config cfg = {.threads = 1, .max_batch = NB, .seed = 3};
+	double loss[4] = {0, 0, 0, 0};
+	/* runs: 0 plain, 1 staged, 2 staged with an extra batch, 3 plain with it */
+	for (int run = 0; run < 4; run++) {
+		void *st = NULL;
+		struct hn_step_result res = {0};
+		out[run] = calloc(np, sizeof(float));
+		int rc = gpu->create(&m, &o, &cfg, init, &st, err);
+		for (int k = 0; rc == 0 && k < K; k++) {
+			if ((run == 1 || run == 2) && k + 1 < K)
+				rc = gpu->stage(st, tiles[k + 1], labels[k + 1], NB);
+			if (run >= 2 && k == 1) /* announce batch 2, then hand batch 3 instead */
+				rc = rc ? rc
+					: gpu->train_step(st, tiles[3], labels[3], NB, NB, 1, 0.05f,
+							  100, &res);
+			if (rc == 0)
+				rc = gpu->train_step(st, tiles[k], labels[k], NB, NB, 1, 0.05f,
+						     (uint64_t)k + 1, &res);
+			if (run == 1 && k == 1) {
+				memcpy(keep, tiles[2], T);
+				memset(tiles[2], 0, T);
+			}
+			if (run == 1 && k == 2)
+				memcpy(tiles[2], keep, T);
+			loss[run] += res.loss_sum;
+		}
+		struct hn_step_result ev = {0};
+		if (rc == 0 && (run == 1 || run == 2))
+			rc = gpu->stage(st, tiles[1], labels[1], NB);
+		if (rc == 0)
+			rc = gpu->evaluate(st, tiles[0], labels[0], NB, &ev);
+		if (rc == 0)
+			rc = gpu->evaluate(st, tiles[1], labels[1], NB, &res);
+		if (rc == 0)
+			rc = gpu->get_params(st, out[run]);
+		if (rc < 0) {
+			printf("FAIL stage run %d: %s\n", run, err);
+			failures++;
+		}
+		loss[run] += ev.loss_sum + res.loss_sum;
+		if (st)
+			gpu->destroy(st);
+	}
+	if (memcmp(out[0], out[1], np * sizeof(float)) != 0 || loss[0] != loss[1]) {
+		printf("FAIL stage: staged calls (batch 2 changed after it was staged) gave other "
+		       "weights or losses (%.9g vs %.9g)\n",
+		       loss[0], loss[1]);
+		failures++;
+	}
+	if (memcmp(out[2], out[3], np * sizeof(float)) != 0 || loss[2] != loss[3]) {
+		printf("FAIL stage: a call given another batch than the announced one did not "
+		       "train on its own batch\n");
+		failures++;
+	}
+	for (int k = 0; k < 4; k++)
+		free(out[k]);
+	free(init);
+}
+
 int main(void)
 {
 	gpu = gpu_test_load("test_gpu_layers");
@@ -420,6 +513,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
 		test_model(&shapes[i], &rg);
 	test_dropout(&rg);
+	test_stage(&rg);
 	if (failures) {
 		printf("test_gpu_layers: %d failures\n", failures);
 		return 1;

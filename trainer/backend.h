@@ -159,6 +159,18 @@ struct hn_backend_ops {
 	 * in place, then applies it with train_step(n 0, apply 1).
 	 */
 	float *(*grads)(void *state);
+	/*
+	 * Optional (gpu; NULL where the backend reads the loader's memory in
+	 * place, as the cpu backend does): the batch that the next train_step
+	 * or evaluate call will be given, announced before the current call so
+	 * that the backend moves it while the current call computes (the gpu
+	 * copies it to the device on its copy stream). The consuming call
+	 * passes the same tiles, labels and n; the caller keeps that memory
+	 * unchanged until that call returns. A call given other pointers copies
+	 * its own batch as usual and drops the announced one, so stage() never
+	 * changes a result, only when the copy happens. 0 or -errno.
+	 */
+	int (*stage)(void *state, const uint8_t *tiles, const uint16_t *labels, int n);
 };
 
 /* The cpu backend, always built. */

@@ -60,18 +60,69 @@ double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, u
 	return lr;
 }
 
+/*
+ * The batches of one pass as this thread takes them. Batch b comes off the
+ * queue (or was taken ahead); when another batch of the pass follows and
+ * the ring can hold both (--queue 2 or more), that one is taken now too
+ * and announced to the backend (stage, backend.h), so that a gpu copies it
+ * to the device while b computes. Every backend takes this path, so the
+ * order and the results cannot depend on whether a backend stages. Both
+ * waits are data wait.
+ */
+struct feed {
+	hn_loader *ld;
+	const struct hn_backend_ops *be;
+	void *st;
+	struct hn_batch *ahead;
+	int lookahead;
+	const char *what; /* "reading the data", for errors */
+};
+
+static struct feed feed_start(hn_loader *ld, const struct hn_backend_ops *be, void *st,
+			      const char *what)
+{
+	return (struct feed){
+		.ld = ld, .be = be, .st = st, .lookahead = hn_loader_queue(ld) >= 2, .what = what};
+}
+
+static struct hn_batch *feed_next(struct feed *f, int more, double *wait)
+{
+	char err[HN_ERR_MAX];
+	double t0 = sprite_now();
+	struct hn_batch *bt = f->ahead;
+	f->ahead = NULL;
+	if (!bt && hn_loader_next(f->ld, &bt, err) < 0) {
+		hn_loader_stop(f->ld); /* join the loaders before exiting */
+		hn_die(1, "%s: %s", f->what, err);
+	}
+	if (more && f->lookahead) {
+		if (hn_loader_next(f->ld, &f->ahead, err) < 0) {
+			hn_loader_stop(f->ld);
+			hn_die(1, "%s: %s", f->what, err);
+		}
+		int rc = f->be->stage && f->ahead->n > 0
+				 ? f->be->stage(f->st, f->ahead->tiles, f->ahead->labels,
+						f->ahead->n)
+				 : 0;
+		if (rc < 0) {
+			hn_loader_stop(f->ld);
+			hn_die(1, "%s: the backend cannot stage a batch: %s", f->what,
+			       strerror(-rc));
+		}
+	}
+	*wait += sprite_now() - t0;
+	return bt;
+}
+
 void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
 		 struct hn_eval *r)
 {
 	char err[HN_ERR_MAX];
-	double t0 = sprite_now();
+	double t0 = sprite_now(), wait = 0;
 	memset(r, 0, sizeof *r);
+	struct feed f = feed_start(ld, be, st, "reading the test data");
 	for (uint64_t b = 0; b < nb; b++) {
-		struct hn_batch *bt;
-		if (hn_loader_next(ld, &bt, err) < 0) {
-			hn_loader_stop(ld);
-			hn_die(1, "reading the test data: %s", err);
-		}
+		struct hn_batch *bt = feed_next(&f, b + 1 < nb, &wait);
 		struct hn_step_result res = {0};
 		int rc = bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res) : 0;
 		if (rc < 0) {
@@ -208,18 +259,12 @@ static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
  * The time of that sum is a third share beside data wait and compute
  * (communication), summed into ep like the other two.
  */
-static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint64_t b)
+static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uint64_t b)
 {
 	const struct hn_opts *o = t->o;
 	char err[HN_ERR_MAX];
-	struct hn_batch *bt;
-	double t0 = sprite_now();
-	if (hn_loader_next(ld, &bt, err) < 0) {
-		hn_loader_stop(ld); /* join the loaders before exiting */
-		hn_die(1, "reading the data: %s", err);
-	}
+	struct hn_batch *bt = feed_next(f, b + 1 < t->nb_train, &ep->wait);
 	double t1 = sprite_now();
-	ep->wait += t1 - t0;
 	ep->augment += bt->augment_s;
 	ep->loader_cpu += bt->loader_cpu_s;
 	if (t->micro == 0)
@@ -274,7 +319,7 @@ static void train_step(struct hn_train *t, hn_loader *ld, struct epoch *ep, uint
 	if (apply)
 		t->step++;
 	int n = bt->n;
-	hn_loader_release(ld, bt); /* a loader may refill it now */
+	hn_loader_release(f->ld, bt); /* a loader may refill it now */
 	if (!o->quiet) {
 		sprite_progress_add(&ep->bar, (uint64_t)n * (uint64_t)t->nranks); /* about */
 		sprite_progress_draw(&ep->bar);
@@ -438,8 +483,9 @@ static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 	if (!o->quiet)
 		sprite_progress_start(&ep.bar, label, t->ntrain);
 	double t_epoch = sprite_now();
+	struct feed f = feed_start(ld, t->be, t->st, "reading the data");
 	for (uint64_t b = 0; b < t->nb_train; b++)
-		train_step(t, ld, &ep, b);
+		train_step(t, &f, &ep, b);
 	double wall = sprite_now() - t_epoch;
 	if (!o->quiet)
 		sprite_progress_end(&ep.bar);
