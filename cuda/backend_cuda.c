@@ -294,8 +294,10 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 		return -ENODEV;
 	}
 	if (cfg->device_index < 0 || cfg->device_index >= count) {
-		snprintf(err, HN_ERR_MAX, "gpu: device %d does not exist (%d found)",
-			 cfg->device_index, count);
+		snprintf(err, HN_ERR_MAX,
+			 "gpu: device %d does not exist (%d found; each rank on a machine takes "
+			 "the GPU of its local rank, so run at most %d ranks per machine)",
+			 cfg->device_index, count, count);
 		return -ENODEV;
 	}
 	struct hn_cuda *st = calloc(1, sizeof(*st));
@@ -332,6 +334,9 @@ static void hn_cuda_destroy(void *state)
 		cudaStreamSynchronize(st->stream);
 	if (st->copy_stream)
 		cudaStreamSynchronize(st->copy_stream);
+#ifdef HN_HAVE_NCCL
+	cu_dist_destroy(st);
+#endif
 	for (int i = 0; i < HN_MAX_LAYERS; i++)
 		cu_conv_destroy(&st->conv[i]);
 	if (st->blas)
@@ -341,7 +346,8 @@ static void hn_cuda_destroy(void *state)
 	void *dev_ptrs[] = {st->params,	     st->grads,	      st->opt,	       st->params16,
 			    st->acts,	     st->dacts,	      st->scratch16,   st->d_tiles[0],
 			    st->d_tiles[1],  st->d_labels[0], st->d_labels[1], st->loss_tmp,
-			    st->correct_tmp, st->d_small,     st->ws,	       st->bnbuf};
+			    st->correct_tmp, st->d_small,     st->ws,	       st->bnbuf,
+			    st->dist_parts};
 	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
 		if (dev_ptrs[i])
 			cudaFree(dev_ptrs[i]);
@@ -693,6 +699,11 @@ static const struct hn_backend_ops hn_cuda_ops = {
 	.train_step = hn_cuda_train_step,
 	.evaluate = hn_cuda_evaluate,
 	.stage = hn_cuda_stage,
+#ifdef HN_HAVE_NCCL
+	.dist_id = cu_dist_id,
+	.dist_join = cu_dist_join,
+	.dist_sum_grads = cu_dist_sum_grads,
+#endif
 	.get_params = hn_cuda_get_params,
 	.set_params = hn_cuda_set_params,
 	.get_opt_state = hn_cuda_get_opt_state,

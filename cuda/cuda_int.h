@@ -95,6 +95,11 @@ struct hn_cuda {
 	size_t bn_off[HN_MAX_LAYERS];
 	struct hn_k_norm norm; /* input normalisation (cfg's mean and std) */
 
+	/* data-parallel (nccl.c): the communicator (an ncclComm_t), this rank, the ranks */
+	void *dist_comm;
+	float *dist_parts; /* dist_size slices of the gradient block */
+	int dist_rank, dist_size;
+
 	uint64_t bytes;
 	char desc[512];
 	char err[HN_ERR_MAX];
@@ -134,6 +139,13 @@ int cu_host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what);
 		if (r_ < 0)                                                                        \
 			return r_;                                                                 \
 	} while (0)
+
+/* ---- nccl.c: backend.h's dist_* ops; cu_dist_destroy frees the communicator ---- */
+
+int cu_dist_id(void *state, void *id, size_t cap, char *err);
+int cu_dist_join(void *state, const void *id, size_t len, int rank, int size, char *err);
+int cu_dist_sum_grads(void *state, char *err);
+void cu_dist_destroy(struct hn_cuda *st);
 
 /* ---- activation slots ---- */
 

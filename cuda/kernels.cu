@@ -740,3 +740,23 @@ extern "C" cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag
 	k_check_finite<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, count, flag);
 	return cudaGetLastError();
 }
+
+__global__ void k_sum_parts(const float *parts, int nparts, size_t stride, size_t len, float *out)
+{
+	GRID_LOOP(i, len)
+	{
+		float acc = parts[i];
+		for (int q = 1; q < nparts; q++)
+			acc = __fadd_rn(acc, parts[(size_t)q * stride + i]);
+		out[i] = acc;
+	}
+}
+
+extern "C" cudaError_t hn_k_sum_parts(const float *parts, int nparts, size_t stride, size_t len,
+				      float *out, cudaStream_t s)
+{
+	if (len == 0)
+		return cudaSuccess;
+	k_sum_parts<<<hn_blocks(len), HN_K_THREADS, 0, s>>>(parts, nparts, stride, len, out);
+	return cudaGetLastError();
+}

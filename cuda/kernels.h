@@ -132,6 +132,13 @@ cudaError_t hn_k_f16_to_f32(const void *x, float *y, size_t count, cudaStream_t 
 cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t count, cudaStream_t s);
 /* *flag = 1 if any of x[0..count) is inf or NaN (flag is not cleared here). */
 cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag, cudaStream_t s);
+/*
+ * out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ... over nparts
+ * rows of stride floats, for i < len: the ranks' gradient slices added in
+ * rank order, as the cpu path adds them.
+ */
+cudaError_t hn_k_sum_parts(const float *parts, int nparts, size_t stride, size_t len, float *out,
+			   cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hntrain_cuda_libs - the GPU plugin finds its CUDA libraries where machines
 # keep them, not only where its RUNPATH says: in a Python venv's nvidia-*
-# wheels, under $CUDA_HOME/targets/*/lib; and when none is anywhere, the
+# wheels (NCCL too), under $CUDA_HOME/targets/*/lib; and when none is anywhere, the
 # error names the missing library and every folder searched.
 #
 # In a private mount namespace the toolkit (/usr/local/cuda-*) is hidden
@@ -19,7 +19,7 @@ real=$(readlink -f /usr/local/cuda/lib64 2>/dev/null)
 
 V="$TMP/venv"
 W="$V/lib/python3.11/site-packages/nvidia"
-mkdir -p "$V/bin" "$W/cudnn/lib" "$W/cublas/lib" "$W/cuda_runtime/lib" \
+mkdir -p "$V/bin" "$W/cudnn/lib" "$W/cublas/lib" "$W/cuda_runtime/lib" "$W/nccl/lib" \
 	"$TMP/tk/targets/x86_64-linux/lib" "$TMP/empty"
 printf '#!/bin/sh\nexit 0\n' >"$V/bin/python3"
 chmod +x "$V/bin/python3"
@@ -28,7 +28,7 @@ chmod +x "$V/bin/python3"
 ns_run() {
 	unshare -m --propagation private bash -c '
 		set -e
-		for d in cudnn cublas cuda_runtime; do mount --bind -o ro "$0" "$1/$d/lib"; done
+		for d in cudnn cublas cuda_runtime nccl; do mount --bind -o ro "$0" "$1/$d/lib"; done
 		mount --bind -o ro "$0" "$2/targets/x86_64-linux/lib"
 		for t in /usr/local/cuda-*; do [[ -d $t ]] && mount -t tmpfs none "$t"; done
 		shift 2
@@ -44,6 +44,11 @@ for lib in libcudart.so.13 libcublas.so.13 libcudnn.so.9; do
 	grep -Eq "^gpu: $lib $W/[a-z_]+/lib/$lib\$" "$TMP/v" ||
 		{ cat "$TMP/v"; fail "$lib not found in the venv's nvidia wheels"; }
 done
+# NCCL, which the plugin loads only for several ranks, where the toolkit has it
+if [[ -e $real/libnccl.so.2 ]]; then
+	grep -Eq "^gpu: libnccl.so.2 $W/[a-z_]+/lib/libnccl.so.2 \(for several ranks\)\$" "$TMP/v" ||
+		{ cat "$TMP/v"; fail "libnccl.so.2 not found in the venv's nvidia wheels"; }
+fi
 
 # 2. the same from $CUDA_HOME/targets/x86_64-linux/lib
 ns_run "${clean_env[@]}" CUDA_HOME="$TMP/tk" PATH=/usr/bin:/bin "$HNTRAIN" -V >"$TMP/v" 2>&1 ||

@@ -226,6 +226,8 @@ int hn_cuda_plugin_load(char *err);
 /* cuda_libs.c: load the libraries the plugin needs from wherever they are;
  * -1 with err naming the missing one and the folders searched. */
 int hn_cuda_libs_preload(char *err, size_t cap);
+/* The libraries the plugin loads only when needed (NCCL), where found; quiet when not. */
+void hn_cuda_libs_optional(void);
 /* One "gpu: SONAME PATH" line per CUDA library loaded in this process. */
 void hn_cuda_libs_print(FILE *f);
 

@@ -171,6 +171,21 @@ struct hn_backend_ops {
 	 * changes a result, only when the copy happens. 0 or -errno.
 	 */
 	int (*stage)(void *state, const uint8_t *tiles, const uint16_t *labels, int n);
+	/*
+	 * Optional (gpu, with NCCL): data-parallel training that sums the
+	 * gradients where they live, for a backend without grads(). Rank 0
+	 * calls dist_id, which writes a communicator id of at most cap bytes
+	 * to id and returns its length; the trainer sends those bytes to every
+	 * rank (dist.h), and each calls dist_join with them, its rank and the
+	 * number of ranks. dist_sum_grads then replaces the group's gradients
+	 * (train_step calls without apply) by their sum over the ranks, added
+	 * in rank order, and returns when it is done; train_step(n 0, apply 1)
+	 * applies it. Each returns 0 (dist_id: the length) or -errno, with a
+	 * message in err (HN_ERR_MAX bytes).
+	 */
+	int (*dist_id)(void *state, void *id, size_t cap, char *err);
+	int (*dist_join)(void *state, const void *id, size_t len, int rank, int size, char *err);
+	int (*dist_sum_grads)(void *state, char *err);
 };
 
 /* The cpu backend, always built. */

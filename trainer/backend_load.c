@@ -22,6 +22,7 @@
 
 #include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/dist.h"
 
 #ifndef HN_PLUGIN_DIR
 #define HN_PLUGIN_DIR "/usr/local/lib/hntrain"
@@ -82,7 +83,8 @@ static void *plugin_open(char *err)
 			/* a CUDA library not where the plugin's RUNPATH says: look for it */
 			char why[HN_ERR_MAX];
 			if (hn_cuda_libs_preload(why, sizeof why) < 0) {
-				snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend: %.200s", why);
+				snprintf(err, HN_ERR_MAX, "cannot load the CUDA backend: %.200s",
+					 why);
 				return NULL;
 			}
 			h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
@@ -114,6 +116,8 @@ const struct hn_backend_ops *hn_backend_load(const char *device, char *err)
 	void *h = plugin_open(err);
 	if (!h)
 		return NULL;
+	if (hn_dist()->size > 1)
+		hn_cuda_libs_optional(); /* NCCL, for the plugin's own dlopen */
 	hn_cuda_backend_fn fn;
 	*(void **)&fn = dlsym(h, "hn_cuda_backend");
 	if (!fn) {
@@ -135,7 +139,10 @@ const struct hn_backend_ops *hn_backend_load(const char *device, char *err)
 
 int hn_cuda_plugin_load(char *err)
 {
-	return plugin_open(err) ? 0 : -1;
+	if (!plugin_open(err))
+		return -1;
+	hn_cuda_libs_optional(); /* -V names NCCL too */
+	return 0;
 }
 
 int hn_cuda_plugin_find(char *path, size_t cap)

@@ -18,7 +18,9 @@
  *   each python3 on PATH (its bin/../lib/python3.*), ~/.local, /usr/local
  *
  * cuDNN 9 loads its sub-libraries (libcudnn_ops, _cnn, _engines_*) itself;
- * those beside the libcudnn.so.9 found are loaded with it.
+ * those beside the libcudnn.so.9 found are loaded with it. NCCL
+ * (libnccl.so.2), which the plugin loads itself only for a run of several
+ * ranks, is looked for the same way beforehand, and named by -V.
  */
 #include <dlfcn.h>
 #include <glob.h>
@@ -35,6 +37,9 @@
 static const char *const needed[] = {"libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13",
 				     "libcudnn.so.9"};
 #define NNEEDED (sizeof needed / sizeof needed[0])
+/* What the plugin dlopens itself when a run needs it (cuda/nccl.c: several ranks). */
+static const char *const optional[] = {"libnccl.so.2"};
+#define NOPTIONAL (sizeof optional / sizeof optional[0])
 
 #ifndef HN_MULTIARCH_LIBDIR
 #define HN_MULTIARCH_LIBDIR "/usr/lib/x86_64-linux-gnu"
@@ -115,7 +120,8 @@ static void search_dirs(struct dirs *D)
 	if (path && strlen(path) < 8192) {
 		char buf[8192];
 		snprintf(buf, sizeof buf, "%s", path);
-		for (char *save, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		for (char *save, *d = strtok_r(buf, ":", &save); d;
+		     d = strtok_r(NULL, ":", &save)) {
 			char py[PATH_MAX + 16];
 			if (strlen(d) > PATH_MAX - 16)
 				continue;
@@ -173,6 +179,35 @@ static void load_cudnn_parts(const char *dir)
 	globfree(&g);
 }
 
+/* soname loaded already, by the default search, or from the first folder of D holding it. */
+static int load_lib(const struct dirs *D, const char *soname)
+{
+	if (loaded(soname) || dlopen(soname, RTLD_NOW | RTLD_GLOBAL))
+		return 1; /* RUNPATH-less default search (LD_LIBRARY_PATH, ld.so.cache) */
+	for (int i = 0; i < D->n; i++) {
+		char p[PATH_MAX + 32];
+		snprintf(p, sizeof p, "%s/%s", D->d[i], soname);
+		if (access(p, R_OK) < 0)
+			continue;
+		if (!strncmp(soname, "libcudnn", 8))
+			load_cudnn_parts(D->d[i]);
+		if (dlopen(p, RTLD_NOW | RTLD_GLOBAL))
+			return 1;
+	}
+	return 0;
+}
+
+void hn_cuda_libs_optional(void)
+{
+	struct dirs *D = malloc(sizeof *D);
+	if (!D)
+		return;
+	search_dirs(D);
+	for (size_t k = 0; k < NOPTIONAL; k++)
+		load_lib(D, optional[k]);
+	free(D);
+}
+
 int hn_cuda_libs_preload(char *err, size_t cap)
 {
 	struct dirs *D = malloc(sizeof *D);
@@ -183,27 +218,19 @@ int hn_cuda_libs_preload(char *err, size_t cap)
 	search_dirs(D);
 	int rc = 0;
 	for (size_t k = 0; k < NNEEDED && rc == 0; k++) {
-		if (loaded(needed[k]) || dlopen(needed[k], RTLD_NOW | RTLD_GLOBAL))
-			continue; /* RUNPATH-less default search (LD_LIBRARY_PATH, ld.so.cache) */
-		int ok = 0;
-		for (int i = 0; i < D->n && !ok; i++) {
-			char p[PATH_MAX + 32];
-			snprintf(p, sizeof p, "%s/%s", D->d[i], needed[k]);
-			if (access(p, R_OK) < 0)
-				continue;
-			if (!strncmp(needed[k], "libcudnn", 8))
-				load_cudnn_parts(D->d[i]);
-			ok = dlopen(p, RTLD_NOW | RTLD_GLOBAL) != NULL;
-		}
-		if (!ok) {
+		if (!load_lib(D, needed[k])) {
 			/* the folders do not fit an error string: they go to stderr */
-			fprintf(stderr, "hntrain: looked for %s in the loader's path (LD_LIBRARY_PATH, "
-				"ld.so.cache), then in:", needed[k]);
+			fprintf(stderr,
+				"hntrain: looked for %s in the loader's path (LD_LIBRARY_PATH, "
+				"ld.so.cache), then in:",
+				needed[k]);
 			for (int i = 0; i < D->n; i++)
 				fprintf(stderr, "\n  %s", D->d[i]);
 			fprintf(stderr, "%s\n", D->n ? "" : " none of the usual folders exists");
-			snprintf(err, cap, "%s not found in any of those folders (set CUDA_HOME, or "
-				 "LD_LIBRARY_PATH to the folder holding it)", needed[k]);
+			snprintf(err, cap,
+				 "%s not found in any of those folders (set CUDA_HOME, or "
+				 "LD_LIBRARY_PATH to the folder holding it)",
+				 needed[k]);
 			rc = -1;
 		}
 	}
@@ -223,6 +250,9 @@ static int list_one(struct dl_phdr_info *info, size_t size, void *arg)
 	for (size_t k = 0; k < NNEEDED; k++)
 		if (!strcmp(base, needed[k]))
 			fprintf(f, "gpu: %s %s\n", needed[k], name);
+	for (size_t k = 0; k < NOPTIONAL; k++)
+		if (!strcmp(base, optional[k]))
+			fprintf(f, "gpu: %s %s (for several ranks)\n", optional[k], name);
 	return 0;
 }
 

@@ -65,6 +65,9 @@ void hn_dist_stop_early(void);
  */
 int hn_dist_sum_floats(float *buf, size_t n, char *err);
 
+/* buf (n bytes) becomes rank 0's buf on every rank (the NCCL set-up's unique id). */
+int hn_dist_share_bytes(void *buf, size_t n, char *err);
+
 /* out (size * n doubles) gets every rank's v (n doubles), in rank order. */
 int hn_dist_gather_doubles(const double *v, int n, double *out, char *err);
 

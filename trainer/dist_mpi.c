@@ -14,6 +14,7 @@
  * instead of aborting, and every wait polls against a deadline.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #define TAG_SCATTER 0x4801
 #define TAG_GATHER  0x4802
 #define TAG_COUNTS  0x4803
+#define TAG_SHARE   0x4804
 #define HOST_MAX    48
 
 static struct hn_dist_info info = {.size = 1, .local_size = 1, .impl = "local"};
@@ -297,6 +299,40 @@ int hn_dist_sum_floats(float *buf, size_t n, char *err)
 	if (rc == 0)
 		rc = wait_all(k, req, peer, "sharing the summed gradients", err);
 	free(parts);
+	free(req);
+	free(peer);
+	return rc;
+}
+
+/* Rank 0's bytes to every rank, point to point so that a silent rank is named. */
+int hn_dist_share_bytes(void *buf, size_t n, char *err)
+{
+	if (!active || info.size == 1)
+		return 0;
+	if (n > (size_t)INT_MAX) {
+		snprintf(err, HN_ERR_MAX, "sharing %zu bytes: too many for one message", n);
+		return -EINVAL;
+	}
+	int N = info.size, k = 0, rc = 0;
+	MPI_Request *req = malloc((size_t)N * sizeof *req);
+	int *peer = malloc((size_t)N * sizeof *peer);
+	if (!req || !peer) {
+		free(req);
+		free(peer);
+		snprintf(err, HN_ERR_MAX, "sharing rank 0's set-up: out of memory");
+		return -ENOMEM;
+	}
+	for (int q = info.rank ? 0 : 1; q < (info.rank ? 1 : N) && rc == 0; q++) {
+		peer[k] = q;
+		int c = info.rank ? MPI_Irecv(buf, (int)n, MPI_BYTE, 0, TAG_SHARE, MPI_COMM_WORLD,
+					      &req[k++])
+				  : MPI_Isend(buf, (int)n, MPI_BYTE, q, TAG_SHARE, MPI_COMM_WORLD,
+					      &req[k++]);
+		if (c != MPI_SUCCESS)
+			rc = mpi_fail(err, c, "sharing rank 0's set-up");
+	}
+	if (rc == 0)
+		rc = wait_all(k, req, peer, "sharing rank 0's set-up", err);
 	free(req);
 	free(peer);
 	return rc;

@@ -171,7 +171,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.max_batch = o->batch,
 		.amp = o->amp,
 		.fast = o->fast,
-		.device_index = 0,
+		.device_index = hn_dist()->local_rank, /* one GPU per rank of a machine */
 		.seed = o->seed,
 		.rank = hn_dist()->rank,
 	};
@@ -192,6 +192,41 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 	if (rc < 0)
 		t->be->destroy(t->st);
 	return rc;
+}
+
+/*
+ * Several ranks on a backend that keeps its gradients on the device (gpu):
+ * rank 0 makes the communicator's id, every rank gets its bytes over MPI
+ * (with a first byte saying whether rank 0 could make one) and joins.
+ */
+static int join_ranks(struct hn_train *t)
+{
+	char err[HN_ERR_MAX] = "";
+	unsigned char id[1 + 256] = {0};
+	const struct hn_dist_info *d = hn_dist();
+	if (t->nranks < 2 || t->be->grads)
+		return 0;
+	if (!t->be->dist_id || !t->be->dist_join || !t->be->dist_sum_grads)
+		return hn_error("--device %s with %d ranks: this build's backend cannot sum "
+				"gradients across ranks (its plugin was built without nccl.h)",
+				t->o->device, t->nranks);
+	int len = 0;
+	if (d->rank == 0) {
+		len = t->be->dist_id(t->st, id + 1, sizeof id - 1, err);
+		id[0] = len > 0 && len < 256 ? (unsigned char)len : 0;
+		if (len < 0)
+			hn_error("--device %s: %s", t->o->device, err);
+	}
+	if (hn_dist_share_bytes(id, sizeof id, err) < 0)
+		return hn_error("%s", err);
+	if (!id[0])
+		return d->rank ? hn_error("rank 0 could not set up the gradient sums (its "
+					  "message says why)")
+			       : -1;
+	if (t->be->dist_join(t->st, id + 1, id[0], d->rank, d->size, err) < 0)
+		return hn_error("--device %s, rank %d on %s: %s", t->o->device, d->rank, d->host,
+				err);
+	return 0;
 }
 
 /*
@@ -515,6 +550,8 @@ int main(int argc, char **argv)
 		goto out_source;
 	if (start_backend(&o, &ck, &t) < 0)
 		goto out_params;
+	if (join_ranks(&t) < 0)
+		goto out_backend;
 	if (o.preload && preload(&o, src) < 0)
 		goto out_backend;
 

@@ -573,12 +573,6 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		hn_die(2, "--amp needs --device gpu");
 	if (o->fast && strcmp(o->device, "gpu"))
 		hn_die(2, "--fast needs --device gpu (the cpu backend has one algorithm)");
-	if (!strcmp(o->device, "gpu") && hn_dist()->size > 1)
-		hn_die(2,
-		       "--device gpu with %d ranks: data-parallel training sums gradients on the "
-		       "CPU only (no NCCL yet); run the ranks with --device cpu, or one process "
-		       "on the GPU",
-		       hn_dist()->size);
 }
 
 void hn_opts_parse(int argc, char **argv, struct hn_opts *o)

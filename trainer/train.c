@@ -297,10 +297,11 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 	ep->compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
 	if (apply && dist) {
 		/* every rank applies, even one whose share was empty */
-		float *g = t->be->grads(t->st); /* the threads' parts folded: compute */
+		float *g = t->be->grads ? t->be->grads(t->st) : NULL; /* threads' parts folded */
 		double tc = sprite_now();
 		ep->compute += tc - t2;
-		if (hn_dist_sum_floats(g, t->m->nparams, err) < 0)
+		if (g ? hn_dist_sum_floats(g, t->m->nparams, err) < 0
+		      : t->be->dist_sum_grads(t->st, err) < 0) /* on the device (hntrain.c) */
 			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s", ep->e + 1, b, err);
 		double t3 = sprite_now();
 		ep->comm += t3 - tc;
