@@ -16,8 +16,9 @@
  *     full-batch gradient (with batchnorm, the cpu's sum of the same halves);
  *   - momentum and adam (with weight decay) over three steps: parameter
  *     changes and optimizer state within 2e-3 of the largest;
- *   - --amp: the gradient within 3e-2 of the largest (fp16 products), after
- *     the loss scale has settled (skipped steps leave params unchanged).
+ *   - --amp: the gradient's direction, by cosine per tensor and per filter
+ *     (compare_amp says why not elementwise), after the loss scale has
+ *     settled (skipped steps leave params unchanged).
  * Plus gpu-only checks: dropout p=0.5 is the same for the same (seed, step)
  * and differs for another step; stage() (the next batch copied while the
  * current call computes) gives the results of unstaged calls, and really
@@ -114,6 +115,87 @@ static void compare_tensors(const char *what, const char *spec, const struct hn_
 				       maxerr, at, (double)ref[off + at], (double)got[off + at],
 				       maxref, maxref > 0 ? maxerr / maxref : maxerr, (double)tol);
 				failures++;
+			}
+		}
+	}
+}
+
+/* cosine similarity of n floats (1 where both are zero) */
+static double cosine(const float *a, const float *b, size_t n)
+{
+	double ab = 0, aa = 0, bb = 0;
+	for (size_t j = 0; j < n; j++) {
+		ab += (double)a[j] * b[j];
+		aa += (double)a[j] * a[j];
+		bb += (double)b[j] * b[j];
+	}
+	return aa == 0 && bb == 0 ? 1.0 : aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+}
+
+/* Euclidean norm of n floats */
+static double vec_norm(const float *a, size_t n)
+{
+	double aa = 0;
+	for (size_t j = 0; j < n; j++)
+		aa += (double)a[j] * a[j];
+	return sqrt(aa);
+}
+
+/*
+ * --amp gradients against the cpu's fp32 ones. Not elementwise: fp16
+ * rounding flips a few ReLU masks and max-pool choices (near-ties), which
+ * moves whole contributions, so single elements differ by up to a fifth
+ * of their tensor's largest, sign included, with nothing wrong
+ * (tests/amp_model.py models the plugin's amp arithmetic and measures it).
+ * What holds is the direction: per tensor, cosine >= 0.99 (0.998 the
+ * model's worst over 100 batches); per row of conv and dense weights (one
+ * filter, one unit) with at least 10% of the largest row's norm, cosine
+ * >= 0.5 (0.90 the model's worst; a row of the wrong sign gives -1).
+ */
+static void compare_amp(const char *spec, const struct hn_model *m, const float *ref,
+			const float *got)
+{
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		for (int t = 0; t < 3; t++) {
+			size_t off = t == 2 ? l->s_off : t ? l->b_off : l->w_off;
+			size_t len = t == 2 ? l->s_len : t ? l->b_len : l->w_len;
+			const char *name = t == 2 ? "running statistics" : t ? "bias" : "weights";
+			if (!len)
+				continue;
+			for (size_t j = 0; j < len; j++)
+				if (!isfinite(got[off + j])) {
+					printf("FAIL amp gradient [%s] layer %d %s: element %zu is %g\n",
+					       spec, i, name, j, (double)got[off + j]);
+					failures++;
+					break;
+				}
+			double c = cosine(ref + off, got + off, len);
+			if (!(c >= 0.99)) {
+				printf("FAIL amp gradient [%s] layer %d %s: cosine %.5f < 0.99\n",
+				       spec, i, name, c);
+				failures++;
+			}
+			int rows = l->out_c;
+			if (t || rows < 2 || len % (size_t)rows ||
+			    (l->kind != HN_LAYER_CONV2D && l->kind != HN_LAYER_DENSE))
+				continue;
+			size_t per = len / (size_t)rows;
+			double top = 0;
+			for (int r = 0; r < rows; r++)
+				top = fmax(top, vec_norm(ref + off + (size_t)r * per, per));
+			for (int r = 0; r < rows; r++) {
+				const float *a = ref + off + (size_t)r * per,
+					    *b = got + off + (size_t)r * per;
+				if (vec_norm(a, per) < 0.1 * top)
+					continue;
+				double cr = cosine(a, b, per);
+				if (!(cr >= 0.5)) {
+					printf("FAIL amp gradient [%s] layer %d weights, row %d: cosine "
+					       "%.4f < 0.5\n",
+					       spec, i, r, cr);
+					failures++;
+				}
 			}
 		}
 	}
@@ -331,7 +413,7 @@ static void test_model(const struct shape *s, struct rng *rg)
 		for (size_t j = 0; j < np; j++)
 			grad[k][j] = init[j] - after[k][j];
 	}
-	compare_tensors("amp gradient", s->spec, &m, grad[0], grad[1], 3e-2f);
+	compare_amp(s->spec, &m, grad[0], grad[1]);
 	printf("ok [%s] %d layers, %zu params (amp skipped %d first)\n", s->spec, m.nlayers, np,
 	       tries);
 out_pair:
