@@ -30,7 +30,9 @@
  *    from an fp16 copy of the fp32 master weights), everything else stays
  *    fp32, and a dynamic loss scale guards the fp16 gradients: an overflow
  *    anywhere in the accumulated gradients skips the update and halves the
- *    scale; HN_AMP_GROWTH good updates in a row double it.
+ *    scale; HN_AMP_GROWTH good updates in a row double it. --amp=bf16 is
+ *    the same with bf16 (sm_80 and later): fp32's range, so no loss scale,
+ *    no overflow check and no wait for the device inside the step.
  *  - Convolution algorithms are chosen once at create for max_batch and
  *    named in describe() (the log): by default the first deterministic one
  *    in cuDNN's heuristic ranking (cuda/algo.h), so two runs compute the same
@@ -118,7 +120,9 @@ static void hn_cuda_destroy(void *state);
 static int refresh_params16(struct hn_cuda *st)
 {
 	if (st->amp)
-		CU(hn_k_f32_to_f16(st->params, st->params16, st->m.nparams, st->stream), st->err);
+		CU(hn_k_f32_to_half(st->params, st->params16, st->m.nparams, cu_bf16(st),
+				    st->stream),
+		   st->err);
 	return 0;
 }
 
@@ -251,7 +255,10 @@ static void describe_device(struct hn_cuda *st)
 			 "%s (sm_%d%d, %.1f GiB), cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s",
 			 prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
 			 dv / 10000, (dv % 10000) / 100, dv % 100, bv / 10000, (bv / 100) % 100,
-			 bv % 100, st->amp ? "amp fp16 + fp32 master weights" : "fp32");
+			 bv % 100,
+			 !st->amp      ? "fp32"
+			 : cu_bf16(st) ? "amp bf16 + fp32 master weights"
+				       : "amp fp16 + fp32 master weights, loss scaling");
 	if (w < 0) {
 		snprintf(st->desc, sizeof(st->desc), "CUDA device %d", st->dev);
 		w = (int)strlen(st->desc);
@@ -300,6 +307,23 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 			 cfg->device_index, count, count);
 		return -ENODEV;
 	}
+	if (cfg->amp != 0 && cfg->amp != HN_AMP_FP16 && cfg->amp != HN_AMP_BF16) {
+		snprintf(err, HN_ERR_MAX, "gpu: unknown amp kind %d", cfg->amp);
+		return -EINVAL;
+	}
+	int major = 0, minor = 0;
+	if (cfg->amp == HN_AMP_BF16 &&
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cfg->device_index) ==
+		    cudaSuccess &&
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cfg->device_index) ==
+		    cudaSuccess &&
+	    major < 8) {
+		snprintf(err, HN_ERR_MAX,
+			 "gpu: --amp=bf16 needs a GPU of compute capability 8.0 or later (this one "
+			 "is %d.%d); --amp (fp16) runs here",
+			 major, minor);
+		return -EINVAL;
+	}
 	struct hn_cuda *st = calloc(1, sizeof(*st));
 	if (!st) {
 		snprintf(err, HN_ERR_MAX, "gpu: out of memory");
@@ -310,9 +334,11 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->cfg = *cfg;
 	st->staged = -1;
 	st->dev = cfg->device_index;
-	st->amp = cfg->amp != 0;
-	st->dt = st->amp ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-	st->loss_scale = st->amp ? HN_AMP_INIT_SCALE : 1.0f;
+	st->amp = cfg->amp;
+	st->dt = !st->amp ? CUDNN_DATA_FLOAT : cu_bf16(st) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+	st->ht = cu_bf16(st) ? CUDA_R_16BF : CUDA_R_16F;
+	/* bf16 has fp32's range: no loss scale (1, never changed) */
+	st->loss_scale = st->amp == HN_AMP_FP16 ? HN_AMP_INIT_SCALE : 1.0f;
 	r = setup(st, init);
 	if (r < 0) {
 		snprintf(err, HN_ERR_MAX, "%s", st->err[0] ? st->err : "gpu: setup failed");
@@ -537,7 +563,7 @@ static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skippe
 	*skipped = 0;
 	if (np == 0)
 		return 0;
-	if (st->amp) {
+	if (st->amp == HN_AMP_FP16) {
 		CU(cudaMemsetAsync(&st->d_small->overflow, 0, sizeof(int), st->stream), st->err);
 		CU(hn_k_check_finite(st->grads, np, &st->d_small->overflow, st->stream), st->err);
 		CU(cudaMemcpyAsync(&st->h_small->overflow, &st->d_small->overflow, sizeof(int),
@@ -574,7 +600,7 @@ static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skippe
 	TRY(optim_range(st, p, np, st->o.weight_decay, lr, step, inv_scale));
 	CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
 	TRY(refresh_params16(st));
-	if (st->amp && ++st->good_steps >= HN_AMP_GROWTH) {
+	if (st->amp == HN_AMP_FP16 && ++st->good_steps >= HN_AMP_GROWTH) {
 		st->good_steps = 0;
 		if (st->loss_scale < HN_AMP_MAX_SCALE)
 			st->loss_scale *= 2.0f;

@@ -50,8 +50,9 @@ struct hn_cuda {
 	struct hn_optim o;
 	struct hn_backend_config cfg;
 	int dev;
-	int amp;
-	cudnnDataType_t dt; /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF for conv tensors */
+	int amp;	    /* 0, HN_AMP_FP16 or HN_AMP_BF16 */
+	cudnnDataType_t dt; /* conv tensors: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16 */
+	cudaDataType_t ht;  /* amp: the 16-bit type for cuBLAS, CUDA_R_16F or CUDA_R_16BF */
 
 	cudaStream_t stream, copy_stream;
 	cudaEvent_t ev_start, ev_stop, ev_copied[2];
@@ -60,7 +61,7 @@ struct hn_cuda {
 	cublasHandle_t blas;
 
 	float *params, *grads, *opt; /* one allocation each */
-	void *params16;		     /* amp: fp16 copy of params */
+	void *params16;		     /* amp: 16-bit copy of params */
 	float *acts, *dacts;
 	size_t act_off[HN_MAX_LAYERS + 1];	    /* float offset of slot i (max_batch samples) */
 	size_t act_per[HN_MAX_LAYERS + 1];	    /* floats per sample of slot i */
@@ -146,6 +147,12 @@ int cu_dist_id(void *state, void *id, size_t cap, char *err);
 int cu_dist_join(void *state, const void *id, size_t len, int rank, int size, char *err);
 int cu_dist_sum_grads(void *state, char *err);
 void cu_dist_destroy(struct hn_cuda *st);
+
+/* amp's 16-bit buffers hold bf16 (else fp16) */
+static inline int cu_bf16(const struct hn_cuda *st)
+{
+	return st->amp == HN_AMP_BF16;
+}
 
 /* ---- activation slots ---- */
 

@@ -7,6 +7,7 @@
  * deterministic gather is cheap. Convolutions and matrix products are not
  * here; they go to cuDNN and cuBLAS.
  */
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -675,27 +676,45 @@ extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v
 
 /* ---- mixed precision ---- */
 
-__global__ void k_f32_to_f16(const float *x, __half *y, size_t count)
+/* H: __half or __nv_bfloat16; the conversions round to nearest even. */
+static __device__ __forceinline__ void to_h(float x, __half *y)
+{
+	*y = __float2half_rn(x); /* beyond 65504 -> inf, caught by the overflow check */
+}
+static __device__ __forceinline__ void to_h(float x, __nv_bfloat16 *y)
+{
+	*y = __float2bfloat16_rn(x);
+}
+static __device__ __forceinline__ float from_h(__half x)
+{
+	return __half2float(x);
+}
+static __device__ __forceinline__ float from_h(__nv_bfloat16 x)
+{
+	return __bfloat162float(x);
+}
+
+template <typename H> __global__ void k_f32_to_h(const float *x, H *y, size_t count)
 {
 	GRID_LOOP(i, count)
 	{
-		y[i] = __float2half(x[i]); /* beyond 65504 -> inf, caught by the overflow check */
+		to_h(x[i], &y[i]);
 	}
 }
 
-__global__ void k_f16_to_f32(const __half *x, float *y, size_t count)
+template <typename H> __global__ void k_h_to_f32(const H *x, float *y, size_t count)
 {
 	GRID_LOOP(i, count)
 	{
-		y[i] = __half2float(x[i]);
+		y[i] = from_h(x[i]);
 	}
 }
 
-__global__ void k_f16_accumulate(const __half *x, float *acc, size_t count)
+template <typename H> __global__ void k_h_accumulate(const H *x, float *acc, size_t count)
 {
 	GRID_LOOP(i, count)
 	{
-		acc[i] += __half2float(x[i]);
+		acc[i] += from_h(x[i]);
 	}
 }
 
@@ -708,28 +727,42 @@ __global__ void k_check_finite(const float *x, size_t count, int *flag)
 	}
 }
 
-extern "C" cudaError_t hn_k_f32_to_f16(const float *x, void *y, size_t count, cudaStream_t s)
+extern "C" cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, int bf16,
+				       cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_f32_to_f16<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
+	if (bf16)
+		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__nv_bfloat16 *)y, count);
+	else
+		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_f16_to_f32(const void *x, float *y, size_t count, cudaStream_t s)
+extern "C" cudaError_t hn_k_half_to_f32(const void *x, float *y, size_t count, int bf16,
+				       cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_f16_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x, y, count);
+	if (bf16)
+		k_h_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __nv_bfloat16 *)x, y,
+								     count);
+	else
+		k_h_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x, y, count);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t count,
-					   cudaStream_t s)
+extern "C" cudaError_t hn_k_half_accumulate(const void *x16, float *acc, size_t count, int bf16,
+					    cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_f16_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc, count);
+	if (bf16)
+		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(
+			(const __nv_bfloat16 *)x16, acc, count);
+	else
+		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc,
+									 count);
 	return cudaGetLastError();
 }
 

@@ -125,11 +125,12 @@ cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t co
 		      float beta1, float beta2, float eps, float wd, float c1, float c2,
 		      float inv_scale, cudaStream_t s);
 
-/* Mixed precision helpers. */
-cudaError_t hn_k_f32_to_f16(const float *x, void *y, size_t count, cudaStream_t s);
-cudaError_t hn_k_f16_to_f32(const void *x, float *y, size_t count, cudaStream_t s);
+/* Mixed precision helpers: the 16-bit buffers hold fp16, or bf16 when bf16 is set. */
+cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, int bf16, cudaStream_t s);
+cudaError_t hn_k_half_to_f32(const void *x, float *y, size_t count, int bf16, cudaStream_t s);
 /* acc[i] += (float)x16[i] */
-cudaError_t hn_k_f16_accumulate(const void *x16, float *acc, size_t count, cudaStream_t s);
+cudaError_t hn_k_half_accumulate(const void *x16, float *acc, size_t count, int bf16,
+				 cudaStream_t s);
 /* *flag = 1 if any of x[0..count) is inf or NaN (flag is not cleared here). */
 cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag, cudaStream_t s);
 /*

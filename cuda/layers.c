@@ -263,11 +263,13 @@ int cu_conv_forward(struct hn_cuda *st, int i, int n)
 		    st->err);
 	} else {
 		void *x16 = cu_half_at(st, st->x16_off), *y16 = cu_half_at(st, st->y16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * cu_layer_in(l), st->stream), st->err);
+		CU(hn_k_f32_to_half(x, x16, (size_t)n * cu_layer_in(l), cu_bf16(st), st->stream),
+		   st->err);
 		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, cu_w16(st, l->w_off),
 					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
 		    st->err);
-		CU(hn_k_f16_to_f32(y16, y, (size_t)n * cu_layer_out(l), st->stream), st->err);
+		CU(hn_k_half_to_f32(y16, y, (size_t)n * cu_layer_out(l), cu_bf16(st), st->stream),
+		   st->err);
 	}
 	if (l->b_len)
 		CU(hn_k_bias_add(y, st->params + l->b_off, n, l->out_c, l->out_h * l->out_w,
@@ -301,18 +303,21 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 	void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
 	void *dx16 = cu_half_at(st, st->dx16_off), *dw16 = cu_half_at(st, st->w16_off);
 	/* x16 was overwritten by later layers' forward: cast again */
-	CU(hn_k_f32_to_f16(x, x16, (size_t)n * cu_layer_in(l), st->stream), st->err);
-	CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * cu_layer_out(l), st->stream), st->err);
+	CU(hn_k_f32_to_half(x, x16, (size_t)n * cu_layer_in(l), cu_bf16(st), st->stream), st->err);
+	CU(hn_k_f32_to_half(dy, dy16, (size_t)n * cu_layer_out(l), cu_bf16(st), st->stream),
+	   st->err);
 	DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x16, c->y, dy16, c->cw, c->wa,
 					   st->ws, st->ws_bytes, &zero, c->w, dw16),
 	    st->err);
-	CU(hn_k_f16_accumulate(dw16, st->grads + l->w_off, l->w_len, st->stream), st->err);
+	CU(hn_k_half_accumulate(dw16, st->grads + l->w_off, l->w_len, cu_bf16(st), st->stream),
+	   st->err);
 	if (i > 0) {
 		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, cu_w16(st, l->w_off), c->y,
 						 dy16, c->cd, c->da, st->ws, st->ws_bytes, &zero,
 						 c->x, dx16),
 		    st->err);
-		CU(hn_k_f16_to_f32(dx16, dx, (size_t)n * cu_layer_in(l), st->stream), st->err);
+		CU(hn_k_half_to_f32(dx16, dx, (size_t)n * cu_layer_in(l), cu_bf16(st), st->stream),
+		   st->err);
 	}
 	return 0;
 }
@@ -337,8 +342,8 @@ static int dense_gemm(struct hn_cuda *st, cublasOperation_t ta, cublasOperation_
 				 ldc),
 		     st->err);
 	else
-		BLAS(cublasGemmEx(st->blas, ta, tb, mm, nn, kk, &one, a, CUDA_R_16F, lda, b,
-				  CUDA_R_16F, ldb, &beta, cmat, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+		BLAS(cublasGemmEx(st->blas, ta, tb, mm, nn, kk, &one, a, st->ht, lda, b, st->ht,
+				  ldb, &beta, cmat, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
 				  CUBLAS_GEMM_DEFAULT),
 		     st->err);
 	return 0;
@@ -354,7 +359,7 @@ static int dense_forward(struct hn_cuda *st, int i, int n)
 			       x, in, 0.0f, y, out));
 	} else {
 		void *x16 = cu_half_at(st, st->x16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
+		CU(hn_k_f32_to_half(x, x16, (size_t)n * in, cu_bf16(st), st->stream), st->err);
 		TRY(dense_gemm(st, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, cu_w16(st, l->w_off), in,
 			       x16, in, 0.0f, y, out));
 	}
@@ -373,8 +378,8 @@ static int dense_backward(struct hn_cuda *st, int i, int n)
 	const void *xa = x, *dya = dy, *wa = st->params + l->w_off;
 	if (st->amp) {
 		void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
-		CU(hn_k_f32_to_f16(x, x16, (size_t)n * in, st->stream), st->err);
-		CU(hn_k_f32_to_f16(dy, dy16, (size_t)n * out, st->stream), st->err);
+		CU(hn_k_f32_to_half(x, x16, (size_t)n * in, cu_bf16(st), st->stream), st->err);
+		CU(hn_k_f32_to_half(dy, dy16, (size_t)n * out, cu_bf16(st), st->stream), st->err);
 		xa = x16;
 		dya = dy16;
 		wa = cu_w16(st, l->w_off);

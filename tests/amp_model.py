@@ -3,36 +3,36 @@
 
 test_gpu_layers compares the gpu backend's --amp gradients with the cpu
 backend's fp32 ones. This script models the plugin's amp arithmetic
-(cuda/layers.c) on the CPU with PyTorch and measures, on the built-in cnn
-(c32k3-r-m2-c64k3-r-m2-d128-r-d10) with the test's batch of 6 random
-28x28 tiles, how far an amp gradient lies from the fp32 one when nothing is
-wrong:
+(cuda/layers.c), for fp16 and for bf16, on the CPU with PyTorch and
+measures, on the built-in cnn (c32k3-r-m2-c64k3-r-m2-d128-r-d10) with the
+test's batch of 6 random 28x28 tiles, how far an amp gradient lies from
+the fp32 one when nothing is wrong:
 
-  * conv: inputs and weights rounded to fp16, products summed in fp32, the
-    output rounded to fp16 (cuDNN with fp16 tensors), then the fp32 bias;
-    backward: x and dy rounded to fp16, dw and dx rounded to fp16;
-  * dense: inputs and weights rounded to fp16, the output and dw in fp32
-    (cublasGemmEx, fp32 C); dy rounded to fp16;
-  * ReLU, max pooling, the loss and bias gradients in fp32.
+  * conv: inputs and weights rounded to 16 bits, products summed in fp32,
+    the output rounded to 16 bits (cuDNN with 16-bit tensors), then the
+    fp32 bias; backward: x and dy rounded, dw and dx rounded;
+  * dense: inputs and weights rounded, the output and dw in fp32
+    (cublasGemmEx, fp32 C); dy rounded;
+  * ReLU, max pooling, the loss and bias gradients in fp32; fp16 with a
+    loss scale, bf16 without.
 
 Findings, asserted below:
   1. with the fp32 run's ReLU masks and max-pool choices, every gradient
-     is within 4e-3 of its tensor's largest element (8 fp16 unit
-     roundoffs; 2.0e-3 measured): rounding alone;
-  2. with its own masks and choices, a few near-ties flip (fp16 moves a
+     is within 8 unit roundoffs of its tensor's largest element (fp16
+     4e-3, 2.0e-3 measured; bf16 3.2e-2, 1.6e-2 measured): rounding alone;
+  2. with its own masks and choices, near-ties flip (the rounding moves a
      value across 0 or past its pooling neighbour) and move whole
-     contributions: single elements then differ by up to a fifth of the
-     tensor's largest, many with the sign changed, while the gradient's
-     direction holds: cosine similarity per tensor >= 0.995 over 100
-     random batches (0.998 measured), and per row (one filter's or one
-     unit's weights) holding at least 10% of the largest row's norm
-     >= 0.75 (0.90 measured);
+     contributions: single elements then differ by 20% (fp16) to 47%
+     (bf16) of the tensor's largest, many with the sign changed, while the
+     gradient's direction holds: cosine per tensor at least 0.998 (fp16)
+     and 0.973 (bf16) over 100 random batches, and per row (one filter's
+     or one unit's weights) holding at least half the largest row's norm
+     at least 0.98; the batch's loss within 4e-4 (fp16) and 4.2e-3 (bf16);
   3. real faults do not pass: a filter with the wrong sign has a row
-     cosine of -1, filters in the wrong order a tensor cosine far below
-     0.99.
-So test_gpu_layers checks amp gradients by cosine, >= 0.99 per tensor and
->= 0.5 per such row of conv and dense weights; the elementwise bound
-stays for fp32. Skips (77) without PyTorch.
+     cosine of -1, filters in the wrong order a tensor cosine of 0.16.
+So test_gpu_layers checks amp gradients by cosine: per tensor at least
+0.99 for fp16 and 0.95 for bf16, per such row at least 0.9; the
+elementwise bound stays for fp32. Skips (77) without PyTorch.
 """
 import sys
 
@@ -47,8 +47,8 @@ except ImportError:
 N = 6  # test_gpu_layers' NB
 
 
-def grads(seed, amp, scale=1024.0, route=None):
-    """The four weight gradients and four bias gradients of the cnn on one batch."""
+def grads(seed, amp, scale=1024.0, route=None, dtype=torch.float16):
+    """The cnn's weight and bias gradients on one batch, its routing, its summed loss."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (N, 1, 28, 28), generator=g).float() / 255
     lab = torch.randint(0, 10, (N,), generator=g)
@@ -57,8 +57,8 @@ def grads(seed, amp, scale=1024.0, route=None):
     w3 = torch.randn(128, 1600, generator=g) * (2 / 1600) ** 0.5
     w4 = torch.randn(10, 128, generator=g) * (2 / 128) ** 0.5
     b1, b2, b3, b4 = (torch.randn(k, generator=g) * 0.05 for k in (32, 64, 128, 10))
-    q = (lambda t: t.half().float()) if amp else (lambda t: t)
-    s = scale if amp else 1.0
+    q = (lambda t: t.to(dtype).float()) if amp else (lambda t: t)
+    s = scale if amp and dtype == torch.float16 else 1.0  # bf16: no loss scale
 
     def relu_pool(y, k):
         m = route[2 * k] if route else (y > 0).float()
@@ -78,6 +78,7 @@ def grads(seed, amp, scale=1024.0, route=None):
     m3 = route[4] if route else (y3 > 0).float()
     r3 = y3 * m3
     y4 = q(r3) @ q(w4).T + b4
+    loss = float(-torch.log_softmax(y4, 1)[range(N), lab].sum())
     d4 = torch.softmax(y4, 1)
     d4[range(N), lab] -= 1
     d4 *= s / N
@@ -90,7 +91,7 @@ def grads(seed, amp, scale=1024.0, route=None):
     d1 = F.max_unpool2d(dp1, i1, 2, output_size=r1.shape[2:]) * m1
     gw1, gb1 = q(conv2d_weight(q(x), w1.shape, q(d1))), d1.sum((0, 2, 3))
     out = [t / s for t in (gw1, gb1, gw2, gb2, gw3, gb3, gw4, gb4)]
-    return out, (m1, i1, m2, i2, m3)
+    return out, (m1, i1, m2, i2, m3), loss
 
 
 NAMES = ["0 weights", "0 bias", "3 weights", "3 bias", "6 weights", "6 bias", "8 weights", "8 bias"]
@@ -105,41 +106,48 @@ def cos(a, b):
 
 
 def row_cos(a, b):
-    """Lowest cosine over the rows (a filter's, a unit's weights) with >= 10% of the top norm."""
+    """Lowest cosine over the rows (a filter's, a unit's weights) with >= half the top norm."""
     ra, rb = a.reshape(a.shape[0], -1).double(), b.reshape(b.shape[0], -1).double()
     n = ra.norm(dim=1)
-    return F.cosine_similarity(ra, rb, 1)[n >= 0.1 * n.max()].min().item()
+    return F.cosine_similarity(ra, rb, 1)[n >= 0.5 * n.max()].min().item()
 
 
-worst_same, worst_rel, worst_cos, worst_row, flips = 0.0, 0.0, 1.0, 1.0, 0
-for seed in range(100):
-    ref, route = grads(seed, amp=False)
-    same, _ = grads(seed, amp=True, route=route)
-    own, _ = grads(seed, amp=True)
-    assert all(torch.isfinite(t).all() for t in own), f"batch {seed}: fp16 overflow at scale 1024"
-    for k, (r, a, o) in enumerate(zip(ref, same, own)):
-        worst_same = max(worst_same, rel(r, a))
-        worst_rel = max(worst_rel, rel(r, o))
-        worst_cos = min(worst_cos, cos(r, o))
-        if r.dim() > 1:
-            worst_row = min(worst_row, row_cos(r, o))
-        flips += int(((r.sign() != o.sign()) & (r.abs() > 0.01 * r.abs().max())).sum())
-print(f"amp model, 100 batches of {N}: same routing max rel err {worst_same:.2e}; "
-      f"own routing max rel err {worst_rel:.3f}, {flips} sign flips of elements over 1% of "
-      f"their tensor's largest, min cosine {worst_cos:.5f} per tensor, {worst_row:.4f} per row")
-assert worst_same <= 4e-3, f"rounding alone gives {worst_same:.2e} > 4e-3"
-assert worst_cos >= 0.995, f"a correct amp gradient has cosine {worst_cos:.5f} < 0.995"
-assert worst_row >= 0.75, f"a correct amp gradient has a row of cosine {worst_row:.4f} < 0.75"
+# per kind: rounding alone (same routing), the least tensor cosine, the least row cosine;
+# test_gpu_layers' bounds (compare_amp) are 0.99 / 0.95 per tensor and 0.9 per row
+BOUNDS = {"fp16": (torch.float16, 4e-3, 0.995, 0.95), "bf16": (torch.bfloat16, 3.2e-2, 0.965, 0.95)}
+for kind, (dt, same_max, cos_min, row_min) in BOUNDS.items():
+    worst_same, worst_rel, worst_cos, worst_row, worst_loss, flips = 0.0, 0.0, 1.0, 1.0, 0.0, 0
+    for seed in range(100):
+        ref, route, loss = grads(seed, amp=False)
+        same, _, _ = grads(seed, amp=True, route=route, dtype=dt)
+        own, _, own_loss = grads(seed, amp=True, dtype=dt)
+        worst_loss = max(worst_loss, abs(own_loss - loss) / loss)
+        assert all(torch.isfinite(t).all() for t in own), f"{kind} batch {seed}: overflow"
+        for r, a, o in zip(ref, same, own):
+            worst_same = max(worst_same, rel(r, a))
+            worst_rel = max(worst_rel, rel(r, o))
+            worst_cos = min(worst_cos, cos(r, o))
+            if r.dim() > 1:
+                worst_row = min(worst_row, row_cos(r, o))
+            flips += int(((r.sign() != o.sign()) & (r.abs() > 0.01 * r.abs().max())).sum())
+    print(f"{kind}, 100 batches of {N}: same routing max rel err {worst_same:.2e}; own routing "
+          f"max rel err {worst_rel:.3f}, {flips} sign flips of elements over 1% of their "
+          f"tensor's largest, least cosine {worst_cos:.5f} per tensor, {worst_row:.4f} per row; "
+          f"loss rel err {worst_loss:.1e}")
+    assert worst_loss <= 1e-2, f"{kind}: the loss is {worst_loss:.1e} off (test_gpu_layers: 2e-2)"
+    assert worst_same <= same_max, f"{kind}: rounding alone gives {worst_same:.2e} > {same_max}"
+    assert worst_cos >= cos_min, f"{kind}: a correct gradient has cosine {worst_cos:.5f}"
+    assert worst_row >= row_min, f"{kind}: a correct gradient has a row of cosine {worst_row:.4f}"
 
-ref, _ = grads(0, amp=False)
-bad, _ = grads(0, amp=True)
+ref, _, _ = grads(0, amp=False)
+bad, _, _ = grads(0, amp=True, dtype=torch.bfloat16)
 big = ref[0].reshape(32, -1).norm(dim=1).argmax()
 bad[0][big] = -bad[0][big]  # the first layer's largest filter gradient with the wrong sign
 print(f"one first-layer filter with the wrong sign: cosine {cos(ref[0], bad[0]):.4f} per "
       f"tensor, {row_cos(ref[0], bad[0]):.4f} per row")
-assert row_cos(ref[0], bad[0]) < 0.5, "a sign fault in one filter passes the row check"
-bad, _ = grads(0, amp=True)
+assert row_cos(ref[0], bad[0]) < 0.9, "a sign fault in one filter passes the row check"
+bad, _, _ = grads(0, amp=True, dtype=torch.bfloat16)
 bad[2] = bad[2][torch.randperm(64, generator=torch.Generator().manual_seed(1))]
 print(f"the second layer's filters shuffled: cosine {cos(ref[2], bad[2]):.4f} per tensor")
-assert cos(ref[2], bad[2]) < 0.99, "shuffled filters pass the tensor check"
+assert cos(ref[2], bad[2]) < 0.95, "shuffled filters pass the tensor check"
 print("ok")

@@ -20,6 +20,8 @@ expect_fail "--schedule: expected" "${D[@]}" --schedule linear
 expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
 expect_fail "--fast needs --device gpu" "${D[@]}" --fast
 expect_fail "--amp needs --device gpu" "${D[@]}" --amp
+expect_fail "--amp needs --device gpu" "${D[@]}" --amp=bf16
+expect_fail "--amp=fp8: fp16 or bf16" "${D[@]}" --amp=fp8 --device gpu
 expect_fail "--affinity: expected a CPU list" "${D[@]}" --affinity 1-x
 # A CPU the machine does not have is a usage error naming the CPUs there are.
 expect_fail "--affinity 0,1023: no such CPU 1023 \(this process may use [0-9]" "${D[@]}" \

@@ -93,10 +93,19 @@ static inline int hn_optim_state_per_param(enum hn_optim_kind k)
 
 #define HN_NORM_CH 4 /* channels input normalisation covers (hn_backend_config) */
 
+/*
+ * --amp: convolutions and dense products in 16-bit floats on tensor cores,
+ * fp32 master weights. fp16 keeps 11 significant bits and needs a dynamic
+ * loss scale (its range ends at 65504); bf16 keeps 8 bits and fp32's range,
+ * so it needs none.
+ */
+#define HN_AMP_FP16 1
+#define HN_AMP_BF16 2
+
 struct hn_backend_config {
 	int threads;	  /* maths threads (cpu); 0 = default */
 	int max_batch;	  /* largest batch passed to train/eval */
-	int amp;	  /* gpu: mixed precision with dynamic loss scaling */
+	int amp;	  /* gpu: mixed precision: 0 off, HN_AMP_FP16 or HN_AMP_BF16 */
 	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
 	int device_index; /* gpu ordinal */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */

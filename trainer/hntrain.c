@@ -355,11 +355,12 @@ static uint64_t settings_hash(const struct hn_opts *o, const hn_source *src,
 {
 	const struct hn_source_info *di = src ? hn_source_info(src) : NULL;
 	char buf[1024];
-	int n = snprintf(buf, sizeof buf,
-			 "model=%s params=%zu optim=%d lr=%.17g sched=%d seed=%" PRIu64
-			 " batch=%d accum=%d window=%u epochs=%" PRIu64 " threads=%d device=%s",
-			 o->model, m ? m->nparams : 0, (int)o->optim.kind, o->lr, (int)o->sched,
-			 o->seed, o->batch, o->accum, o->window, o->epochs, o->threads, o->device);
+	int n = snprintf(
+		buf, sizeof buf,
+		"model=%s params=%zu optim=%d lr=%.17g sched=%d seed=%" PRIu64
+		" batch=%d accum=%d window=%u epochs=%" PRIu64 " threads=%d device=%s amp=%d",
+		o->model, m ? m->nparams : 0, (int)o->optim.kind, o->lr, (int)o->sched, o->seed,
+		o->batch, o->accum, o->window, o->epochs, o->threads, o->device, o->amp);
 	if (di && n > 0 && (size_t)n < sizeof buf)
 		snprintf(buf + n, sizeof buf - (size_t)n,
 			 " data=%s %ux%ux%u classes=%u train=%" PRIu64 " test=%" PRIu64, di->name,

@@ -100,7 +100,8 @@ static void usage(FILE *f)
 		"0-1\n"
 		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
 		"had)\n"
-		"  --amp                gpu: mixed precision\n"
+		"  --amp[=fp16|bf16]    gpu: mixed precision, fp16 with a loss scale (--amp) or\n"
+		"                       bf16\n"
 		"  --fast               gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
 		"                       weights then differ run to run (default: deterministic ones)\n"
 		"output:\n"
@@ -337,7 +338,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"threads", required_argument, 0, O_THREADS},
 		{"affinity", required_argument, 0, O_AFFINITY},
 		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
-		{"amp", no_argument, 0, O_AMP},
+		{"amp", optional_argument, 0, O_AMP},
 		{"fast", no_argument, 0, O_FAST},
 		{"plan", no_argument, 0, O_PLAN},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
@@ -523,7 +524,12 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			o->loader_affinity = optarg;
 			break;
 		case O_AMP:
-			o->amp = 1;
+			if (!optarg || !strcmp(optarg, "fp16"))
+				o->amp = HN_AMP_FP16;
+			else if (!strcmp(optarg, "bf16"))
+				o->amp = HN_AMP_BF16;
+			else
+				hn_die(2, "--amp=%s: fp16 or bf16", optarg);
 			break;
 		case O_FAST:
 			o->fast = 1;
