@@ -30,9 +30,11 @@
  *    from an fp16 copy of the fp32 master weights), everything else stays
  *    fp32, and a dynamic loss scale guards the fp16 gradients: an overflow
  *    anywhere in the accumulated gradients skips the update and halves the
- *    scale; HN_AMP_GROWTH good updates in a row double it. --amp=bf16 is
- *    the same with bf16 (sm_80 and later): fp32's range, so no loss scale,
- *    no overflow check and no wait for the device inside the step.
+ *    scale; HN_AMP_GROWTH good updates in a row double it. The scale lives
+ *    on the device (kernels.h, struct hn_k_amp) and the kernels read it
+ *    there, so a step never waits for the overflow check: the host learns
+ *    of a skipped update after the step's one wait. --amp=bf16 is the same
+ *    with bf16 (sm_80 and later): fp32's range, so no loss scale at all.
  *  - Convolution algorithms are chosen once at create for max_batch and
  *    named in describe() (the log): by default the first deterministic one
  *    in cuDNN's heuristic ranking (cuda/algo.h), so two runs compute the same
@@ -230,6 +232,11 @@ static int setup(struct hn_cuda *st, const float *init)
 	TRY(cu_dev_alloc(st, (void **)&st->correct_tmp, sizeof(int) * mb, "accuracy"));
 	TRY(cu_dev_alloc(st, (void **)&st->d_small, sizeof(struct hn_small), "results"));
 	TRY(cu_host_alloc(st, (void **)&st->h_small, sizeof(struct hn_small), "results"));
+	st->h_small->amp =
+		(struct hn_k_amp){.scale = HN_AMP_INIT_SCALE, .inv = 1.0f / HN_AMP_INIT_SCALE};
+	CU(cudaMemcpyAsync(&st->d_small->amp, &st->h_small->amp, sizeof(struct hn_k_amp),
+			   cudaMemcpyHostToDevice, st->stream),
+	   st->err);
 
 	/* convolutions: descriptors, then benchmark algorithms at max_batch */
 	for (int i = 0; i < m->nlayers; i++)
@@ -337,8 +344,6 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->amp = cfg->amp;
 	st->dt = !st->amp ? CUDNN_DATA_FLOAT : cu_bf16(st) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
 	st->ht = cu_bf16(st) ? CUDA_R_16BF : CUDA_R_16F;
-	/* bf16 has fp32's range: no loss scale (1, never changed) */
-	st->loss_scale = st->amp == HN_AMP_FP16 ? HN_AMP_INIT_SCALE : 1.0f;
 	r = setup(st, init);
 	if (r < 0) {
 		snprintf(err, HN_ERR_MAX, "%s", st->err[0] ? st->err : "gpu: setup failed");
@@ -495,7 +500,7 @@ static int finish(struct hn_cuda *st, int b, int n, float grad_scale, int with_g
 {
 	const struct hn_model *m = &st->m;
 	CU(hn_k_softmax_xent(cu_act(st, m->nlayers), st->d_labels[b], n, m->nclasses, grad_scale,
-			     with_grad ? cu_dact(st, m->nlayers) : NULL, st->loss_tmp,
+			     cu_amp(st), with_grad ? cu_dact(st, m->nlayers) : NULL, st->loss_tmp,
 			     st->correct_tmp, &st->d_small->res, st->stream),
 	   st->err);
 	CU(cudaMemcpyAsync(&st->h_small->res, &st->d_small->res, sizeof(struct hn_k_result),
@@ -522,8 +527,7 @@ static int read_result(struct hn_cuda *st, struct hn_step_result *res)
 }
 
 /* The optimizer step over parameters [p0, p1) with weight decay wd. */
-static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float lr, uint64_t step,
-		       float inv_scale)
+static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float lr, uint64_t step)
 {
 	const struct hn_optim *o = &st->o;
 	const size_t np = st->m.nparams, cnt = p1 > p0 ? p1 - p0 : 0;
@@ -532,10 +536,10 @@ static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float
 	float *w = st->params + p0, *g = st->grads + p0;
 	switch (o->kind) {
 	case HN_OPT_SGD:
-		CU(hn_k_sgd(w, g, cnt, lr, wd, inv_scale, st->stream), st->err);
+		CU(hn_k_sgd(w, g, cnt, lr, wd, cu_amp(st), st->stream), st->err);
 		break;
 	case HN_OPT_MOMENTUM:
-		CU(hn_k_momentum(w, g, st->opt + p0, cnt, lr, o->momentum, wd, inv_scale,
+		CU(hn_k_momentum(w, g, st->opt + p0, cnt, lr, o->momentum, wd, cu_amp(st),
 				 st->stream),
 		   st->err);
 		break;
@@ -545,7 +549,7 @@ static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float
 		float c1 = (float)(1.0 / (1.0 - pow((double)o->beta1, t)));
 		float c2 = (float)(1.0 / (1.0 - pow((double)o->beta2, t)));
 		CU(hn_k_adam(w, g, st->opt + p0, st->opt + np + p0, cnt, lr, o->beta1, o->beta2,
-			     o->eps, wd, c1, c2, inv_scale, st->stream),
+			     o->eps, wd, c1, c2, cu_amp(st), st->stream),
 		   st->err);
 		break;
 	}
@@ -556,28 +560,22 @@ static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float
 	return 0;
 }
 
-static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skipped)
+/*
+ * The optimizer step. With fp16 amp the step's gradients are checked for
+ * inf and NaN on the device, the update kernels skip themselves after an
+ * overflow and hn_k_amp_update moves the loss scale, all queued without a
+ * wait: the host learns whether the step was skipped from the block copied
+ * back with the step's result (read_result).
+ */
+static int apply_update(struct hn_cuda *st, float lr, uint64_t step)
 {
 	size_t np = st->m.nparams;
-	float inv_scale = 1.0f / st->loss_scale;
-	*skipped = 0;
+	struct hn_k_amp *amp = st->amp == HN_AMP_FP16 ? &st->d_small->amp : NULL;
 	if (np == 0)
 		return 0;
-	if (st->amp == HN_AMP_FP16) {
-		CU(cudaMemsetAsync(&st->d_small->overflow, 0, sizeof(int), st->stream), st->err);
-		CU(hn_k_check_finite(st->grads, np, &st->d_small->overflow, st->stream), st->err);
-		CU(cudaMemcpyAsync(&st->h_small->overflow, &st->d_small->overflow, sizeof(int),
-				   cudaMemcpyDeviceToHost, st->stream),
-		   st->err);
-		CU(cudaStreamSynchronize(st->stream), st->err);
-		if (st->h_small->overflow) {
-			*skipped = 1;
-			st->good_steps = 0;
-			if (st->loss_scale > HN_AMP_MIN_SCALE)
-				st->loss_scale *= 0.5f;
-			CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
-			return 0;
-		}
+	if (amp) {
+		CU(cudaMemsetAsync(&amp->overflow, 0, sizeof(int), st->stream), st->err);
+		CU(hn_k_check_finite(st->grads, np, &amp->overflow, st->stream), st->err);
 	}
 	/*
 	 * The optimizer over the parameter block, except on batchnorm layers:
@@ -590,22 +588,31 @@ static int apply_update(struct hn_cuda *st, float lr, uint64_t step, int *skippe
 		const struct hn_layer *l = &st->m.layers[i];
 		if (l->kind != HN_LAYER_BATCHNORM)
 			continue;
-		TRY(optim_range(st, p, l->w_off, st->o.weight_decay, lr, step, inv_scale));
-		TRY(optim_range(st, l->w_off, l->s_off, 0.0f, lr, step, inv_scale));
+		TRY(optim_range(st, p, l->w_off, st->o.weight_decay, lr, step));
+		TRY(optim_range(st, l->w_off, l->s_off, 0.0f, lr, step));
 		CU(hn_k_running(st->params + l->s_off, st->grads + l->s_off, l->s_len,
-				HN_BN_MOMENTUM, inv_scale, st->stream),
+				HN_BN_MOMENTUM, amp, st->stream),
 		   st->err);
 		p = l->s_off + l->s_len;
 	}
-	TRY(optim_range(st, p, np, st->o.weight_decay, lr, step, inv_scale));
+	TRY(optim_range(st, p, np, st->o.weight_decay, lr, step));
 	CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
 	TRY(refresh_params16(st));
-	if (st->amp == HN_AMP_FP16 && ++st->good_steps >= HN_AMP_GROWTH) {
-		st->good_steps = 0;
-		if (st->loss_scale < HN_AMP_MAX_SCALE)
-			st->loss_scale *= 2.0f;
+	if (amp) {
+		CU(hn_k_amp_update(amp, HN_AMP_GROWTH, HN_AMP_MIN_SCALE, HN_AMP_MAX_SCALE,
+				   st->stream),
+		   st->err);
+		CU(cudaMemcpyAsync(&st->h_small->amp, amp, sizeof(*amp), cudaMemcpyDeviceToHost,
+				   st->stream),
+		   st->err);
 	}
 	return 0;
+}
+
+/* After the wait: was the update this call queued skipped for an fp16 overflow? */
+static int update_skipped(const struct hn_cuda *st)
+{
+	return st->amp == HN_AMP_FP16 && st->h_small->amp.overflow;
 }
 
 static int check_batch(struct hn_cuda *st, int n)
@@ -631,20 +638,25 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	}
 	if (n == 0 && apply) { /* no samples: apply what the group summed */
 		CU(cudaSetDevice(st->dev), st->err);
-		return apply_update(st, lr, step, &res->skipped);
+		TRY(apply_update(st, lr, step));
+		CU(cudaStreamSynchronize(st->stream), st->err);
+		res->skipped = update_skipped(st);
+		return 0;
 	}
 	TRY(check_batch(st, n));
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
-	st->step_scale = st->loss_scale / (float)group_size;
+	st->step_scale = 1.0f / (float)group_size; /* fp16 amp: times the device's loss scale */
 	TRY(cu_forward(st, n, 1, step));
 	TRY(finish(st, b, n, st->step_scale, 1));
 	TRY(cu_backward(st, n, step));
-	TRY(stage_next(st, b)); /* before the update: with --amp it waits for the device */
 	if (apply)
-		TRY(apply_update(st, lr, step, &res->skipped));
-	return read_result(st, res);
+		TRY(apply_update(st, lr, step));
+	TRY(stage_next(st, b)); /* the next batch's copy, while the device works */
+	TRY(read_result(st, res));
+	res->skipped = apply && update_skipped(st);
+	return 0;
 }
 
 static int hn_cuda_evaluate(void *state, const uint8_t *tiles, const uint16_t *labels, int n,

@@ -42,7 +42,7 @@ struct hn_conv {
 /* Small per-step results, one device block mirrored in pinned host memory. */
 struct hn_small {
 	struct hn_k_result res;
-	int overflow;
+	struct hn_k_amp amp; /* fp16 amp's loss scale (kernels.h) */
 };
 
 struct hn_cuda {
@@ -87,9 +87,8 @@ struct hn_cuda {
 	struct hn_conv conv[HN_MAX_LAYERS];
 	int cur_n;
 
-	float loss_scale;
-	int good_steps;
 	float step_scale; /* gradient scale per sample of the current train_step */
+	int skipped;	  /* the last update was skipped (fp16 overflow), read after the sync */
 
 	/* batch normalisation: per layer mean, invstd, mdy, mdyx (C floats each) at bn_off[i] */
 	float *bnbuf;
@@ -152,6 +151,12 @@ void cu_dist_destroy(struct hn_cuda *st);
 static inline int cu_bf16(const struct hn_cuda *st)
 {
 	return st->amp == HN_AMP_BF16;
+}
+
+/* The device's loss scale for the kernels, or NULL where there is none (fp32, bf16). */
+static inline const struct hn_k_amp *cu_amp(const struct hn_cuda *st)
+{
+	return st->amp == HN_AMP_FP16 ? &st->d_small->amp : NULL;
 }
 
 /* ---- activation slots ---- */

@@ -302,12 +302,52 @@ extern "C" cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count
 	return dropout_launch(dy, dx, count, p, seed, step, layer, s);
 }
 
+/* ---- the amp loss scale (kernels.h: struct hn_k_amp) ---- */
+
+__device__ __forceinline__ static float amp_scale(const struct hn_k_amp *a)
+{
+	return a ? a->scale : 1.0f;
+}
+
+__device__ __forceinline__ static float amp_inv(const struct hn_k_amp *a)
+{
+	return a ? a->inv : 1.0f;
+}
+
+__device__ __forceinline__ static int amp_skip(const struct hn_k_amp *a)
+{
+	return a && a->overflow;
+}
+
+__global__ void k_amp_update(struct hn_k_amp *a, int growth, float min_scale, float max_scale)
+{
+	if (a->overflow) {
+		a->good = 0;
+		if (a->scale > min_scale)
+			a->scale *= 0.5f;
+	} else if (++a->good >= growth) {
+		a->good = 0;
+		if (a->scale < max_scale)
+			a->scale *= 2.0f;
+	}
+	a->inv = 1.0f / a->scale;
+}
+
+extern "C" cudaError_t hn_k_amp_update(struct hn_k_amp *amp, int growth, float min_scale,
+				       float max_scale, cudaStream_t s)
+{
+	k_amp_update<<<1, 1, 0, s>>>(amp, growth, min_scale, max_scale);
+	return cudaGetLastError();
+}
+
 /* ---- softmax cross-entropy ---- */
 
 __global__ void k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
-			       float grad_scale, float *dlogits, float *loss_tmp, int *correct_tmp,
-			       int *bad)
+			       float grad_scale, const struct hn_k_amp *amp, float *dlogits,
+			       float *loss_tmp, int *correct_tmp, int *bad)
 {
+	if (amp)
+		grad_scale *= amp->scale; /* a power of 2: exact */
 	GRID_LOOP(ii, (size_t)n)
 	{
 		int i = (int)ii;
@@ -371,15 +411,15 @@ __global__ void k_reduce_result(const float *loss_tmp, const int *correct_tmp, i
 }
 
 extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n,
-					 int classes, float grad_scale, float *dlogits,
-					 float *loss_tmp, int *correct_tmp, struct hn_k_result *res,
-					 cudaStream_t s)
+					 int classes, float grad_scale, const struct hn_k_amp *amp,
+					 float *dlogits, float *loss_tmp, int *correct_tmp,
+					 struct hn_k_result *res, cudaStream_t s)
 {
 	cudaError_t e = cudaMemsetAsync(res, 0, sizeof(*res), s);
 	if (e != cudaSuccess || n <= 0)
 		return e;
 	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(logits, labels, n, classes,
-								     grad_scale, dlogits, loss_tmp,
+								     grad_scale, amp, dlogits, loss_tmp,
 								     correct_tmp, &res->bad_label);
 	e = cudaGetLastError();
 	if (e != cudaSuccess)
@@ -406,8 +446,9 @@ __device__ void block_sum2(double *a, double *b)
 }
 
 __global__ void k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
-			   float *run, float scale)
+			   float *run, float scale, const struct hn_k_amp *amp)
 {
+	scale *= amp_scale(amp);
 	__shared__ double sa[HN_K_THREADS], sb[HN_K_THREADS];
 	int ch = blockIdx.x;
 	size_t per = (size_t)n * hw;
@@ -436,11 +477,13 @@ __global__ void k_bn_stats(const float *x, int n, int c, int hw, float *mean, fl
 }
 
 extern "C" cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean,
-				     float *invstd, float *run, float scale, cudaStream_t s)
+				     float *invstd, float *run, float scale,
+				     const struct hn_k_amp *amp, cudaStream_t s)
 {
 	if (c <= 0 || n <= 0 || hw <= 0)
 		return cudaSuccess;
-	k_bn_stats<<<(unsigned)c, HN_K_THREADS, 0, s>>>(x, n, c, hw, mean, invstd, run, scale);
+	k_bn_stats<<<(unsigned)c, HN_K_THREADS, 0, s>>>(x, n, c, hw, mean, invstd, run, scale,
+							amp);
 	return cudaGetLastError();
 }
 
@@ -587,41 +630,51 @@ extern "C" cudaError_t hn_k_avgpool_bwd(const float *dy, float *dx, size_t plane
 	return cudaGetLastError();
 }
 
-__global__ void k_running(float *run, const float *grad, size_t count, float m, float inv_scale)
+__global__ void k_running(float *run, const float *grad, size_t count, float m,
+			  const struct hn_k_amp *amp)
 {
+	if (amp_skip(amp))
+		return;
+	float inv = amp_inv(amp);
 	GRID_LOOP(i, count)
 	{
-		run[i] = (1.0f - m) * run[i] + m * (grad[i] * inv_scale);
+		run[i] = (1.0f - m) * run[i] + m * (grad[i] * inv);
 	}
 }
 
 extern "C" cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m,
-				    float inv_scale, cudaStream_t s)
+				    const struct hn_k_amp *amp, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_running<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(run, grad, count, m, inv_scale);
+	k_running<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(run, grad, count, m, amp);
 	return cudaGetLastError();
 }
 
 /* ---- optimizers ---- */
 
 __global__ void k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
-		      float inv_scale)
+		      const struct hn_k_amp *amp)
 {
+	if (amp_skip(amp))
+		return;
+	float inv = amp_inv(amp);
 	GRID_LOOP(i, count)
 	{
-		float g = grad[i] * inv_scale + wd * w[i];
+		float g = grad[i] * inv + wd * w[i];
 		w[i] -= lr * g;
 	}
 }
 
 __global__ void k_momentum(float *w, const float *grad, float *v, size_t count, float lr, float mu,
-			   float wd, float inv_scale)
+			   float wd, const struct hn_k_amp *amp)
 {
+	if (amp_skip(amp))
+		return;
+	float inv = amp_inv(amp);
 	GRID_LOOP(i, count)
 	{
-		float g = grad[i] * inv_scale + wd * w[i];
+		float g = grad[i] * inv + wd * w[i];
 		float vi = mu * v[i] + g;
 		v[i] = vi;
 		w[i] -= lr * vi;
@@ -630,11 +683,14 @@ __global__ void k_momentum(float *w, const float *grad, float *v, size_t count, 
 
 __global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
 		       float b1, float b2, float eps, float decay, float c1, float c2,
-		       float inv_scale)
+		       const struct hn_k_amp *amp)
 {
+	if (amp_skip(amp))
+		return;
+	float inv = amp_inv(amp);
 	GRID_LOOP(i, count)
 	{
-		float g = grad[i] * inv_scale;
+		float g = grad[i] * inv;
 		float mi = b1 * m[i] + (1.0f - b1) * g;
 		float vi = b2 * v[i] + (1.0f - b2) * g * g;
 		m[i] = mi;
@@ -645,32 +701,32 @@ __global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t c
 }
 
 extern "C" cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
-				float inv_scale, cudaStream_t s)
+				const struct hn_k_amp *amp, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_sgd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, count, lr, wd, inv_scale);
+	k_sgd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, count, lr, wd, amp);
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
-				     float mu, float wd, float inv_scale, cudaStream_t s)
+				     float mu, float wd, const struct hn_k_amp *amp,
+				     cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_momentum<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, v, count, lr, mu, wd,
-							     inv_scale);
+	k_momentum<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, v, count, lr, mu, wd, amp);
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count,
 				 float lr, float beta1, float beta2, float eps, float wd, float c1,
-				 float c2, float inv_scale, cudaStream_t s)
+				 float c2, const struct hn_k_amp *amp, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
 	k_adam<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, m, v, count, lr, beta1, beta2,
-							 eps, 1.0f - lr * wd, c1, c2, inv_scale);
+							 eps, 1.0f - lr * wd, c1, c2, amp);
 	return cudaGetLastError();
 }
 

@@ -33,6 +33,22 @@ struct hn_k_result {
 };
 
 /*
+ * --amp fp16's dynamic loss scale, kept on the device so that no step waits
+ * for it. The gradients are made `scale` times too large (the softmax
+ * gradient and the batchnorm statistics' slots multiply by it), the update
+ * kernels multiply them by inv = 1 / scale, an overflow that
+ * hn_k_check_finite found in the step's gradients makes every update kernel
+ * return at once (the step is skipped), and hn_k_amp_update then halves the
+ * scale, or doubles it after `growth` good updates in a row. Kernels given
+ * NULL instead (fp32, bf16) use scale 1 and skip nothing.
+ */
+struct hn_k_amp {
+	float scale, inv;
+	int overflow; /* this step's gradients hold an inf or NaN */
+	int good;     /* updates in a row without one */
+};
+
+/*
  * x[n][c][h][w] = tiles[n][h][w][c] / 255, then (x - mean[c]) * inv[c] for
  * c < 4 when norm.on (per-channel input normalisation, inv = 1 / std).
  */
@@ -76,11 +92,12 @@ cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count, float p, 
 /*
  * Softmax cross-entropy over logits[n][classes]. Writes the reduced loss
  * sum and correct count into *res (device memory). When dlogits is not
- * NULL it receives (softmax - onehot) * grad_scale.
+ * NULL it receives (softmax - onehot) * grad_scale (* amp->scale).
  */
 cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
-			      float grad_scale, float *dlogits, float *loss_tmp, int *correct_tmp,
-			      struct hn_k_result *res, cudaStream_t s);
+			      float grad_scale, const struct hn_k_amp *amp, float *dlogits,
+			      float *loss_tmp, int *correct_tmp, struct hn_k_result *res,
+			      cudaStream_t s);
 
 /*
  * Batch normalisation over x[n][c][hw], the cpu backend's arithmetic
@@ -88,8 +105,9 @@ cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n
  * (deterministic):
  * stats: mean[c] and invstd[c] = 1 / sqrt(var + 1e-5) of the batch; when run
  *   is not NULL, run[c] += (mean * n) * scale and run[C + c] += (unbiased
- *   var * n) * scale (the running statistics' gradient slots; scale is the
- *   step's gradient scale per sample, as for the gradients);
+ *   var * n) * scale (* amp->scale) (the running statistics' gradient
+ *   slots; scale is the step's gradient scale per sample, as for the
+ *   gradients);
  * running: mean and invstd from the running statistics run[0..2C);
  * apply: y = x * (gamma * invstd) + (beta - mean * gamma * invstd);
  * bwd_sums: dbeta[c] += sum dy, dgamma[c] += sum dy * xhat, and their batch
@@ -97,7 +115,7 @@ cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n
  * bwd: dx = gamma * invstd * (dy - mdy - xhat * mdyx).
  */
 cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
-			  float *run, float scale, cudaStream_t s);
+			  float *run, float scale, const struct hn_k_amp *amp, cudaStream_t s);
 cudaError_t hn_k_bn_running(const float *run, int c, float *mean, float *invstd, cudaStream_t s);
 cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw, const float *mean,
 			  const float *invstd, const float *gamma, const float *beta,
@@ -111,19 +129,30 @@ cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c
 /* Global average pooling: y[plane] = mean of x[plane][0..hw); dx[plane][p] = dy[plane] / hw. */
 cudaError_t hn_k_avgpool_fwd(const float *x, float *y, size_t planes, int hw, cudaStream_t s);
 cudaError_t hn_k_avgpool_bwd(const float *dy, float *dx, size_t planes, int hw, cudaStream_t s);
-/* Running statistics: run = (1 - m) * run + m * grad * inv_scale. */
-cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m, float inv_scale,
-			 cudaStream_t s);
+/*
+ * Running statistics: run = (1 - m) * run + m * grad * inv. The update
+ * kernels below take inv = amp->inv (1 without amp) and do nothing when
+ * amp->overflow is set.
+ */
+cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m,
+			 const struct hn_k_amp *amp, cudaStream_t s);
 
-/* Optimizer updates over count parameters; g = grad * inv_scale. */
-cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd, float inv_scale,
-		     cudaStream_t s);
+/* Optimizer updates over count parameters; g = grad * inv. */
+cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
+		     const struct hn_k_amp *amp, cudaStream_t s);
 cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr, float mu,
-			  float wd, float inv_scale, cudaStream_t s);
+			  float wd, const struct hn_k_amp *amp, cudaStream_t s);
 /* AdamW; c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t), computed on the host in double. */
 cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
 		      float beta1, float beta2, float eps, float wd, float c1, float c2,
-		      float inv_scale, cudaStream_t s);
+		      const struct hn_k_amp *amp, cudaStream_t s);
+/*
+ * After the step's update kernels: halve amp->scale on an overflow (not
+ * below min_scale) and clear good, else count a good update and double
+ * the scale (not above max_scale) after growth of them; inv follows.
+ */
+cudaError_t hn_k_amp_update(struct hn_k_amp *amp, int growth, float min_scale, float max_scale,
+			    cudaStream_t s);
 
 /* Mixed precision helpers: the 16-bit buffers hold fp16, or bf16 when bf16 is set. */
 cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, int bf16, cudaStream_t s);

@@ -428,7 +428,7 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
 			if (train) /* the batch's statistics, and their share of the running ones */
 				CU(hn_k_bn_stats(x, n, C, hw, mean, invstd, st->grads + l->s_off,
-						 st->step_scale, st->stream),
+						 st->step_scale, cu_amp(st), st->stream),
 				   st->err);
 			else
 				CU(hn_k_bn_running(st->params + l->s_off, C, mean, invstd,
