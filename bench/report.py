@@ -138,6 +138,8 @@ def summarize_train(out_dir, rec):
               "augment_share": (aug / wall) if aug is not None and wall else None,
               "loader_cpu_share": (lcpu / wall) if lcpu is not None and wall else None,
               "comm_share": (comm / wall) if wall else None,
+              "compute_gflops": (final["flops_per_sample"] * n / comp / 1e9)
+              if final.get("flops_per_sample") and n and comp else None,
               "nranks": epochs[-1].get("nranks", 1),
               "test_acc": final.get("test_acc", epochs[-1].get("test_acc")),
               "train_loss": epochs[-1].get("train_loss"),
@@ -341,6 +343,14 @@ def main():
                torch_train.get("samples_s") if torch_train else None)
     target("T4", f"hntrain CPU vs PyTorch CPU, {cfg.get('model', 'cnn')}, same batch and threads", r4,
            ">= 2x", None if r4 is None else r4 >= 2, "samples/s over the epochs")
+    peak = next(((r.get("result") or {}).get("gflops") for r in recs if r.get("kind") == "gemm"),
+                None)
+    g4 = hs.get("compute_gflops") if hs else None
+    r4b = ratio(g4, peak)
+    target("T4b", f"hntrain CPU {cfg.get('model', 'cnn')} training FLOP/s vs OpenBLAS large-SGEMM "
+           "FLOP/s on the same cores", r4b, ">= 0.7x", None if r4b is None else r4b >= 0.7,
+           f"{g4 or 0:.1f} GFLOP/s over the compute time (matrix products, forward + backward) vs "
+           f"hntrain --gemm-peak {peak or 0:.1f}")
     share = hs.get("data_wait_share") if hs and hs["medium"] == "spritefs" else None
     target("T5", "data-wait share of an hntrain CPU epoch fed by spritefs",
            share, "< 1%", None if share is None else share < 0.01,

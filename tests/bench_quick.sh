@@ -89,7 +89,7 @@ for k in ("fio_disk_mb_s", "fio_store_mb_s", "dd_tmpfs_mb_s"):
     if not (isinstance(c.get(k), (int, float)) and c[k] > 0):
         bad.append("ceilings." + k)
 tg = {t["id"]: t for t in s.get("targets", [])}
-for k in ("T1", "T2", "T3", "T5", "T7"):
+for k in ("T1", "T2", "T3", "T4b", "T5", "T7"):
     if k not in tg:
         bad.append("target " + k + " missing")
     elif k != "T3" and tg[k]["measured"] is None:

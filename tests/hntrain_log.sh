@@ -32,6 +32,11 @@ assert f["weights_xxh3"] == sys.argv[2], (f["weights_xxh3"], sys.argv[2])
 assert f["epochs"] == 3 and f["samples"] == 1200 and f["source"] == "store", f
 assert f["steps"] == 24 and f["run_epochs"] == 3 and f["run_steps"] == 24, f
 assert f["test_acc"] == lines[2]["test_acc"], f
+# mlp on 16x16x1, 3 classes: 256->256->128->3; FLOPs of the products, forward + backward
+# (the first layer's input gradient is never made)
+fl = 2 * 256 * 256 * 2 + 2 * 256 * 128 * 3 + 2 * 128 * 3 * 3
+assert f["flops_per_sample"] == fl, (f["flops_per_sample"], fl)
+assert abs(f["compute_gflops"] - fl * 1200 / f["compute_s"] / 1e9) <= 1e-3 * f["compute_gflops"], f
 print("log ok:", lines[2])
 PY
 

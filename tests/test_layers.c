@@ -367,6 +367,16 @@ static void test_models(void)
 		    784 + 2 * 21632 + 5408 + 2 * 7744 + 1600 + 2 * 128 + 10)
 			FAIL("cnn activation floats %llu",
 			     (unsigned long long)hn_model_activation_floats(&m));
+		/*
+		 * FLOPs of a training sample, by hand: conv1 1->32 k3 26x26 forward and
+		 * weight gradient (no input gradient: nothing below has parameters),
+		 * conv2 32->64 k3 11x11, dense 1600->128 and 128->10 with all three.
+		 */
+		double flops = 2.0 * 32 * 26 * 26 * 9 * 2 + 2.0 * 64 * 11 * 11 * 32 * 9 * 3 +
+			       2.0 * 128 * 1600 * 3 + 2.0 * 10 * 128 * 3;
+		if (hn_model_train_flops(&m) != flops || flops != 15396864.0)
+			FAIL("cnn training FLOPs %.0f, by hand %.0f", hn_model_train_flops(&m),
+			     flops);
 		/* seeded init: reproducible, seed-dependent, He-bounded, zero bias */
 		float *a = malloc(sizeof(float) * m.nparams),
 		      *b = malloc(sizeof(float) * m.nparams);

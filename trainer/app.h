@@ -187,8 +187,16 @@ struct hn_final_stats {
 	uint64_t ignored_entries; /* entries of an image folder that are not images (on_ignore) */
 	const uint64_t *reach_epoch; /* HN_NREACH each, 0: not reached (see struct hn_train) */
 	const double *reach_s;
+	double flops_per_sample; /* hn_model_train_flops: the matrix products of one sample */
 };
 int hn_log_final(FILE *f, const struct hn_final_stats *s);
+
+/*
+ * gemm_peak.c, --gemm-peak: SGEMM GFLOP/s of `threads` threads (1..64),
+ * each multiplying its own 2048 x 2048 matrices at once, as the cpu
+ * backend's team does. 0, or -errno with err set.
+ */
+int hn_gemm_peak(int threads, double *gflops, char *err);
 
 /* ---- plan.c ---- */
 

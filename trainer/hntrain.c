@@ -415,6 +415,7 @@ static int log_final(const struct hn_opts *o, struct hn_train *t, uint64_t hash)
 		.ignored_entries = hn_source_ignored(t->src),
 		.reach_epoch = t->reach_epoch,
 		.reach_s = t->reach_s,
+		.flops_per_sample = hn_model_train_flops(t->m),
 	};
 	int bad = hn_log_final(t->logf, &fs) < 0;
 	bad |= fclose(t->logf) != 0;

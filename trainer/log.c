@@ -95,6 +95,9 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
 	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
 	num(f, "samples_per_s", ratio((double)s->samples, s->wall_s), 0);
+	num(f, "flops_per_sample", s->flops_per_sample, 0);
+	num(f, "compute_gflops",
+	    ratio(s->flops_per_sample * (double)s->samples / 1e9, s->compute_s), 0);
 	if (s->test_acc >= 0)
 		num(f, "test_acc", s->test_acc, 0);
 	else

@@ -309,6 +309,23 @@ uint64_t hn_model_activation_floats(const struct hn_model *m)
 	return sum;
 }
 
+double hn_model_train_flops(const struct hn_model *m)
+{
+	double flops = 0;
+	int below = 0; /* a layer below this one has parameters */
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		double macs = 0;
+		if (l->kind == HN_LAYER_CONV2D)
+			macs = (double)l->out_c * l->out_h * l->out_w * l->in_c * l->k * l->k;
+		else if (l->kind == HN_LAYER_DENSE)
+			macs = (double)l->out_c * l->in_c * l->in_h * l->in_w;
+		flops += 2 * macs * (below ? 3 : 2);
+		below |= l->w_len > 0;
+	}
+	return flops;
+}
+
 static const char *kind_name(enum hn_layer_kind k)
 {
 	switch (k) {

@@ -43,6 +43,17 @@ void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params
 /* Activation floats per sample summed over layers (for --plan). */
 uint64_t hn_model_activation_floats(const struct hn_model *m);
 
+/*
+ * Floating-point operations of one training sample in the matrix products,
+ * a multiply and an add counted apart: per conv or dense layer 2 * MACs for
+ * the forward pass, as many for the weight gradient, and as many for the
+ * input gradient where a layer below has parameters (the first such layer's
+ * is never made). Activations, pooling, normalisation and the optimizer
+ * (a few operations per element) are left out. The numerator of a
+ * GFLOP/s figure; the cnn: 15.4 MFLOP.
+ */
+double hn_model_train_flops(const struct hn_model *m);
+
 /* One line per layer into buf ("conv2d 1x28x28 -> 32x28x28, 320 params"). */
 void hn_model_describe(const struct hn_model *m, char *buf, size_t cap);
 

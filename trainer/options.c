@@ -106,6 +106,9 @@ static void usage(FILE *f)
 		"                       weights then differ run to run (default: deterministic ones)\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
+		"  --gemm-peak          print the SGEMM GFLOP/s of --threads threads on this\n"
+		"                       machine (the bound of the training GFLOP/s in --log) and\n"
+		"                       exit\n"
 		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
 		"folder\n"
 		"                       is checked first); FILE must be new, empty or a\n"
@@ -259,6 +262,7 @@ static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allo
 
 static void parse_opts(int argc, char **argv, struct hn_opts *o)
 {
+	int gemm_peak = 0;
 	enum {
 		O_DATA = 256,
 		O_SPLIT,
@@ -304,6 +308,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_QUIET,
 		O_HELP,
 		O_VERSION,
+		O_GEMM_PEAK,
 	};
 	static const struct option lo[] = {
 		{"data", required_argument, 0, O_DATA},
@@ -350,6 +355,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"quiet", no_argument, 0, O_QUIET},
 		{"help", no_argument, 0, O_HELP},
 		{"version", no_argument, 0, O_VERSION},
+		{"gemm-peak", no_argument, 0, O_GEMM_PEAK},
 		{0, 0, 0, 0},
 	};
 	char err[HN_ERR_MAX];
@@ -560,6 +566,9 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		case O_VERSION:
 			print_version();
 			exit(0);
+		case O_GEMM_PEAK:
+			gemm_peak = 1;
+			break;
 		case ':':
 			hn_die(2, "option %s needs a value (see --help)", argv[optind - 1]);
 		default:
@@ -571,6 +580,16 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 	}
 	if (optind < argc)
 		hn_die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
+	if (gemm_peak) {
+		double g = 0;
+		long nt = o->threads ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+		nt = nt < 1 ? 1 : nt > HN_TEAM_MAX ? HN_TEAM_MAX : nt;
+		if (hn_gemm_peak((int)nt, &g, err) < 0)
+			hn_die(1, "%s", err);
+		printf("sgemm peak: %.1f GFLOP/s (%ld thread%s x 2048^3, %s)\n", g, nt,
+		       nt == 1 ? "" : "s", hn_backend_cpu_library());
+		exit(0);
+	}
 	if (!o->data)
 		hn_die(2, "--data PATH is required (see --help)");
 	if (!o->given_lr)

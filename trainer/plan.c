@@ -80,6 +80,8 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in)
 	if (in->backend_bytes)
 		row(f, "backend reports", in->backend_bytes, "(incl. workspaces)");
 	fprintf(f, "  %-28s %12.4g  (weights / (train samples x features))\n", "K1", k1);
+	fprintf(f, "  %-28s %12.1f  (matrix products, forward + backward; --log: compute_gflops)\n",
+		"MFLOP per training sample", hn_model_train_flops(m) / 1e6);
 
 	int rc = 0;
 	int64_t avail = hn_mem_available();
