@@ -199,6 +199,8 @@ struct hn_backend_ops {
 
 /* The cpu backend, always built. */
 extern const struct hn_backend_ops hn_backend_cpu;
+/* The cpu backend's thread count for --threads asked (0: one per online CPU, at most 64). */
+int hn_backend_cpu_threads(int asked);
 /* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for --version. */
 const char *hn_backend_cpu_library(void);
 /*

@@ -247,6 +247,14 @@ static void cpu_destroy(void *state)
 	free(st);
 }
 
+int hn_backend_cpu_threads(int asked)
+{
+	if (asked > 0)
+		return asked;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > HN_TEAM_MAX ? HN_TEAM_MAX : (int)n;
+}
+
 static float *alloc_floats(size_t n)
 {
 	void *p = NULL;
@@ -279,11 +287,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	st->o = *o;
 	st->cfg = *cfg;
 	st->max_batch = cfg->max_batch;
-	st->nthreads = cfg->threads;
-	if (st->nthreads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		st->nthreads = n < 1 ? 1 : n > HN_TEAM_MAX ? HN_TEAM_MAX : (int)n;
-	}
+	st->nthreads = hn_backend_cpu_threads(cfg->threads);
 	/* parallelism is ours (see the top): OpenBLAS must not start its own threads */
 	openblas_set_num_threads(1);
 

@@ -304,6 +304,19 @@ int hn_dist_sum_floats(float *buf, size_t n, char *err)
 	return rc;
 }
 
+/* Room for n requests and their peers (wait_all's arguments); -ENOMEM with err naming what. */
+static int requests(int n, MPI_Request **req, int **peer, const char *what, char *err)
+{
+	*req = malloc((size_t)n * sizeof **req);
+	*peer = malloc((size_t)n * sizeof **peer);
+	if (*req && *peer)
+		return 0;
+	free(*req);
+	free(*peer);
+	snprintf(err, HN_ERR_MAX, "%s: out of memory", what);
+	return -ENOMEM;
+}
+
 /* Rank 0's bytes to every rank, point to point so that a silent rank is named. */
 int hn_dist_share_bytes(void *buf, size_t n, char *err)
 {
@@ -314,14 +327,10 @@ int hn_dist_share_bytes(void *buf, size_t n, char *err)
 		return -EINVAL;
 	}
 	int N = info.size, k = 0, rc = 0;
-	MPI_Request *req = malloc((size_t)N * sizeof *req);
-	int *peer = malloc((size_t)N * sizeof *peer);
-	if (!req || !peer) {
-		free(req);
-		free(peer);
-		snprintf(err, HN_ERR_MAX, "sharing rank 0's set-up: out of memory");
+	MPI_Request *req;
+	int *peer;
+	if (requests(N, &req, &peer, "sharing rank 0's set-up", err) < 0)
 		return -ENOMEM;
-	}
 	for (int q = info.rank ? 0 : 1; q < (info.rank ? 1 : N) && rc == 0; q++) {
 		peer[k] = q;
 		int c = info.rank ? MPI_Irecv(buf, (int)n, MPI_BYTE, 0, TAG_SHARE, MPI_COMM_WORLD,
@@ -351,14 +360,10 @@ int hn_dist_gather_doubles(const double *v, int n, double *out, char *err)
 	}
 	int N = info.size, me = info.rank, k = 0, rc = 0;
 	memcpy(out + (size_t)me * (size_t)n, v, (size_t)n * sizeof *v);
-	MPI_Request *req = malloc(2 * (size_t)N * sizeof *req);
-	int *peer = malloc(2 * (size_t)N * sizeof *peer);
-	if (!req || !peer) {
-		free(req);
-		free(peer);
-		snprintf(err, HN_ERR_MAX, "gathering the ranks' counts: out of memory");
+	MPI_Request *req;
+	int *peer;
+	if (requests(2 * N, &req, &peer, "gathering the ranks' counts", err) < 0)
 		return -ENOMEM;
-	}
 	for (int q = 0; q < N && rc == 0; q++) {
 		if (q == me)
 			continue;

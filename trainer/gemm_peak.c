@@ -58,8 +58,8 @@ int hn_gemm_peak(int threads, double *gflops, char *err)
 				rc = -ENOMEM;
 				break;
 			}
-			for (size_t i = 0; i < n2;
-			     i++) /* small exact values: no denormals, no inf */
+			/* small exact values: no denormals, no inf */
+			for (size_t i = 0; i < n2; i++)
 				p[i] = (float)((i * 7 + (size_t)k) % 13) / 16.0f;
 			j->m[t][k] = p;
 		}

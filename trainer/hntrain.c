@@ -202,7 +202,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 static int join_ranks(struct hn_train *t)
 {
 	char err[HN_ERR_MAX] = "";
-	unsigned char id[1 + 256] = {0};
+	unsigned char id[1 + 255] = {0}; /* its length (0: rank 0 failed), then the id */
 	const struct hn_dist_info *d = hn_dist();
 	if (t->nranks < 2 || t->be->grads)
 		return 0;
@@ -210,12 +210,11 @@ static int join_ranks(struct hn_train *t)
 		return hn_error("--device %s with %d ranks: this build's backend cannot sum "
 				"gradients across ranks (its plugin was built without nccl.h)",
 				t->o->device, t->nranks);
-	int len = 0;
 	if (d->rank == 0) {
-		len = t->be->dist_id(t->st, id + 1, sizeof id - 1, err);
-		id[0] = len > 0 && len < 256 ? (unsigned char)len : 0;
-		if (len < 0)
-			hn_error("--device %s: %s", t->o->device, err);
+		int len = t->be->dist_id(t->st, id + 1, sizeof id - 1, err);
+		if (len <= 0)
+			hn_error("--device %s: %s", t->o->device, len ? err : "an empty id");
+		id[0] = len > 0 ? (unsigned char)len : 0; /* dist_id wrote at most 255 */
 	}
 	if (hn_dist_share_bytes(id, sizeof id, err) < 0)
 		return hn_error("%s", err);

@@ -582,11 +582,10 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		hn_die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
 	if (gemm_peak) {
 		double g = 0;
-		long nt = o->threads ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
-		nt = nt < 1 ? 1 : nt > HN_TEAM_MAX ? HN_TEAM_MAX : nt;
-		if (hn_gemm_peak((int)nt, &g, err) < 0)
+		int nt = hn_backend_cpu_threads(o->threads);
+		if (hn_gemm_peak(nt, &g, err) < 0)
 			hn_die(1, "%s", err);
-		printf("sgemm peak: %.1f GFLOP/s (%ld thread%s x 2048^3, %s)\n", g, nt,
+		printf("sgemm peak: %.1f GFLOP/s (%d thread%s x 2048^3, %s)\n", g, nt,
 		       nt == 1 ? "" : "s", hn_backend_cpu_library());
 		exit(0);
 	}
