@@ -78,7 +78,7 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err);
 /* Give the batch's slot back so that a loader can refill it. */
 void hn_loader_release(hn_loader *l, struct hn_batch *b);
-/* The ring's size (--queue): how many delivered batches may be held unreleased at once. */
+/* The ring's size (--queue + 1): how many delivered batches may be held unreleased at once. */
 int hn_loader_queue(const hn_loader *l);
 void hn_loader_stop(hn_loader *l); /* joins the threads; NULL is fine */
 /* Batches per pass of a split. */

@@ -62,12 +62,13 @@ double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, u
 
 /*
  * The batches of one pass as this thread takes them. Batch b comes off the
- * queue (or was taken ahead); when another batch of the pass follows and
- * the ring can hold both (--queue 2 or more), that one is taken now too
- * and announced to the backend (stage, backend.h), so that a gpu copies it
- * to the device while b computes. Every backend takes this path, so the
- * order and the results cannot depend on whether a backend stages. Both
- * waits are data wait.
+ * queue (or was taken ahead); when another batch of the pass follows, that
+ * one is taken now too and announced to the backend (stage, backend.h), so
+ * that a gpu copies it to the device while b computes. Every backend takes
+ * this path, so the order and the results cannot depend on whether a
+ * backend stages. The ring has a slot for the batch held ahead beyond
+ * --queue (loader_config), so the loaders still read --queue batches ahead
+ * of the two this thread holds. Both waits are data wait.
  */
 struct feed {
 	hn_loader *ld;
@@ -507,7 +508,8 @@ static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
 		.src = t->src,
 		.aug = o->augment.spec[0] ? &o->augment : NULL,
 		.nloaders = o->loaders,
-		.queue = o->queue,
+		/* one slot more than --queue: the batch fed ahead (struct feed) holds one */
+		.queue = o->queue + 1,
 		.batch = o->batch,
 		.seed = o->seed,
 		.window = o->window,
