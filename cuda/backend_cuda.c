@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -113,6 +114,51 @@ int cu_host_alloc(struct hn_cuda *st, void **p, size_t bytes, const char *what)
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
 	return 0;
+}
+
+/* ---- host-time profile (HNTRAIN_CUDA_PROFILE) ---- */
+
+static double cu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Add the time since *t to phase ph of call kind k (0 train, 1 evaluate); *t = now. */
+static void ph_mark(struct hn_cuda *st, int k, int ph, double *t)
+{
+	if (!st->profile)
+		return;
+	double now = cu_now();
+	st->ph_s[k][ph] += now - *t;
+	*t = now;
+}
+
+static void ph_report(const struct hn_cuda *st)
+{
+	static const char *const names[CU_PH_COUNT] = {"set-device", "check",  "upload", "forward",
+						       "backward",   "update", "stage",	 "wait"};
+	for (int k = 0; k < 2; k++) {
+		uint64_t n = st->ph_calls[k];
+		if (!n)
+			continue;
+		double total = 0;
+		char buf[512];
+		int len = 0;
+		for (int ph = 0; ph < CU_PH_COUNT; ph++) {
+			total += st->ph_s[k][ph];
+			if (st->ph_s[k][ph] > 0)
+				len += snprintf(buf + len, sizeof buf - (size_t)len, " %s %.1f",
+						names[ph], 1e6 * st->ph_s[k][ph] / (double)n);
+		}
+		fprintf(stderr,
+			"gpu profile: %llu %s calls (%llu new batch sizes), host us per call:%s; "
+			"total %.1f, device (events) %.1f\n",
+			(unsigned long long)n, k ? "evaluate" : "train_step",
+			(unsigned long long)st->ph_resets[k], buf, 1e6 * total / (double)n,
+			1e6 * st->ph_dev_s[k] / (double)n);
+	}
 }
 
 /* ---- ops ---- */
@@ -198,6 +244,14 @@ static int setup(struct hn_cuda *st, const float *init)
 	}
 	if (bn)
 		TRY(cu_dev_alloc(st, (void **)&st->bnbuf, bn * sizeof(float), "batchnorm"));
+	int max_c = 1; /* the channels any per-channel sum covers */
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		int ch = l->kind == HN_LAYER_BATCHNORM ? l->in_c : l->b_len ? l->out_c : 0;
+		max_c = ch > max_c ? ch : max_c;
+	}
+	TRY(cu_dev_alloc(st, (void **)&st->chan_scratch, hn_k_chan_scratch(max_c) * sizeof(double),
+			 "per-channel sums"));
 	_Static_assert(HN_NORM_CH == sizeof st->norm.mean / sizeof st->norm.mean[0],
 		       "kernels.h's hn_k_norm covers the channels of hn_backend_config");
 	for (int c = 0; c < HN_NORM_CH; c++) {
@@ -342,6 +396,7 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->staged = -1;
 	st->dev = cfg->device_index;
 	st->amp = cfg->amp;
+	st->profile = getenv("HNTRAIN_CUDA_PROFILE") && *getenv("HNTRAIN_CUDA_PROFILE");
 	st->dt = !st->amp ? CUDNN_DATA_FLOAT : cu_bf16(st) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
 	st->ht = cu_bf16(st) ? CUDA_R_16BF : CUDA_R_16F;
 	r = setup(st, init);
@@ -361,6 +416,8 @@ static void hn_cuda_destroy(void *state)
 	if (!st)
 		return;
 	cudaSetDevice(st->dev);
+	if (st->profile)
+		ph_report(st);
 	if (st->stream)
 		cudaStreamSynchronize(st->stream);
 	if (st->copy_stream)
@@ -374,11 +431,11 @@ static void hn_cuda_destroy(void *state)
 		cublasDestroy(st->blas);
 	if (st->dnn)
 		cudnnDestroy(st->dnn);
-	void *dev_ptrs[] = {st->params,	     st->grads,	      st->opt,	       st->params16,
-			    st->acts,	     st->dacts,	      st->scratch16,   st->d_tiles[0],
-			    st->d_tiles[1],  st->d_labels[0], st->d_labels[1], st->loss_tmp,
-			    st->correct_tmp, st->d_small,     st->ws,	       st->bnbuf,
-			    st->dist_parts};
+	void *dev_ptrs[] = {st->params,	      st->grads,       st->opt,		st->params16,
+			    st->acts,	      st->dacts,       st->scratch16,	st->d_tiles[0],
+			    st->d_tiles[1],   st->d_labels[0], st->d_labels[1], st->loss_tmp,
+			    st->correct_tmp,  st->d_small,     st->ws,		st->bnbuf,
+			    st->chan_scratch, st->dist_parts};
 	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
 		if (dev_ptrs[i])
 			cudaFree(dev_ptrs[i]);
@@ -615,14 +672,19 @@ static int update_skipped(const struct hn_cuda *st)
 	return st->amp == HN_AMP_FP16 && st->h_small->amp.overflow;
 }
 
-static int check_batch(struct hn_cuda *st, int n)
+/* A call of kind k (0 train, 1 evaluate) with n samples: the device, and the descriptors for n. */
+static int check_batch(struct hn_cuda *st, int n, int k, double *t)
 {
 	if (n <= 0 || n > st->cfg.max_batch) {
 		snprintf(st->err, sizeof(st->err), "gpu: batch of %d outside 1..%d", n,
 			 st->cfg.max_batch);
 		return -EINVAL;
 	}
-	CU(cudaSetDevice(st->dev), st->err);
+	int cur = -1; /* the thread's device is nearly always ours already */
+	if (cudaGetDevice(&cur) != cudaSuccess || cur != st->dev)
+		CU(cudaSetDevice(st->dev), st->err);
+	ph_mark(st, k, CU_PH_SETDEV, t);
+	st->ph_resets[k] += n != st->cur_n;
 	return cu_conv_set_n(st, n, 0);
 }
 
@@ -643,18 +705,28 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 		res->skipped = update_skipped(st);
 		return 0;
 	}
-	TRY(check_batch(st, n));
+	double t = st->profile ? cu_now() : 0;
+	TRY(check_batch(st, n, 0, &t));
+	ph_mark(st, 0, CU_PH_CHECK, &t);
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
+	ph_mark(st, 0, CU_PH_UPLOAD, &t);
 	st->step_scale = 1.0f / (float)group_size; /* fp16 amp: times the device's loss scale */
 	TRY(cu_forward(st, n, 1, step));
 	TRY(finish(st, b, n, st->step_scale, 1));
+	ph_mark(st, 0, CU_PH_FORWARD, &t);
 	TRY(cu_backward(st, n, step));
+	ph_mark(st, 0, CU_PH_BACKWARD, &t);
 	if (apply)
 		TRY(apply_update(st, lr, step));
+	ph_mark(st, 0, CU_PH_UPDATE, &t);
 	TRY(stage_next(st, b)); /* the next batch's copy, while the device works */
+	ph_mark(st, 0, CU_PH_STAGE, &t);
 	TRY(read_result(st, res));
+	ph_mark(st, 0, CU_PH_WAIT, &t);
+	st->ph_calls[0]++;
+	st->ph_dev_s[0] += res->compute_s;
 	res->skipped = apply && update_skipped(st);
 	return 0;
 }
@@ -664,14 +736,23 @@ static int hn_cuda_evaluate(void *state, const uint8_t *tiles, const uint16_t *l
 {
 	struct hn_cuda *st = state;
 	memset(res, 0, sizeof(*res));
-	TRY(check_batch(st, n));
+	double t = st->profile ? cu_now() : 0;
+	TRY(check_batch(st, n, 1, &t));
+	ph_mark(st, 1, CU_PH_CHECK, &t);
 	int b = upload(st, tiles, labels, n);
 	if (b < 0)
 		return b;
+	ph_mark(st, 1, CU_PH_UPLOAD, &t);
 	TRY(cu_forward(st, n, 0, 0));
 	TRY(finish(st, b, n, 0.0f, 0));
+	ph_mark(st, 1, CU_PH_FORWARD, &t);
 	TRY(stage_next(st, b));
-	return read_result(st, res);
+	ph_mark(st, 1, CU_PH_STAGE, &t);
+	TRY(read_result(st, res));
+	ph_mark(st, 1, CU_PH_WAIT, &t);
+	st->ph_calls[1]++;
+	st->ph_dev_s[1] += res->compute_s;
+	return 0;
 }
 
 static int copy_sync(struct hn_cuda *st, void *dst, const void *src, size_t bytes,

@@ -45,14 +45,32 @@ struct hn_small {
 	struct hn_k_amp amp; /* fp16 amp's loss scale (kernels.h) */
 };
 
+/* Host time per phase of the calls, with HNTRAIN_CUDA_PROFILE set (backend_cuda.c). */
+enum {
+	CU_PH_SETDEV,
+	CU_PH_CHECK,
+	CU_PH_UPLOAD,
+	CU_PH_FORWARD,
+	CU_PH_BACKWARD,
+	CU_PH_UPDATE,
+	CU_PH_STAGE,
+	CU_PH_WAIT,
+	CU_PH_COUNT
+};
+
 struct hn_cuda {
 	struct hn_model m;
 	struct hn_optim o;
 	struct hn_backend_config cfg;
 	int dev;
-	int amp;	    /* 0, HN_AMP_FP16 or HN_AMP_BF16 */
-	cudnnDataType_t dt; /* conv tensors: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16 */
-	cudaDataType_t ht;  /* amp: the 16-bit type for cuBLAS, CUDA_R_16F or CUDA_R_16BF */
+	int amp;     /* 0, HN_AMP_FP16 or HN_AMP_BF16 */
+	int profile; /* HNTRAIN_CUDA_PROFILE: sum host time per phase, print at destroy */
+	double ph_s[2][CU_PH_COUNT]; /* [train, evaluate][phase] */
+	double ph_dev_s[2];	     /* the calls' event time (res->compute_s) */
+	uint64_t ph_calls[2];
+	uint64_t ph_resets[2]; /* calls that changed the batch size (cu_conv_set_n's work) */
+	cudnnDataType_t dt;    /* conv tensors: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16 */
+	cudaDataType_t ht;     /* amp: the 16-bit type for cuBLAS, CUDA_R_16F or CUDA_R_16BF */
 
 	cudaStream_t stream, copy_stream;
 	cudaEvent_t ev_start, ev_stop, ev_copied[2];
@@ -92,6 +110,7 @@ struct hn_cuda {
 
 	/* batch normalisation: per layer mean, invstd, mdy, mdyx (C floats each) at bn_off[i] */
 	float *bnbuf;
+	double *chan_scratch; /* kernels.h's per-channel sums, for the widest layer */
 	size_t bn_off[HN_MAX_LAYERS];
 	struct hn_k_norm norm; /* input normalisation (cfg's mean and std) */
 

@@ -61,8 +61,19 @@ cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, int h, int 
 
 /* y[i][ch][p] += b[ch] for i < n, p < hw (conv bias: hw = H*W; dense bias: hw = 1). */
 cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int hw, cudaStream_t s);
-/* db[ch] += sum over i, p of dy[i][ch][p] (deterministic tree reduction). */
-cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw, cudaStream_t s);
+/*
+ * Per-channel sums (bias_grad, bn_stats, bn_bwd_sums) reduce in parts and
+ * then in order, deterministically; each needs a scratch of
+ * hn_k_chan_scratch(c) doubles on the device, not in use by another call.
+ */
+#define HN_K_CHAN_PARTS 64
+static inline size_t hn_k_chan_scratch(int c)
+{
+	return (size_t)c * HN_K_CHAN_PARTS * 2;
+}
+/* db[ch] += sum over i, p of dy[i][ch][p]. */
+cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw, double *scratch,
+			   cudaStream_t s);
 
 /* y = max(x, 0); dx = dy where y > 0, else 0. */
 cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s);
@@ -115,14 +126,15 @@ cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n
  * bwd: dx = gamma * invstd * (dy - mdy - xhat * mdyx).
  */
 cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
-			  float *run, float scale, const struct hn_k_amp *amp, cudaStream_t s);
+			  float *run, float scale, const struct hn_k_amp *amp, double *scratch,
+			  cudaStream_t s);
 cudaError_t hn_k_bn_running(const float *run, int c, float *mean, float *invstd, cudaStream_t s);
 cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw, const float *mean,
 			  const float *invstd, const float *gamma, const float *beta,
 			  cudaStream_t s);
 cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
 			     const float *mean, const float *invstd, float *dgamma, float *dbeta,
-			     float *mdy, float *mdyx, cudaStream_t s);
+			     float *mdy, float *mdyx, double *scratch, cudaStream_t s);
 cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c, int hw,
 			const float *mean, const float *invstd, const float *gamma,
 			const float *mdy, const float *mdyx, cudaStream_t s);

@@ -286,7 +286,7 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 	float *x = cu_act(st, i), *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
 	if (l->b_len)
 		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, l->out_c, l->out_h * l->out_w,
-				  st->stream),
+				  st->chan_scratch, st->stream),
 		   st->err);
 	if (!st->amp) {
 		DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x, c->y, dy, c->cw, c->wa,
@@ -374,7 +374,9 @@ static int dense_backward(struct hn_cuda *st, int i, int n)
 	int in = (int)cu_layer_in(l), out = (int)cu_layer_out(l);
 	float *x = cu_act(st, i), *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
 	if (l->b_len)
-		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, out, 1, st->stream), st->err);
+		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, out, 1, st->chan_scratch,
+				  st->stream),
+		   st->err);
 	const void *xa = x, *dya = dy, *wa = st->params + l->w_off;
 	if (st->amp) {
 		void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
@@ -428,7 +430,8 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
 			if (train) /* the batch's statistics, and their share of the running ones */
 				CU(hn_k_bn_stats(x, n, C, hw, mean, invstd, st->grads + l->s_off,
-						 st->step_scale, cu_amp(st), st->stream),
+						 st->step_scale, cu_amp(st), st->chan_scratch,
+						 st->stream),
 				   st->err);
 			else
 				CU(hn_k_bn_running(st->params + l->s_off, C, mean, invstd,
@@ -491,7 +494,8 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
 			float *mdy = cu_bn(st, i, 2), *mdyx = cu_bn(st, i, 3);
 			CU(hn_k_bn_bwd_sums(dy, x, n, C, hw, mean, invstd, st->grads + l->w_off,
-					    st->grads + l->b_off, mdy, mdyx, st->stream),
+					    st->grads + l->b_off, mdy, mdyx, st->chan_scratch,
+					    st->stream),
 			   st->err);
 			if (i > 0)
 				CU(hn_k_bn_bwd(dy, x, dx, n, C, hw, mean, invstd,
