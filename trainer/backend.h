@@ -121,7 +121,8 @@ struct hn_step_result {
 	double loss_sum;  /* sum over the batch of per-sample cross-entropy */
 	int correct;	  /* argmax == label count */
 	double compute_s; /* device-side time of this call where the backend can tell
-			     (CUDA events); 0 means "use host wall time" */
+			     (CUDA events; the trainer logs host time, this is for
+			     the backend's own tests and profile); 0 where it cannot */
 	int skipped;	  /* amp: update skipped because of overflow */
 };
 

@@ -297,7 +297,12 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 	if (rc < 0)
 		hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s", ep->e + 1,
 		       b, strerror(-rc));
-	ep->compute += res.compute_s > 0 ? res.compute_s : t2 - t1;
+	/*
+	 * The host's time in the call, also on a gpu: the call waits for its
+	 * kernels, and the time it takes to launch them is compute too (the
+	 * device's own busy time, res.compute_s, leaves that out).
+	 */
+	ep->compute += t2 - t1;
 	if (apply && dist) {
 		/* every rank applies, even one whose share was empty */
 		float *g = t->be->grads ? t->be->grads(t->st) : NULL; /* threads' parts folded */
