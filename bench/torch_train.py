@@ -13,6 +13,13 @@ seconds, all epochs), per-epoch figures, test_acc of the last epoch.
 
 Run with Debian's interpreter (/usr/bin/python3, python3-torch 1.13):
   /usr/bin/python3 bench/torch_train.py --model cnn --epochs 1 --threads 2
+
+--device cuda is the GPU peer (hntrain --device gpu): the whole data set is
+copied to the GPU first, each step is eager PyTorch with no host sync (the
+loss is summed on the device and read once per epoch), and the timer waits
+for the device. --amp fp16|bf16 adds autocast (and a GradScaler for fp16),
+--benchmark sets cudnn.benchmark (the nondeterministic, timed algorithm
+choice, like hntrain --fast).
 """
 import argparse
 import gzip
@@ -83,7 +90,22 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=DATA)
     ap.add_argument("--no-test", action="store_true", help="skip the per-epoch evaluation")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--amp", default="", choices=["", "fp16", "bf16"], help="cuda only")
+    ap.add_argument("--benchmark", action="store_true", help="cudnn.benchmark (cuda only)")
     a = ap.parse_args()
+    if a.device == "cpu" and (a.amp or a.benchmark):
+        sys.exit("torch_train.py: --amp and --benchmark need --device cuda")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("torch_train.py: --device cuda: no CUDA device")
+    dev = torch.device(a.device)
+    torch.backends.cudnn.benchmark = a.benchmark
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+    scaler = torch.amp.GradScaler("cuda") if a.amp == "fp16" else None
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -96,29 +118,38 @@ def main():
         sys.exit(f"torch_train.py: {e}")
     if a.limit > 0:
         xtr, ytr = xtr[:a.limit], ytr[:a.limit]
-    xtr = xtr.float().div_(255.0)
-    xte = xte.float().div_(255.0)
+    xtr = xtr.to(dev).float().div_(255.0)
+    xte = xte.to(dev).float().div_(255.0)
+    ytr, yte = ytr.to(dev), yte.to(dev)
 
-    model = build(a.model)
+    model = build(a.model).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     n = xtr.shape[0]
     nb = n // a.batch  # full batches only, as timed
     epochs = []
     train_s = 0.0
     for ep in range(a.epochs):
-        perm = torch.randperm(n)
+        perm = torch.randperm(n).to(dev)
         xs, ys = xtr[perm], ytr[perm]
         model.train()
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), device=dev)
+        sync()
         t0 = time.perf_counter()
         for b in range(nb):
             x = xs[b * a.batch:(b + 1) * a.batch]
             y = ys[b * a.batch:(b + 1) * a.batch]
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            loss_sum += loss.item() * a.batch
+            with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = F.cross_entropy(model(x), y)
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            loss_sum += loss.detach().float() * a.batch
+        sync()
         dt = time.perf_counter() - t0
         train_s += dt
         acc = None
@@ -130,9 +161,11 @@ def main():
                     correct += (model(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
             acc = correct / xte.shape[0]
         epochs.append({"epoch": ep + 1, "samples_per_s": nb * a.batch / dt,
-                       "train_loss": loss_sum / (nb * a.batch), "test_acc": acc})
+                       "train_loss": loss_sum.item() / (nb * a.batch), "test_acc": acc})
     print(json.dumps({
         "peer": "pytorch", "torch": torch.__version__, "model": a.model,
+        "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+        "amp": a.amp or None, "cudnn_benchmark": a.benchmark,
         "threads": a.threads, "batch": a.batch, "epochs": a.epochs,
         "samples": nb * a.batch * a.epochs,
         "samples_per_s": nb * a.batch * a.epochs / train_s if train_s > 0 else 0.0,
