@@ -39,9 +39,11 @@
  *    named in describe() (the log): by default the first deterministic one
  *    in cuDNN's heuristic ranking (cuda/algo.h), so two runs compute the same
  *    sums in the same order; with --fast the fastest by cudnnFind* timings,
- *    atomics and all. A smaller batch (the last one of an epoch) gets the
- *    heuristic choice, and the one workspace grows when an algorithm needs
- *    more. No kernel of kernels.cu adds floats with atomics.
+ *    atomics and all. A smaller batch (the last one of an epoch, the test
+ *    split) keeps those algorithms where cuDNN takes them at its size, else
+ *    gets the heuristic choice, kept per size (layers.c, cu_conv_set_n);
+ *    the one workspace grows when an algorithm needs more. No kernel of
+ *    kernels.cu adds floats with atomics.
  *
  * Every CUDA, cuDNN and cuBLAS status is checked; failures return -EIO
  * (-ENOMEM for allocation failures) and leave a message in st->err.
@@ -331,8 +333,9 @@ static void describe_device(struct hn_cuda *st)
 	for (int i = 0; i < st->m.nlayers && o < sizeof(st->desc); i++)
 		if (st->m.layers[i].kind == HN_LAYER_CONV2D)
 			o += (size_t)snprintf(st->desc + o, sizeof(st->desc) - o, " %d:%d/%d/%d", i,
-					      (int)st->conv[i].fa_max, (int)st->conv[i].wa_max,
-					      i ? (int)st->conv[i].da_max : -1);
+					      (int)st->conv[i].choice[0].fa,
+					      (int)st->conv[i].choice[0].wa,
+					      i ? (int)st->conv[i].choice[0].da : -1);
 }
 
 static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,

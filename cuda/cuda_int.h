@@ -24,15 +24,22 @@
 #define HN_AMP_MIN_SCALE  (1.0f / 16777216.0f)
 #define HN_AMP_GROWTH	  2000
 
+/* The algorithms (and their math types) a conv uses at one batch size. */
+struct hn_conv_choice {
+	int n; /* the batch size; 0: unused */
+	cudnnConvolutionFwdAlgo_t fa;
+	cudnnConvolutionBwdDataAlgo_t da;
+	cudnnConvolutionBwdFilterAlgo_t wa;
+	cudnnMathType_t fm, dm, wm;
+};
+#define HN_CONV_CHOICES 8
+
 struct hn_conv {
 	cudnnTensorDescriptor_t x, y;
 	cudnnFilterDescriptor_t w;
 	cudnnConvolutionDescriptor_t cf, cd, cw; /* forward, backward data, backward filter */
-	/* benchmarked for max_batch at create */
-	cudnnConvolutionFwdAlgo_t fa_max;
-	cudnnConvolutionBwdDataAlgo_t da_max;
-	cudnnConvolutionBwdFilterAlgo_t wa_max;
-	cudnnMathType_t fm_max, dm_max, wm_max;
+	/* [0]: chosen for max_batch at create; then each other batch size met, kept */
+	struct hn_conv_choice choice[HN_CONV_CHOICES];
 	/* in use for the current batch size */
 	cudnnConvolutionFwdAlgo_t fa;
 	cudnnConvolutionBwdDataAlgo_t da;

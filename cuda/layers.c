@@ -161,7 +161,63 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 	return cu_ws_reserve(st, need);
 }
 
-/* Point every conv descriptor at batch size n and make sure the algorithms suit it. */
+/* Make choice ch conv c's algorithms, with their math types on the descriptors. */
+static int conv_use(struct hn_cuda *st, struct hn_conv *c, const struct hn_conv_choice *ch)
+{
+	c->fa = ch->fa;
+	c->da = ch->da;
+	c->wa = ch->wa;
+	DNN(cudnnSetConvolutionMathType(c->cf, ch->fm), st->err);
+	DNN(cudnnSetConvolutionMathType(c->cd, ch->dm), st->err);
+	DNN(cudnnSetConvolutionMathType(c->cw, ch->wm), st->err);
+	return 0;
+}
+
+/* What conv c uses now, as a choice for batch size n. */
+static int conv_current(struct hn_cuda *st, const struct hn_conv *c, int n,
+			struct hn_conv_choice *ch)
+{
+	*ch = (struct hn_conv_choice){.n = n, .fa = c->fa, .da = c->da, .wa = c->wa};
+	DNN(cudnnGetConvolutionMathType(c->cf, &ch->fm), st->err);
+	DNN(cudnnGetConvolutionMathType(c->cd, &ch->dm), st->err);
+	DNN(cudnnGetConvolutionMathType(c->cw, &ch->wm), st->err);
+	return 0;
+}
+
+/*
+ * The workspace conv c's current algorithms need at the descriptors' batch
+ * size in *need: 0, or -1 where cuDNN does not take one of them at that size.
+ */
+static int conv_ws_need(struct hn_cuda *st, const struct hn_conv *c, int first_layer, size_t *need)
+{
+	size_t sz = 0;
+	*need = 0;
+	if (cudnnGetConvolutionForwardWorkspaceSize(st->dnn, c->x, c->w, c->cf, c->y, c->fa, &sz) !=
+	    CUDNN_STATUS_SUCCESS)
+		return -1;
+	*need = sz;
+	if (cudnnGetConvolutionBackwardFilterWorkspaceSize(st->dnn, c->x, c->y, c->cw, c->w, c->wa,
+							   &sz) != CUDNN_STATUS_SUCCESS)
+		return -1;
+	*need = sz > *need ? sz : *need;
+	if (!first_layer) {
+		if (cudnnGetConvolutionBackwardDataWorkspaceSize(
+			    st->dnn, c->w, c->y, c->cd, c->x, c->da, &sz) != CUDNN_STATUS_SUCCESS)
+			return -1;
+		*need = sz > *need ? sz : *need;
+	}
+	return 0;
+}
+
+/*
+ * Point every conv descriptor at batch size n and make sure the algorithms
+ * suit it. The algorithms chosen at create for max_batch (find) serve every
+ * batch size cuDNN takes them for; only where it refuses one are the
+ * heuristics asked. Either way the choice is kept per batch size
+ * (choice[]), because asking again is slow: about a second per new size
+ * with fp16 and bf16 tensors, measured on an H200 with cuDNN 9.19, paid at
+ * the last batch of every epoch and at the test split.
+ */
 int cu_conv_set_n(struct hn_cuda *st, int n, int find)
 {
 	if (n == st->cur_n)
@@ -190,23 +246,24 @@ int cu_conv_set_n(struct hn_cuda *st, int n, int find)
 		}
 		if (find) {
 			TRY(cu_conv_pick(st, c, 1, i == 0));
-			c->fa_max = c->fa;
-			c->da_max = c->da;
-			c->wa_max = c->wa;
-			DNN(cudnnGetConvolutionMathType(c->cf, &c->fm_max), st->err);
-			DNN(cudnnGetConvolutionMathType(c->cd, &c->dm_max), st->err);
-			DNN(cudnnGetConvolutionMathType(c->cw, &c->wm_max), st->err);
-		} else if (n == st->cfg.max_batch) {
-			/* back to the benchmarked choice; its workspace is already reserved */
-			c->fa = c->fa_max;
-			c->da = c->da_max;
-			c->wa = c->wa_max;
-			DNN(cudnnSetConvolutionMathType(c->cf, c->fm_max), st->err);
-			DNN(cudnnSetConvolutionMathType(c->cd, c->dm_max), st->err);
-			DNN(cudnnSetConvolutionMathType(c->cw, c->wm_max), st->err);
-		} else {
-			TRY(cu_conv_pick(st, c, 0, i == 0));
+			TRY(conv_current(st, c, n, &c->choice[0]));
+			continue;
 		}
+		int k = 0;
+		while (k < HN_CONV_CHOICES && c->choice[k].n && c->choice[k].n != n)
+			k++;
+		if (k < HN_CONV_CHOICES && c->choice[k].n == n) {
+			TRY(conv_use(st, c, &c->choice[k])); /* its workspace is reserved */
+			continue;
+		}
+		size_t need;
+		TRY(conv_use(st, c, &c->choice[0]));
+		if (conv_ws_need(st, c, i == 0, &need) == 0)
+			TRY(cu_ws_reserve(st, need));
+		else
+			TRY(cu_conv_pick(st, c, 0, i == 0));
+		if (k < HN_CONV_CHOICES) /* else asked again next time */
+			TRY(conv_current(st, c, n, &c->choice[k]));
 	}
 	st->cur_n = n;
 	return 0;
