@@ -103,9 +103,9 @@ def summarize_train(out_dir, rec):
     s = {"name": rec.get("name") or rec.get("medium"), "medium": rec["medium"],
          "state": rec["state"], "device": rec.get("device", "cpu"),
          "args": rec.get("args", "")}
-    if rec.get("peer") == "torch":
+    if rec.get("peer") in ("torch", "torch-gpu"):
         r = rec.get("result") or {}
-        s.update({"peer": "torch", "samples_s": r.get("samples_per_s", r.get("samples_s")),
+        s.update({"peer": rec["peer"], "samples_s": r.get("samples_per_s", r.get("samples_s")),
                   "test_acc": r.get("test_acc"), "wall_s": r.get("wall_s"),
                   "raw": r})
         return s
@@ -255,8 +255,11 @@ def main():
 
     # ---- training
     trains = [summarize_train(out, r) for r in recs if r.get("kind") == "train"]
-    main_runs = [t for t in trains if not t["name"].startswith(("sweep-", "dp-"))
-                 and t.get("peer") != "torch"]
+    main_runs = [t for t in trains if not t["name"].startswith(("sweep-", "dp-", "gpux-"))
+                 and not t.get("peer")]
+    # the GPU at batch 64 and 512, fp32 and --amp (gpux-b<B>-<fp32|amp>), and PyTorch there
+    gpux = {t["name"]: t for t in trains if t["name"].startswith("gpux-")}
+    torch_gpu = next((t for t in trains if t.get("peer") == "torch-gpu"), None)
     sweeps = [t for t in trains if t["name"].startswith("sweep-")]
     dps = [t for t in trains if t["name"].startswith("dp-")]
     torch_train = next((t for t in trains if t.get("peer") == "torch"), None)
@@ -365,6 +368,19 @@ def main():
         r8 = ratio(gs.get("samples_s"), gp.get("samples_s"))
         target("T8", "hntrain GPU fed by spritefs vs preloaded in RAM", r8, ">= 0.95x",
                None if r8 is None else r8 >= 0.95, "samples/s")
+    f512 = gpux.get("gpux-b512-fp32")
+    if f512 and torch_gpu:
+        r8b = ratio(f512.get("samples_s"), torch_gpu.get("samples_s"))
+        target("T8b", "hntrain GPU fp32 (deterministic) vs PyTorch eager GPU, batch 512", r8b,
+               ">= 2x", None if r8b is None else r8b >= 2,
+               f"samples/s; PyTorch {(torch_gpu.get('raw') or {}).get('torch', '?')}")
+    amp_x = {b: ratio((gpux.get(f"gpux-b{b}-amp") or {}).get("samples_s"),
+                      (gpux.get(f"gpux-b{b}-fp32") or {}).get("samples_s")) for b in (64, 512)}
+    if all(v is not None for v in amp_x.values()):
+        r8c = min(amp_x.values())
+        target("T8c", "hntrain GPU --amp vs fp32 (the lower of batch 64 and 512)", r8c,
+               ">= 1.0x at every batch", r8c >= 1.0,
+               ", ".join(f"batch {b}: {v:.2f}x" for b, v in amp_x.items()))
     d21 = next((t for t in dps if t["name"] == "dp-2x1"), None)
     d12 = next((t for t in dps if t["name"] == "dp-1x2"), None)
     if d21 and d12:
@@ -465,6 +481,16 @@ def main():
                      + json.dumps(mismatch) + "**")
         elif weights:
             L.append("Weights hash identical on every medium (per device): storage changed the time, not the result.")
+        L.append("")
+    if gpux or torch_gpu:
+        L.append("### GPU: batch and precision (preloaded)")
+        L.append("")
+        L.append("| run | args | samples/s | compute share | test acc | weights xxh3 |")
+        L.append("|---|---|---:|---:|---:|---|")
+        for t in list(gpux.values()) + ([torch_gpu] if torch_gpu else []):
+            L.append(f"| {t['name']} | {t.get('args', '')} | {fmt(t.get('samples_s'))} | "
+                     f"{pct(t.get('compute_share'))} | {fmt_acc(t.get('test_acc'))} | "
+                     f"{t.get('weights_xxh3') or t.get('error') or '-'} |")
         L.append("")
     if sweeps:
         L.append("### Sweeps (fed by " + sweeps[0]["medium"] + ", 1 epoch)")
