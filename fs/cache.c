@@ -598,9 +598,18 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		 * A batch not yet served to its end, just behind: readers on
 		 * several threads start their first views together, and the
 		 * stream began with whichever request came first. Follow it from
-		 * there (the batches after it keep their counts).
+		 * there (the batches after it keep their counts). Those between
+		 * it and the old position were passed because they were done,
+		 * and stay done: their counts are gone, and without their bits
+		 * the position would wait on them for FINWIN batches, keeping
+		 * their sheets as if still needed (a reader that had finished
+		 * view 1 before view 0 began read the store 11 times over).
 		 */
-		st->fin <<= st->pos - batch;
+		uint32_t old = st->pos;
+		st->fin <<= old - batch;
+		for (uint32_t b = batch + 1; b < old; b++)
+			if (st->done[b / 64] >> (b % 64) & 1)
+				st->fin |= 1ull << (b - batch);
 		st->pos = st->cursor = batch;
 	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
