@@ -45,13 +45,14 @@ void hn_augment_tile(const struct hn_augment *a, uint64_t seed, uint64_t epoch, 
  * hn_source_perm(seed, epoch), then (when eval) the test batches in index
  * order. Batch k is claimed by whichever loader is free, but delivered by
  * hn_loader_next() strictly in sequence, so the order never depends on the
- * number of loaders. At most `queue` batches are loaded ahead.
+ * number of loaders. The ring has `queue` slots: batches loaded ahead and
+ * those delivered but not yet released share them.
  */
 struct hn_loader_config {
 	hn_source *src;
 	const struct hn_augment *aug; /* training batches only; NULL: none */
 	int nloaders;		      /* >= 1 */
-	int queue;		      /* batches held ahead, >= 1 */
+	int queue;		      /* ring slots, >= 1 (hntrain: --queue + 1) */
 	int batch;		      /* samples per batch (the last of a split may hold fewer) */
 	uint64_t seed;
 	uint32_t window;
@@ -78,8 +79,6 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err);
 /* Give the batch's slot back so that a loader can refill it. */
 void hn_loader_release(hn_loader *l, struct hn_batch *b);
-/* The ring's size (--queue + 1): how many delivered batches may be held unreleased at once. */
-int hn_loader_queue(const hn_loader *l);
 void hn_loader_stop(hn_loader *l); /* joins the threads; NULL is fine */
 /* Batches per pass of a split. */
 uint64_t hn_batches(uint64_t samples, int batch);

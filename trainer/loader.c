@@ -286,11 +286,6 @@ void hn_loader_release(hn_loader *l, struct hn_batch *b)
 	pthread_mutex_unlock(&l->lock);
 }
 
-int hn_loader_queue(const hn_loader *l)
-{
-	return l->c.queue;
-}
-
 void hn_loader_stop(hn_loader *l)
 {
 	if (!l)

@@ -75,15 +75,13 @@ struct feed {
 	const struct hn_backend_ops *be;
 	void *st;
 	struct hn_batch *ahead;
-	int lookahead;
 	const char *what; /* "reading the data", for errors */
 };
 
 static struct feed feed_start(hn_loader *ld, const struct hn_backend_ops *be, void *st,
 			      const char *what)
 {
-	return (struct feed){
-		.ld = ld, .be = be, .st = st, .lookahead = hn_loader_queue(ld) >= 2, .what = what};
+	return (struct feed){.ld = ld, .be = be, .st = st, .what = what};
 }
 
 /* The next batch of the pass; the time spent waiting is added to *wait (unless NULL). */
@@ -97,7 +95,7 @@ static struct hn_batch *feed_next(struct feed *f, int more, double *wait)
 		hn_loader_stop(f->ld); /* join the loaders before exiting */
 		hn_die(1, "%s: %s", f->what, err);
 	}
-	if (more && f->lookahead) {
+	if (more) {
 		if (hn_loader_next(f->ld, &f->ahead, err) < 0) {
 			hn_loader_stop(f->ld);
 			hn_die(1, "%s: %s", f->what, err);
