@@ -13,6 +13,7 @@
 
 #include "cuda/algo.h"
 #include "cuda/cuda_int.h"
+#include "trainer/model_check.h"
 
 int cu_ws_reserve(struct hn_cuda *st, size_t need)
 {
@@ -573,107 +574,24 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 
 /* ---- model checks ---- */
 
-/* The backend trusts nothing in m: shapes chain, parameter ranges fit, pooling is as computed. */
+/*
+ * The shared check (trainer/model_check.c) trusts nothing in m; on top of it,
+ * what this backend's libraries take: cuBLAS's int dimensions for the dense
+ * products.
+ */
 int cu_check_model(const struct hn_model *m, char *err)
 {
-	if (m->nlayers < 1 || m->nlayers > HN_MAX_LAYERS || m->in_c <= 0 || m->in_h <= 0 ||
-	    m->in_w <= 0 || m->nclasses < 1 || m->nclasses > 65536) {
-		snprintf(err, HN_ERR_MAX, "gpu: model '%s' has a bad shape", m->name);
-		return -EINVAL;
-	}
-	int c = m->in_c, h = m->in_h, w = m->in_w;
+	int r = hn_model_check(m, err);
+	if (r < 0)
+		return r;
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		if (l->in_c != c || l->in_h != h || l->in_w != w || l->out_c <= 0 ||
-		    l->out_h <= 0 || l->out_w <= 0 || l->out_c > (1 << 20) ||
-		    l->out_h > (1 << 16) || l->out_w > (1 << 16)) {
-			snprintf(err, HN_ERR_MAX, "gpu: layer %d: shapes do not chain", i);
+		if (l->kind == HN_LAYER_DENSE &&
+		    (cu_layer_in(l) > INT32_MAX || cu_layer_out(l) > INT32_MAX)) {
+			snprintf(err, HN_ERR_MAX, "gpu: layer %d: dense layer too wide for cuBLAS",
+				 i);
 			return -EINVAL;
 		}
-		if (l->w_off > m->nparams || l->w_len > m->nparams - l->w_off ||
-		    l->b_off > m->nparams || l->b_len > m->nparams - l->b_off) {
-			snprintf(err, HN_ERR_MAX,
-				 "gpu: layer %d: parameters outside the allocation", i);
-			return -EINVAL;
-		}
-		switch (l->kind) {
-		case HN_LAYER_CONV2D:
-			if (l->k <= 0 || l->stride <= 0 || l->pad < 0 ||
-			    l->w_len != (size_t)l->out_c * l->in_c * l->k * l->k ||
-			    (l->b_len != 0 && l->b_len != (size_t)l->out_c) ||
-			    l->out_h != (l->in_h + 2 * l->pad - l->k) / l->stride + 1 ||
-			    l->out_w != (l->in_w + 2 * l->pad - l->k) / l->stride + 1) {
-				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad conv2d geometry", i);
-				return -EINVAL;
-			}
-			break;
-		case HN_LAYER_MAXPOOL:
-			if (l->k <= 0 || l->stride <= 0 || l->pad != 0 || l->out_c != l->in_c ||
-			    l->in_h < l->k || l->in_w < l->k ||
-			    l->out_h != (l->in_h - l->k) / l->stride + 1 ||
-			    l->out_w != (l->in_w - l->k) / l->stride + 1) {
-				snprintf(
-					err, HN_ERR_MAX,
-					"gpu: layer %d: maxpool geometry not supported (padding or "
-					"shape)",
-					i);
-				return -EINVAL;
-			}
-			break;
-		case HN_LAYER_RELU:
-		case HN_LAYER_DROPOUT:
-			if (cu_layer_out(l) != cu_layer_in(l)) {
-				snprintf(err, HN_ERR_MAX, "gpu: layer %d: shape changes", i);
-				return -EINVAL;
-			}
-			if (l->kind == HN_LAYER_DROPOUT && !(l->p >= 0.0f && l->p < 1.0f)) {
-				snprintf(err, HN_ERR_MAX,
-					 "gpu: layer %d: dropout rate %g not in [0,1)", i,
-					 (double)l->p);
-				return -EINVAL;
-			}
-			break;
-		case HN_LAYER_DENSE:
-			if (l->w_len != cu_layer_out(l) * cu_layer_in(l) ||
-			    (l->b_len != 0 && l->b_len != cu_layer_out(l)) ||
-			    cu_layer_in(l) > INT32_MAX || cu_layer_out(l) > INT32_MAX) {
-				snprintf(err, HN_ERR_MAX, "gpu: layer %d: bad dense geometry", i);
-				return -EINVAL;
-			}
-			break;
-		case HN_LAYER_BATCHNORM:
-			if (cu_layer_out(l) != cu_layer_in(l) || l->out_c != l->in_c ||
-			    l->w_len != (size_t)l->in_c || l->b_len != l->w_len ||
-			    l->b_off != l->w_off + l->w_len || l->s_len != 2 * l->w_len ||
-			    l->s_off != l->b_off + l->b_len || l->s_off > m->nparams ||
-			    l->s_len > m->nparams - l->s_off) {
-				snprintf(err, HN_ERR_MAX,
-					 "gpu: layer %d: batchnorm parameters do not match its "
-					 "channels",
-					 i);
-				return -EINVAL;
-			}
-			break;
-		case HN_LAYER_AVGPOOL:
-			if (l->out_c != l->in_c || l->out_h != 1 || l->out_w != 1 || l->w_len) {
-				snprintf(err, HN_ERR_MAX,
-					 "gpu: layer %d: global average pooling keeps channels", i);
-				return -EINVAL;
-			}
-			break;
-		default:
-			snprintf(err, HN_ERR_MAX, "gpu: layer %d: unknown kind %d", i,
-				 (int)l->kind);
-			return -EINVAL;
-		}
-		c = l->out_c;
-		h = l->out_h;
-		w = l->out_w;
-	}
-	if ((size_t)c * h * w != (size_t)m->nclasses) {
-		snprintf(err, HN_ERR_MAX, "gpu: last layer gives %d x %d x %d, not %d classes", c,
-			 h, w, m->nclasses);
-		return -EINVAL;
 	}
 	return 0;
 }

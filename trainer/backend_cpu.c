@@ -41,73 +41,12 @@
 #include <cblas.h>
 
 #include "trainer/cpu_int.h"
+#include "trainer/model_check.h"
 
 #define KEEP_COL_BYTES (512ULL << 20)
 #define ARENA_ALIGN    64
 #define CHUNK_BYTES    (2ULL << 20)
 #define CHUNK_MIN      4
-
-static int check_model(const struct hn_model *m, char *err)
-{
-	const char *why = NULL;
-	if (m->nlayers < 1 || m->nlayers > HN_MAX_LAYERS || m->in_c < 1 || m->in_h < 1 ||
-	    m->in_w < 1 || m->nclasses < 1 || m->nclasses > 65535)
-		why = "bad layer count, input shape or class count";
-	for (int i = 0; !why && i < m->nlayers; i++) {
-		const struct hn_layer *l = &m->layers[i];
-		const struct hn_layer *p = i ? &m->layers[i - 1] : NULL;
-		int c = p ? p->out_c : m->in_c, h = p ? p->out_h : m->in_h,
-		    w = p ? p->out_w : m->in_w;
-		if (l->in_c != c || l->in_h != h || l->in_w != w || l->out_c < 1 || l->out_h < 1 ||
-		    l->out_w < 1)
-			why = "layer shapes do not chain";
-		else if (l->w_off + l->w_len > m->nparams || l->b_off + l->b_len > m->nparams)
-			why = "weights outside the parameter block";
-		else if (l->kind == HN_LAYER_CONV2D || l->kind == HN_LAYER_MAXPOOL) {
-			if (l->k < 1 || l->stride < 1 || l->pad < 0 ||
-			    (l->in_h + 2 * l->pad - l->k) / l->stride + 1 != l->out_h ||
-			    (l->in_w + 2 * l->pad - l->k) / l->stride + 1 != l->out_w ||
-			    l->in_h + 2 * l->pad < l->k || l->in_w + 2 * l->pad < l->k)
-				why = "bad window geometry";
-			else if (l->kind == HN_LAYER_CONV2D &&
-				 (l->w_len != (size_t)l->out_c * l->in_c * l->k * l->k ||
-				  l->b_len != (size_t)l->out_c))
-				why = "conv weight size mismatch";
-			else if (l->kind == HN_LAYER_MAXPOOL && (l->pad || l->out_c != l->in_c))
-				why = "maxpool takes no padding and keeps channels";
-		} else if (l->kind == HN_LAYER_DENSE) {
-			if (l->out_h != 1 || l->out_w != 1 ||
-			    l->w_len != (size_t)l->out_c * in_floats(l) ||
-			    l->b_len != (size_t)l->out_c)
-				why = "dense weight size mismatch";
-		} else if (l->kind == HN_LAYER_RELU || l->kind == HN_LAYER_DROPOUT) {
-			if (out_floats(l) != in_floats(l) || !(l->p >= 0.0f && l->p < 1.0f))
-				why = "elementwise layer changes shape or has a bad rate";
-		} else if (l->kind == HN_LAYER_BATCHNORM) {
-			if (out_floats(l) != in_floats(l) || l->out_c != l->in_c ||
-			    l->w_len != (size_t)l->in_c || l->b_len != l->w_len ||
-			    l->b_off != l->w_off + l->w_len || l->s_len != 2 * l->w_len ||
-			    l->s_off != l->b_off + l->b_len || l->s_off + l->s_len > m->nparams)
-				why = "batchnorm parameters do not match its channels";
-		} else if (l->kind == HN_LAYER_AVGPOOL) {
-			if (l->out_c != l->in_c || l->out_h != 1 || l->out_w != 1 || l->w_len)
-				why = "global average pooling keeps channels and has no parameters";
-		} else {
-			why = "unknown layer kind";
-		}
-	}
-	if (!why) {
-		const struct hn_layer *last = &m->layers[m->nlayers - 1];
-		if (out_floats(last) != (size_t)m->nclasses)
-			why = "last layer's output is not nclasses";
-	}
-	if (why) {
-		if (err)
-			snprintf(err, HN_ERR_MAX, "cpu backend: model '%s': %s", m->name, why);
-		return -EINVAL;
-	}
-	return 0;
-}
 
 /* Hand out arena space: with base == NULL only counts, so one function plans and assigns. */
 static void *take(char *base, size_t *at, size_t bytes)
@@ -268,7 +207,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		      const struct hn_backend_config *cfg, const float *init, void **state,
 		      char *err)
 {
-	int rc = check_model(m, err);
+	int rc = hn_model_check(m, err);
 	if (rc)
 		return rc;
 	if (cfg->max_batch < 1 || cfg->max_batch > (1 << 20) || cfg->threads < 0 ||
