@@ -20,6 +20,8 @@
  *   labels_offset version 3: label table, uint16 per sample (4 KiB-aligned)
  *   paths_offset  version 3, optional: path table, uint64 offsets[n + 1] then
  *                 n NUL-terminated paths (4 KiB-aligned)
+ *   skipped_offset optional: the skipped-file list, one "PATH\tREASON\n" a
+ *                 file the packer could not use (4 KiB-aligned)
  *
  * The header carries XXH3-64 checksums of itself, of the index and of the
  * names block; each index entry carries the checksum of its stored bytes and
@@ -86,7 +88,12 @@ struct sprite_header {
 	/* version 3: the label table and the source-path table (0 offset: none) */
 	uint64_t labels_offset, labels_size, labels_checksum;
 	uint64_t paths_offset, paths_size, paths_checksum;
-	uint8_t pad[SPRITE_HEADER_SIZE - 488];
+	/*
+	 * Optional, any version (zero padding before it: none): the files the
+	 * packer could not use, skipped_count lines "PATH\tREASON\n".
+	 */
+	uint64_t skipped_offset, skipped_size, skipped_checksum, skipped_count;
+	uint8_t pad[SPRITE_HEADER_SIZE - 520];
 };
 
 /* How an image of another size became a tile (struct sprite_header.fit). */

@@ -465,6 +465,11 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 			rep->skipped++;
 			if (o->on_skip)
 				o->on_skip(o->ctx, it->path, sl->why);
+			/* the store names it too (its skipped list) */
+			if (r == 0 && sprite_writer_add_skipped(w, rel_path(src, it->path), sl->why) < 0) {
+				sprite_seterr(err, "out of memory for the skipped list");
+				r = -ENOMEM;
+			}
 		} else if (r == 0 && one_size && (sl->h != R.th || sl->w != R.tw)) {
 			/*
 			 * Stretching or cropping every image to whichever sorts

@@ -50,6 +50,7 @@ struct sprite_store {
 	uint64_t *path_off; /* nsamples + 1 offsets into path_str (in the loaded block) */
 	const char *path_str;
 	void *paths_block; /* the table as read */
+	uint64_t skipped_offset, skipped_size, skipped_checksum, skipped_count; /* 0: none */
 };
 
 /* sprite_pread_full, with a file that ends early reported as truncation. */
@@ -303,6 +304,28 @@ static int check_tables(const struct sprite_header *h, uint64_t nsamples, char *
 		return sprite_fail(err, -SPRITE_ECORRUPT,
 				   "path table: size or checksum without an offset");
 	}
+	if (h->paths_offset)
+		end = h->paths_offset + h->paths_size;
+	if (h->skipped_offset) {
+		if (h->skipped_offset % SPRITE_ALIGN || h->skipped_offset < end ||
+		    h->skipped_offset > h->file_size)
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "skipped list: offset %llu out of range",
+					   (unsigned long long)h->skipped_offset);
+		if (h->skipped_size > h->file_size - h->skipped_offset)
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "skipped list: extends past end of file");
+		/* each line "P\tR\n" at least: 4 bytes */
+		if (h->skipped_size > SPRITE_SKIPPED_MAX || h->skipped_count == 0 ||
+		    h->skipped_size / 4 < h->skipped_count)
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "skipped list: %llu bytes for %llu lines",
+					   (unsigned long long)h->skipped_size,
+					   (unsigned long long)h->skipped_count);
+	} else if (h->skipped_size || h->skipped_checksum || h->skipped_count) {
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "skipped list: size, count or checksum without an offset");
+	}
 	return 0;
 }
 
@@ -445,6 +468,10 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 		s->paths_offset = h.paths_offset;
 		s->paths_size = h.paths_size;
 		s->paths_checksum = h.paths_checksum;
+		s->skipped_offset = h.skipped_offset;
+		s->skipped_size = h.skipped_size;
+		s->skipped_checksum = h.skipped_checksum;
+		s->skipped_count = h.skipped_count;
 	}
 
 	memcpy(s->splits, h.splits, sizeof(s->splits));
@@ -619,6 +646,85 @@ int64_t sprite_store_split_paths(const sprite_store *s, uint32_t split, const ch
 	uint64_t a = s->base[split], b = a + s->splits[split].count;
 	*strings = s->path_str + s->path_off[a];
 	return (int64_t)(s->path_off[b] - s->path_off[a]);
+}
+
+int sprite_store_class_counts(const sprite_store *s, uint32_t split, uint64_t *counts)
+{
+	const uint16_t *lt = sprite_store_labels(s, split);
+	if (split >= s->info.nsplits)
+		return -ERANGE;
+	if (!lt)
+		return -ENOENT;
+	memset(counts, 0, (size_t)s->info.nclasses * sizeof *counts);
+	for (uint64_t i = 0; i < s->splits[split].count; i++)
+		counts[lt[i]]++; /* < nclasses: checked at open */
+	return 0;
+}
+
+uint64_t sprite_store_skipped_count(const sprite_store *s)
+{
+	return s->skipped_count;
+}
+
+uint64_t sprite_store_skipped_size(const sprite_store *s)
+{
+	return s->skipped_size;
+}
+
+/* 0 when the n bytes of t are count lines "PATH\tREASON\n", both parts non-empty. */
+static int check_skipped(const char *t, size_t n, uint64_t count, char *err)
+{
+	uint64_t lines = 0;
+	size_t at = 0;
+	while (at < n) {
+		size_t start = at, tab = 0;
+		int tabs = 0;
+		for (; at < n && t[at] != '\n'; at++) {
+			unsigned char ch = (unsigned char)t[at];
+			if (ch == '\t' && !tabs++)
+				tab = at;
+			else if (ch < 0x20)
+				return sprite_fail(err, -SPRITE_ECORRUPT,
+						   "skipped list: line %llu has a control character",
+						   (unsigned long long)lines + 1);
+		}
+		if (at == n || tabs != 1 || tab == start || tab + 1 == at)
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "skipped list: line %llu is not \"PATH<tab>REASON\"",
+					   (unsigned long long)lines + 1);
+		at++;
+		lines++;
+	}
+	if (lines != count)
+		return sprite_fail(err, -SPRITE_ECORRUPT,
+				   "skipped list: %llu lines, the header says %llu",
+				   (unsigned long long)lines, (unsigned long long)count);
+	return 0;
+}
+
+int sprite_store_read_skipped(const sprite_store *s, char **text, size_t *len, char *err)
+{
+	*text = NULL;
+	*len = 0;
+	const size_t size = (size_t)s->skipped_size; /* <= SPRITE_SKIPPED_MAX: checked at open */
+	char *b = malloc(size + 1);
+	if (!b)
+		return sprite_fail(err, -ENOMEM, "skipped list: out of memory for %zu bytes", size);
+	int r = size ? pread_full(s->fd, b, size, s->skipped_offset) : 0;
+	if (r < 0)
+		r = sprite_fail(err, r, "skipped list: read: %s", strerror(-r));
+	else if (size && sprite_checksum(b, size) != s->skipped_checksum)
+		r = sprite_fail(err, -SPRITE_ECHECKSUM, "skipped list: checksum mismatch");
+	else
+		r = check_skipped(b, size, s->skipped_count, err);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	b[size] = 0;
+	*text = b;
+	*len = size;
+	return 0;
 }
 
 int sprite_store_find_split(const sprite_store *s, const char *name)

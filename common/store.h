@@ -114,6 +114,24 @@ int64_t sprite_store_split_paths(const sprite_store *s, uint32_t split, const ch
  */
 int64_t sprite_store_split_paths_size(const sprite_store *s, uint32_t split);
 
+/*
+ * The samples of each class in split, from the label table, into counts
+ * (nclasses entries): 0, -ENOENT for a store without a label table
+ * (versions 1 and 2), -ERANGE for a split out of range.
+ */
+int sprite_store_class_counts(const sprite_store *s, uint32_t split, uint64_t *counts);
+
+/*
+ * The skipped-file list (docs/FORMAT.md): how many lines it has (0: none)
+ * and its bytes, from the header; sprite_store_read_skipped() reads it into
+ * *text (malloc'd, *len bytes, NUL-terminated), checks its checksum and
+ * that it is count lines "PATH\tREASON\n"; 0 or a negative error with err.
+ * A store without a list gives an empty text.
+ */
+uint64_t sprite_store_skipped_count(const sprite_store *s);
+uint64_t sprite_store_skipped_size(const sprite_store *s);
+int sprite_store_read_skipped(const sprite_store *s, char **text, size_t *len, char *err);
+
 /* Split index by name ("train", "test"), or -ENOENT. */
 int sprite_store_find_split(const sprite_store *s, const char *name);
 
@@ -171,6 +189,7 @@ typedef struct sprite_writer sprite_writer;
  */
 #define SPRITE_SHEET_BYTES (4u << 20)
 #define SPRITE_ORDER_FULL  UINT32_MAX
+#define SPRITE_SKIPPED_MAX (64u << 20) /* bytes of a store's skipped-file list */
 uint32_t sprite_default_sheet_tiles(uint32_t tile_h, uint32_t tile_w, uint32_t tile_c);
 
 struct sprite_writer_params {
@@ -215,6 +234,15 @@ int sprite_writer_add_path(sprite_writer *w, const uint8_t *tile, uint16_t label
 
 /* Flush the last sheet, write index, names and header, fsync, rename. */
 int sprite_writer_finish(sprite_writer *w, char *err);
+
+/*
+ * Name a source file that was not packed, and why (version 3 stores; a
+ * version-2 writer drops the list). Each becomes a line "PATH\tREASON" of
+ * the store's skipped list, control bytes as '?'. The list holds at most
+ * SPRITE_SKIPPED_MAX bytes; past that, its last line counts the rest.
+ * 0, or -ENOMEM / -EINVAL.
+ */
+int sprite_writer_add_skipped(sprite_writer *w, const char *path, const char *why);
 void sprite_writer_abort(sprite_writer *w); /* removes the temp file; NULL is fine */
 
 /*

@@ -170,6 +170,9 @@ struct sprite_writer {
 	uint64_t path_off_cap;
 	char *path_str;
 	uint64_t path_len, path_cap;
+	/* the skipped-file list: lines "PATH\tREASON\n", capped at SPRITE_SKIPPED_MAX */
+	char *skip_str;
+	uint64_t skip_len, skip_cap, skip_lines, skip_dropped;
 };
 
 static void writer_free(sprite_writer *w)
@@ -188,6 +191,7 @@ static void writer_free(sprite_writer *w)
 	free(w->labels);
 	free(w->path_off);
 	free(w->path_str);
+	free(w->skip_str);
 	free(w);
 }
 
@@ -481,6 +485,63 @@ static int add_path(sprite_writer *w, const char *path)
 	return 0;
 }
 
+static int write_padded(sprite_writer *w, const void *p, size_t len, uint64_t *off);
+
+/* Append s to the skipped list with its control bytes as '?'. */
+static void skip_put(sprite_writer *w, const char *s, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		w->skip_str[w->skip_len++] = (unsigned char)s[k] < 0x20 ? '?' : s[k];
+}
+
+int sprite_writer_add_skipped(sprite_writer *w, const char *path, const char *why)
+{
+	if (!path || !why)
+		return -EINVAL;
+	/* Neither part may be empty: a reader checks each line has both. */
+	const char *p = path[0] ? path : "?", *y = why[0] ? why : "?";
+	size_t pl = strlen(p), yl = strlen(y), need = pl + yl + 2;
+	/* Room is kept for the line that says how many were left out. */
+	if (w->skip_len + need > SPRITE_SKIPPED_MAX - 128) {
+		w->skip_dropped++;
+		return 0;
+	}
+	if (grow((void **)&w->skip_str, &w->skip_cap, w->skip_len + need, 1) < 0)
+		return -ENOMEM;
+	skip_put(w, p, pl);
+	w->skip_str[w->skip_len++] = '\t';
+	skip_put(w, y, yl);
+	w->skip_str[w->skip_len++] = '\n';
+	w->skip_lines++;
+	return 0;
+}
+
+/* The skipped-file list after the other tables, when a file was skipped. */
+static int write_skipped(sprite_writer *w, char *err)
+{
+	struct sprite_header *h = &w->h;
+	if (h->version < 3 || (!w->skip_lines && !w->skip_dropped))
+		return 0;
+	if (w->skip_dropped) {
+		char line[128];
+		int n = snprintf(line, sizeof line,
+				 "...\t%llu more skipped files not listed (the list holds %u MiB)\n",
+				 (unsigned long long)w->skip_dropped, SPRITE_SKIPPED_MAX >> 20);
+		if (grow((void **)&w->skip_str, &w->skip_cap, w->skip_len + (uint64_t)n, 1) < 0)
+			return sprite_fail(err, -ENOMEM, "out of memory for the skipped list");
+		memcpy(w->skip_str + w->skip_len, line, (size_t)n);
+		w->skip_len += (uint64_t)n;
+		w->skip_lines++;
+	}
+	h->skipped_size = w->skip_len;
+	h->skipped_count = w->skip_lines;
+	h->skipped_checksum = sprite_checksum(w->skip_str, (size_t)w->skip_len);
+	int r = write_padded(w, w->skip_str, (size_t)w->skip_len, &h->skipped_offset);
+	if (r < 0)
+		return sprite_fail(err, r, "writing the skipped list: %s", strerror(-r));
+	return 0;
+}
+
 int sprite_writer_add(sprite_writer *w, const uint8_t *tile, uint16_t label)
 {
 	return sprite_writer_add_path(w, tile, label, NULL);
@@ -589,6 +650,9 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 			goto bad;
 		}
 	}
+	r = write_skipped(w, err);
+	if (r < 0)
+		goto bad;
 	h->file_size = w->pos;
 	h->header_checksum = 0;
 	h->header_checksum = sprite_checksum(h, sizeof(*h));

@@ -40,6 +40,7 @@ static void usage(FILE *f)
 		"                                          each bad sheet, then \"N of M sheets "
 		"bad\"\n"
 		"       " PROG " --info STORE             describe a store\n"
+		"       " PROG " --info --skipped STORE   list the files the pack skipped\n"
 		"       " PROG " --export DIR [--format F] [--split S] [--limit N]\n"
 		"                     [--force] STORE      write a store out as\n"
 		"                                          DIR/<split>/<class>/<n>.<ext> (DIR new\n"
@@ -140,6 +141,22 @@ static void on_ignore(void *ctx, const char *path, const char *why)
 	report(ctx, "ignored", path, why);
 }
 
+/* A warning for each class that has no sample in a split (a model would never see it there). */
+static void warn_empty_classes(const sprite_store *s)
+{
+	const struct sprite_store_info *in = sprite_store_info(s);
+	uint64_t *n = calloc(in->nclasses, sizeof *n);
+	for (uint32_t k = 0; n && k < in->nsplits; k++) {
+		if (sprite_store_class_counts(s, k, n) < 0)
+			break;
+		for (uint32_t c = 0; c < in->nclasses; c++)
+			if (!n[c])
+				fprintf(stderr, PROG ": warning: class %s has no sample in split %s\n",
+					in->class_names[c], in->splits[k].name);
+	}
+	free(n);
+}
+
 static int do_pack(const char *src, const char *dst, struct sprite_pack_options *o, int quiet)
 {
 	struct sprite_pack_report rep;
@@ -181,6 +198,11 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 			printf(" %s %llu", in->splits[i].name,
 			       (unsigned long long)in->splits[i].count);
 		printf("\n");
+		warn_empty_classes(s);
+		if (rep.skipped)
+			printf(PROG ": the %llu skipped files are listed in the store: " PROG
+				    " --info --skipped %s\n",
+			       (unsigned long long)rep.skipped, dst);
 		sprite_store_close(s);
 	}
 	/* (Source files vs store file: not lz4's ratio, which --info gives per sheet.) */
@@ -252,7 +274,46 @@ static int do_verify(const char *path, int quiet)
 	return 0;
 }
 
-static int do_info(const char *path)
+/* --info --skipped: the store's skipped-file list as it is kept, PATH<tab>REASON a line. */
+static int print_skipped(const char *path, const sprite_store *s)
+{
+	char err[SPRITE_ERR_MAX] = "", *t;
+	size_t n;
+	int r = sprite_store_read_skipped(s, &t, &n, err);
+	if (r < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
+		return 1;
+	}
+	fwrite(t, 1, n, stdout);
+	free(t);
+	return 0;
+}
+
+/* --info's per-class counts: a line per class, its samples in each split. */
+static void print_class_counts(const sprite_store *s)
+{
+	const struct sprite_store_info *in = sprite_store_info(s);
+	uint64_t *n = calloc((size_t)in->nclasses * in->nsplits, sizeof *n);
+	int ok = n != NULL;
+	for (uint32_t k = 0; ok && k < in->nsplits; k++)
+		ok = sprite_store_class_counts(s, k, n + (size_t)k * in->nclasses) == 0;
+	if (!ok) {
+		printf("per class:   not recorded (a store before version 3 has no label table)\n");
+		free(n);
+		return;
+	}
+	for (uint32_t c = 0; c < in->nclasses; c++) {
+		printf("class:       %s:", in->class_names[c]);
+		for (uint32_t k = 0; k < in->nsplits; k++)
+			printf("%s %s %llu%s", k ? "," : "", in->splits[k].name,
+			       (unsigned long long)n[(size_t)k * in->nclasses + c],
+			       n[(size_t)k * in->nclasses + c] ? "" : " (none: warning)");
+		printf("\n");
+	}
+	free(n);
+}
+
+static int do_info(const char *path, int skipped)
 {
 	char err[SPRITE_ERR_MAX] = "", a[32], b[32];
 	sprite_store *s;
@@ -260,6 +321,11 @@ static int do_info(const char *path)
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s: %s\n", path, err[0] ? err : strerror(-r));
 		return 1;
+	}
+	if (skipped) {
+		r = print_skipped(path, s);
+		sprite_store_close(s);
+		return r;
 	}
 	const struct sprite_store_info *in = sprite_store_info(s);
 	uint64_t raw = 0, stored = 0, tiles = 0;
@@ -299,6 +365,11 @@ static int do_info(const char *path)
 	for (uint32_t i = 0; i < in->nclasses; i++)
 		printf("%s %s", i ? "," : "", in->class_names[i]);
 	printf("\n");
+	print_class_counts(s);
+	printf("skipped:     %llu source files not packed%s%s\n",
+	       (unsigned long long)sprite_store_skipped_count(s),
+	       sprite_store_skipped_count(s) ? ": " PROG " --info --skipped " : "",
+	       sprite_store_skipped_count(s) ? path : "");
 	printf("file size:   %s (%llu bytes)\n", sprite_fmt_size(in->file_size, a, sizeof a),
 	       (unsigned long long)in->file_size);
 	printf("sheet bytes: %s raw, %s stored\n", sprite_fmt_size(raw, a, sizeof a),
@@ -331,6 +402,7 @@ enum {
 	OPT_SPLIT,
 	OPT_LIMIT,
 	OPT_FORCE,
+	OPT_SKIPPED,
 	OPT_END
 };
 
@@ -359,6 +431,7 @@ static const struct {
 	{OPT_SPLIT, "--split", MODE_EXPORT},
 	{OPT_LIMIT, "--limit", MODE_EXPORT},
 	{OPT_FORCE, "--force", MODE_EXPORT},
+	{OPT_SKIPPED, "--skipped", MODE_INFO},
 	{'q', "-q/--quiet", MODE_PACK | MODE_VERIFY | MODE_EXPORT},
 };
 
@@ -418,6 +491,7 @@ int main(int argc, char **argv)
 		{"split", required_argument, NULL, OPT_SPLIT},
 		{"limit", required_argument, NULL, OPT_LIMIT},
 		{"force", no_argument, NULL, OPT_FORCE},
+		{"skipped", no_argument, NULL, OPT_SKIPPED},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -540,6 +614,8 @@ int main(int argc, char **argv)
 		case OPT_FORCE:
 			force = 1;
 			break;
+		case OPT_SKIPPED:
+			break; /* given[] holds it */
 		case 'q':
 			quiet = 1;
 			break;
@@ -575,7 +651,7 @@ int main(int argc, char **argv)
 		if (mode_verify)
 			return do_verify(store, quiet);
 		if (mode_info)
-			return do_info(store);
+			return do_info(store, given[OPT_SKIPPED]);
 		return spritefs_pack_export(store, export_dir, format, split, limit, o.jobs, o.strict, force,
 				 quiet);
 	}

@@ -82,6 +82,30 @@ static void check_paths(const sprite_store *s)
 	}
 }
 
+/* A skipped list that reads: as many lines as the header says, each PATH<tab>REASON. */
+static void check_skipped(const sprite_store *s)
+{
+	char err[SPRITE_ERR_MAX], *t;
+	size_t n;
+	uint64_t count = sprite_store_skipped_count(s);
+	if (count == 0 && sprite_store_skipped_size(s) != 0)
+		broken("a skipped list of bytes but no lines", 0);
+	if (sprite_store_read_skipped(s, &t, &n, err) < 0)
+		return;
+	if (n != sprite_store_skipped_size(s) || strlen(t) != n)
+		broken("skipped list size", 0);
+	uint64_t lines = 0;
+	for (const char *p = t; *p; p++) {
+		if (*p == '\n')
+			lines++;
+		else if ((unsigned char)*p < 0x20 && *p != '\t')
+			broken("a control character in the skipped list", 0);
+	}
+	if (lines != count || (n && t[n - 1] != '\n'))
+		broken("skipped list lines", 0);
+	free(t);
+}
+
 /* Open and decode everything; abort where an opened store breaks store.h's promises. */
 static void run(const uint8_t *data, size_t len, struct view *v)
 {
@@ -153,6 +177,7 @@ static void run(const uint8_t *data, size_t len, struct view *v)
 				broken("a label table entry out of range", k);
 	}
 	check_paths(s);
+	check_skipped(s);
 	if ((sprite_store_verify(s, err) >= 0) != all_good)
 		broken("verify disagrees with the decodes", 0);
 	if (sprite_store_verify_sheets(s, NULL, NULL, err) != nbad)
@@ -186,6 +211,9 @@ static void reseal(uint8_t *b, size_t len)
 		h.labels_checksum = sprite_checksum(b + h.labels_offset, (size_t)h.labels_size);
 	if (h.paths_offset <= len && h.paths_size <= len - h.paths_offset)
 		h.paths_checksum = sprite_checksum(b + h.paths_offset, (size_t)h.paths_size);
+	if (h.skipped_offset <= len && h.skipped_size <= len - h.skipped_offset)
+		h.skipped_checksum =
+			sprite_checksum(b + h.skipped_offset, (size_t)h.skipped_size);
 	h.header_checksum = 0;
 	h.header_checksum = sprite_checksum(&h, sizeof h);
 	memcpy(b, &h, sizeof h);
@@ -270,6 +298,10 @@ static int make_store(struct fuzz_buf *out, const char *name, uint32_t th, uint3
 						    paths && k != 2 ? where : NULL);
 		}
 	}
+	/* a skipped list, with a control byte the writer must turn into '?' */
+	for (uint32_t k = 0; rc >= 0 && paths && k < 3; k++)
+		rc = sprite_writer_add_skipped(w, k == 1 ? "train/one/bad\nname.png" : "x.svg",
+					       k == 2 ? "" : "not a PNG/TIFF/JPEG/PNM file");
 	if (rc >= 0)
 		rc = sprite_writer_finish(w, err);
 	else
