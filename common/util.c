@@ -731,3 +731,30 @@ int sprite_mountinfo_next(FILE *f, struct sprite_mount *m)
 	}
 	return 0;
 }
+
+const char *sprite_shell_quote(const char *s, char *out, size_t cap)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789_./+:@%=,-";
+	if (cap < 3) {
+		if (cap)
+			out[0] = 0;
+		return out;
+	}
+	if (s[0] && strspn(s, safe) == strlen(s)) {
+		snprintf(out, cap, "%s", s);
+		return out;
+	}
+	size_t at = 0;
+	out[at++] = '\'';
+	for (; *s; s++) {
+		size_t n = *s == '\'' ? 4 : 1;
+		if (at + n + 2 > cap)
+			break;
+		memcpy(out + at, *s == '\'' ? "'\\''" : s, n);
+		at += n;
+	}
+	out[at++] = '\'';
+	out[at] = 0;
+	return out;
+}

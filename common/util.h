@@ -167,4 +167,11 @@ void sprite_progress_add(struct sprite_progress *p, uint64_t n); /* thread-safe 
 void sprite_progress_draw(struct sprite_progress *p);		 /* call from one thread */
 void sprite_progress_end(struct sprite_progress *p);
 
+/*
+ * s as one word for a POSIX shell, into out (cap bytes): as it is when it
+ * holds only [A-Za-z0-9_./+:@%=,-] and is not empty, else in single quotes,
+ * each ' written '\\''. Cut (still quoted) when cap is too small. Returns out.
+ */
+const char *sprite_shell_quote(const char *s, char *out, size_t cap);
+
 #endif

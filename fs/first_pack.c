@@ -18,23 +18,29 @@
 #include "common/util.h"
 #include "fs/sfs.h"
 
-/* The first 10 images skipped and entries ignored by a first-use pack are named (escaped). */
-static void report(unsigned long *n, const char *what, const char *path, const char *why)
+/*
+ * Every image a first-use pack skips is named (escaped), as the store's
+ * skipped list names it for later; of the entries it ignores (a README beside
+ * the class folders), the first 10.
+ */
+static void report(const char *what, const char *path, const char *why)
 {
 	char shown[4 * PATH_MAX + 4];
-	if ((*n)++ < 10)
-		fprintf(stderr, "spritefs: %s %s: %s\n", what,
-			sprite_escape(path, shown, sizeof shown), why);
+	fprintf(stderr, "spritefs: %s %s: %s\n", what, sprite_escape(path, shown, sizeof shown),
+		why);
 }
 
 static void on_skip(void *ctx, const char *path, const char *why)
 {
-	report(ctx, "skipping", path, why);
+	(void)ctx;
+	report("skipping", path, why);
 }
 
 static void on_ignore(void *ctx, const char *path, const char *why)
 {
-	report(ctx, "ignoring", path, why);
+	unsigned long *n = ctx;
+	if ((*n)++ < 10)
+		report("ignoring", path, why);
 }
 
 /*
@@ -150,7 +156,8 @@ int sfs_first_pack(const char *source, const char *cachedir,
 	fprintf(stderr,
 		"spritefs: packed %" PRIu64 " samples (%" PRIu64 " skipped, %" PRIu64
 		" ignored%s) in %.1f s\n",
-		rep.packed, rep.skipped, rep.ignored, named > 10 ? "; the first 10 named" : "",
+		rep.packed, rep.skipped, rep.ignored,
+		named > 10 ? "; the first 10 ignored named" : "",
 		rep.seconds);
 	prune_cache(dir, out, id, source);
 	return 0;

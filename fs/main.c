@@ -228,6 +228,7 @@ static int check_mountpoint(const char *mnt, char *abs)
 	struct stat st;
 	struct statfs sf;
 	struct sprite_mount m;
+	char q[2 * PATH_MAX];
 	int dead = 0;
 	if (stat(mnt, &st) < 0) {
 		dead = errno == ENOTCONN;
@@ -248,7 +249,7 @@ static int check_mountpoint(const char *mnt, char *abs)
 			fprintf(stderr,
 				"spritefs: mount point %s: already a spritefs mount; unmount it "
 				"first (fusermount3 -u %s) or choose another folder\n",
-				mnt, mnt);
+				mnt, sprite_shell_quote(mnt, q, sizeof(q)));
 			return -1;
 		}
 	}
@@ -257,7 +258,7 @@ static int check_mountpoint(const char *mnt, char *abs)
 			"spritefs: mount point %s: a FUSE mount whose daemon has gone "
 			"(transport endpoint is not connected); unmount it first: "
 			"fusermount3 -u %s\n",
-			mnt, mnt);
+			mnt, sprite_shell_quote(mnt, q, sizeof(q)));
 		return -1;
 	}
 	return 0;
@@ -341,6 +342,33 @@ static int check_budget(struct sfs *fs)
 				: "");
 	}
 	return 0;
+}
+
+/*
+ * What the store leaves out, said at mount: each class with no sample in a
+ * split (a model never sees it there), and how many source files the pack
+ * skipped, with where they are named.
+ */
+static void warn_store_gaps(const struct sfs *fs, const char *mnt)
+{
+	const struct sprite_store_info *in = fs->info;
+	uint64_t *n = calloc(in->nclasses, sizeof(*n));
+	for (uint32_t k = 0; n && k < in->nsplits; k++) {
+		if (sprite_store_class_counts(fs->store, k, n) < 0)
+			break;
+		for (uint32_t c = 0; c < in->nclasses; c++)
+			if (!n[c])
+				fprintf(stderr, "spritefs: warning: class %s has no sample in split %s\n",
+					in->class_names[c], in->splits[k].name);
+	}
+	free(n);
+	uint64_t skipped = sprite_store_skipped_count(fs->store);
+	if (skipped)
+		fprintf(stderr,
+			"spritefs: %s: %" PRIu64 " source file%s skipped at pack: %s/.spritefs/"
+			"skipped.txt names %s\n",
+			fs->store_path, skipped, skipped == 1 ? " was" : "s were", mnt,
+			skipped == 1 ? "it" : "them");
 }
 
 static int apply_options(struct cli *c, struct sfs_opts *o)
@@ -468,6 +496,36 @@ static int check_fuse_args(const struct fuse_args *args)
 	return r;
 }
 
+/*
+ * -o tile=64,64,3: FUSE splits -o at commas, so the tile would reach us as
+ * tile=64 and two unknown options. Said before FUSE parses, with the form
+ * to give; -1 when found.
+ */
+static int check_tile_commas(int argc, char *argv[])
+{
+	for (int i = 1; i < argc; i++) {
+		const char *o = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[i + 1]
+				: !strncmp(argv[i], "-o", 2)		 ? argv[i] + 2
+									 : NULL;
+		const char *t = o ? strstr(o, "tile=") : NULL;
+		if (!t || (t != o && t[-1] != ','))
+			continue;
+		t += 5;
+		size_t n = strspn(t, "0123456789");
+		if (n && t[n] == ',' && t[n + 1] >= '0' && t[n + 1] <= '9') {
+			size_t len = n + 1 + strspn(t + n + 1, "0123456789,");
+			if (t[len - 1] == ',')
+				len--;
+			fprintf(stderr,
+				"spritefs: -o tile=%.*s: a tile is HxW or HxWxC with 'x' (e.g. -o "
+				"tile=64x64x3); commas separate -o options\n",
+				(int)len, t);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -481,6 +539,10 @@ int main(int argc, char *argv[])
 	int ret = 1, r;
 
 	memset(&c, 0, sizeof(c));
+	if (check_tile_commas(argc, argv) < 0) {
+		ret = 2;
+		goto out_args;
+	}
 	if (fuse_opt_parse(&args, &c, cli_spec, cli_proc) == -1) {
 		ret = 2;
 		goto out_args;
@@ -607,6 +669,7 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_tree;
 	}
+	warn_store_gaps(fs, mnt);
 	if (sfs_cache_create(fs) < 0 || sfs_epochs_create(fs) < 0) {
 		fprintf(stderr, "spritefs: out of memory\n");
 		goto out_cache;

@@ -463,6 +463,39 @@ static int read_paths_txt(struct sfs *fs, struct sfs_split *sp, uint64_t pos, ui
 	return 0;
 }
 
+/*
+ * .spritefs/skipped.txt: the store's skipped list, read and checked whole on
+ * the first read (at most SPRITE_SKIPPED_MAX bytes, held until unmount); the
+ * first reader to finish publishes it.
+ */
+static int read_skipped_txt(struct sfs *fs, uint64_t pos, uint64_t end, struct sfs_rbuf *rb)
+{
+	char *t = __atomic_load_n(&fs->skipped_txt, __ATOMIC_ACQUIRE);
+	if (!t) {
+		char err[SPRITE_ERR_MAX] = "", *mine;
+		size_t len;
+		int r = sprite_store_read_skipped(fs->store, &mine, &len, err);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0) {
+			if (!__atomic_exchange_n(&fs->skipped_bad, 1, __ATOMIC_RELAXED))
+				sfs_log("spritefs: %s: %s; .spritefs/skipped.txt gives EIO",
+					fs->store_path, err);
+			return -EIO;
+		}
+		char *none = NULL;
+		if (__atomic_compare_exchange_n(&fs->skipped_txt, &none, mine, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			t = mine;
+		} else {
+			free(mine);
+			t = none;
+		}
+	}
+	add_span(fs, rb, t, 0, sprite_store_skipped_size(fs->store), &pos, end);
+	return 0;
+}
+
 static int read_batch(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint64_t pos, uint64_t end,
 		      struct sfs_rbuf *rb)
 {
@@ -735,6 +768,8 @@ int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struc
 		return read_labels_npy(fs, sp, off, end, rb);
 	case SFS_K_PATHS_TXT:
 		return read_paths_txt(fs, sp, off, end, rb);
+	case SFS_K_SKIPPED_TXT:
+		return read_skipped_txt(fs, off, end, rb);
 	case SFS_K_BATCH:
 		return read_batch(fs, sp, n, off, end, rb);
 	case SFS_K_EPOCH_BATCH:

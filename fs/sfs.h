@@ -131,6 +131,9 @@ struct sfs {
 	int pnm_c_ok;		 /* by-class images exist (c is 1 or 3; else .pam) */
 	int no_open;		 /* the kernel opens files without asking us (FUSE no_open) */
 	int paths_bad_logged;	 /* a bad path table was logged (once) */
+	/* .spritefs/skipped.txt: the store's skipped list, read and checked on first read */
+	char *skipped_txt;
+	int skipped_bad; /* it failed its check: EIO, logged once */
 	struct fuse_session *se; /* for notifications; NULL until the session exists */
 
 	pthread_mutex_t seed_lock;
@@ -318,6 +321,7 @@ enum sfs_kind {
 	SFS_K_SHEETS_DIR,  /* /<split>/sheets */
 	SFS_K_SHEET_IMG,   /* /<split>/sheets/<n>.pgm|ppm|pam */
 	SFS_K_PATHS_TXT,   /* /<split>/paths.txt (a store with a path table) */
+	SFS_K_SKIPPED_TXT, /* /.spritefs/skipped.txt (a store with a skipped list) */
 	SFS_K_COUNT
 };
 

@@ -150,6 +150,27 @@ static int class_dirs(struct sfs *fs)
 	return r;
 }
 
+/* ", \"class_counts\": [...]": the samples of each class in split; null without a label table. */
+static void class_counts_json(struct sfs *fs, struct sprite_str *s, uint32_t split)
+{
+	uint32_t n = fs->info->nclasses;
+	uint64_t *c = malloc((n ? n : 1) * sizeof(*c));
+	if (!c) {
+		s->oom = 1;
+		return;
+	}
+	sprite_str_printf(s, ", \"class_counts\": ");
+	if (sprite_store_class_counts(fs->store, split, c) < 0) {
+		sprite_str_printf(s, "null");
+	} else {
+		sprite_str_printf(s, "[");
+		for (uint32_t k = 0; k < n; k++)
+			sprite_str_printf(s, "%s%" PRIu64, k ? ", " : "", c[k]);
+		sprite_str_printf(s, "]");
+	}
+	free(c);
+}
+
 static void build_dataset_json(struct sfs *fs)
 {
 	const struct sprite_store_info *in = fs->info;
@@ -184,6 +205,10 @@ static void build_dataset_json(struct sfs *fs)
 	sprite_str_printf(&s, "  \"label_table\": %s,\n",
 			  sprite_store_labels(fs->store, 0) ? "true" : "false");
 	sprite_str_printf(&s, "  \"fit\": \"%s\",\n", sprite_fit_name(in->fit));
+	sprite_str_printf(&s, "  \"skipped\": %" PRIu64 ", \"skipped_list\": %s,\n",
+			  sprite_store_skipped_count(fs->store),
+			  sprite_store_skipped_count(fs->store) ? "\".spritefs/skipped.txt\""
+								: "null");
 	sprite_str_printf(&s, "  \"splits\": {");
 	for (uint32_t k = 0; k < in->nsplits; k++) {
 		struct sfs_split *sp = &fs->splits[k];
@@ -192,10 +217,12 @@ static void build_dataset_json(struct sfs *fs)
 		sprite_str_printf(&s,
 				  ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
 				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u, "
-				  "\"dataset_window\": %u, \"paths\": %s}",
+				  "\"dataset_window\": %u, \"paths\": %s",
 				  sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
 				  sp->window ? "windowed" : "full", sp->window, sp->dataset_window,
 				  sprite_store_has_paths(fs->store) ? "\"paths.txt\"" : "null");
+		class_counts_json(fs, &s, k);
+		sprite_str_printf(&s, "}");
 	}
 	sprite_str_printf(&s, "\n  }\n}\n");
 	fs->dataset_json = s.p;
@@ -297,6 +324,7 @@ void sfs_tree_free(struct sfs *fs)
 		free(fs->class_dir[k]);
 	free(fs->class_dir);
 	free(fs->dataset_json);
+	free(fs->skipped_txt);
 }
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -355,6 +383,11 @@ int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a)
 		return 0;
 	case SFS_K_STATS_JSON:
 		a->size = SFS_STATS_SIZE;
+		return 0;
+	case SFS_K_SKIPPED_TXT: /* the list as the header sizes it; checked when read */
+		if (!sprite_store_skipped_count(fs->store))
+			return -ENOENT;
+		a->size = sprite_store_skipped_size(fs->store);
 		return 0;
 	case SFS_K_IMAGES_NPY:
 		a->size = sp->npy_images_len + sp->count * fs->tile_bytes;
@@ -470,6 +503,8 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 	case SFS_K_META_DIR:
 		if (!strcmp(name, "stats.json"))
 			return sfs_tree_attr(fs, sfs_ino(SFS_K_STATS_JSON, 0, 0, 0), a);
+		if (!strcmp(name, "skipped.txt"))
+			return sfs_tree_attr(fs, sfs_ino(SFS_K_SKIPPED_TXT, 0, 0, 0), a);
 		return -ENOENT;
 	case SFS_K_SPLIT_DIR:
 		for (int k = 0; k < NSPLIT_CHILDREN; k++)
@@ -559,6 +594,11 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 		}
 		break;
 	case SFS_K_META_DIR:
+		if (i == 1 && sprite_store_skipped_count(fs->store)) {
+			strcpy(name, "skipped.txt");
+			child = sfs_ino(SFS_K_SKIPPED_TXT, 0, 0, 0);
+			break;
+		}
 		if (i)
 			return 0;
 		strcpy(name, "stats.json");
