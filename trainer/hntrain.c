@@ -27,6 +27,7 @@
 #include "trainer/backend.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
+#include "trainer/emulate.h"
 #include "trainer/export.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
@@ -499,7 +500,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 1;
 	}
-	hn_opts_parse(argc, argv, &o); /* these two exit on a bad command line */
+	hn_opts_parse(argc, argv, &o); /* these exit on a bad command line */
+	if (o.emulate.name[0])
+		hn_emulate_check_opts(&o);
 	hn_opts_check(&o, &ck);
 	t.rank = hn_dist()->rank;
 	t.nranks = hn_dist()->size;
@@ -526,13 +529,18 @@ int main(int argc, char **argv)
 		ok = 0;
 		usage = o.norm.mode == HN_NORM_GIVEN;
 	}
-	ok = ok && build_model(&o, &ck, hn_source_info(src), &m) == 0;
-	int agreed = agree(&o, src, ok ? &m : NULL, ok);
+	int emulate = o.emulate.name[0] != 0; /* no model: emulate.h */
+	ok = ok && (emulate || build_model(&o, &ck, hn_source_info(src), &m) == 0);
+	int agreed = agree(&o, src, ok && !emulate ? &m : NULL, ok);
 	if (agreed < 0) {
 		if (agreed == -EINVAL) /* every rank got here: leave together */
 			hn_dist_finalize();
 		if (usage)
 			rc = 2; /* a usage error */
+		goto out_source;
+	}
+	if (emulate) {
+		rc = hn_emulate_run(&o, src) < 0 ? 1 : 0;
 		goto out_source;
 	}
 	if (o.plan) {

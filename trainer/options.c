@@ -104,6 +104,12 @@ static void usage(FILE *f)
 		"                       bf16\n"
 		"  --fast               gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
 		"                       weights then differ run to run (default: deterministic ones)\n"
+		"  --emulate PROFILE    no model: each rank is an emulated accelerator that reads its\n"
+		"                       share of every batch and sleeps for the profile's compute\n"
+		"                       time (MLPerf Storage's method); reports accelerator\n"
+		"                       utilisation (AU). resnet50-h100 (batch 400, 0.224 s),\n"
+		"                       resnet50-a100, unet3d-h100, unet3d-a100, cosmoflow-h100,\n"
+		"                       cosmoflow-a100, or BATCH:SECONDS\n"
 		"output:\n"
 		"  --plan               print the memory the run needs and exit\n"
 		"  --gemm-peak          print the SGEMM GFLOP/s of --threads threads on this\n"
@@ -309,6 +315,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_HELP,
 		O_VERSION,
 		O_GEMM_PEAK,
+		O_EMULATE,
 	};
 	static const struct option lo[] = {
 		{"data", required_argument, 0, O_DATA},
@@ -356,6 +363,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"help", no_argument, 0, O_HELP},
 		{"version", no_argument, 0, O_VERSION},
 		{"gemm-peak", no_argument, 0, O_GEMM_PEAK},
+		{"emulate", required_argument, 0, O_EMULATE},
 		{0, 0, 0, 0},
 	};
 	char err[HN_ERR_MAX];
@@ -568,6 +576,10 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 			exit(0);
 		case O_GEMM_PEAK:
 			gemm_peak = 1;
+			break;
+		case O_EMULATE:
+			if (hn_emulate_parse(optarg, &o->emulate, err) < 0)
+				hn_die(2, "--emulate %s: %s", optarg, err);
 			break;
 		case ':':
 			hn_die(2, "option %s needs a value (see --help)", argv[optind - 1]);

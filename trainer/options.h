@@ -17,6 +17,7 @@
 #include "common/format.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/emulate.h"
 
 #define HN_PROG "hntrain" /* the name messages start with */
 
@@ -61,6 +62,7 @@ struct hn_opts {
 	int amp, fast, plan, quiet;
 	const char *checkpoint, *resume, *log;
 	const char *export_path; /* --export: the final weights as .npz */
+	struct hn_emulate emulate; /* --emulate PROFILE; name "" trains */
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;
 	int given_augment, given_normalize;
