@@ -2,7 +2,8 @@
 # bench_checks.sh - spritefs-bench's edges, cheaply (bench_quick.sh runs the whole quick bench):
 #   * every bad option or environment variable is refused before anything is prepared: exit 2,
 #     one line naming it, no output folder, no data folder;
-#   * report.py without gnuplot: the report and results without plots, a note, no traceback;
+#   * `spritefs-bench report DIR` without gnuplot: the report and results without plots, a note,
+#     no traceback;
 #     with different weights (or samples) between media: everything written, exit 3;
 #   * small runs (--quick --limit 300: a store smaller than 1 MiB, which fio must read in blocks
 #     that fit) as root: pinned to the last CPU this process may use (the cores sweep pins to
@@ -72,8 +73,7 @@ else
 	echo "no $FMNIST: --model and the bench runs are not checked"
 fi
 
-# ---- report.py on a made-up run ----------------------------------------------------------
-REPORT=$(dirname "$BENCH")/report.py
+# ---- spritefs-bench report on a made-up run ------------------------------------------------
 fake_run() { # DIR HASH-OF-THE-SPRITEFS-RUN SAMPLE-SUM-OF-SPRITEFS
 	mkdir -p "$1/logs"
 	echo '{"config": {"quick": 1, "dataset": "fashion-mnist", "runs": 1, "model": "cnn", "epochs": 1}}' >"$1/machine.json"
@@ -95,9 +95,9 @@ fake_run() { # DIR HASH-OF-THE-SPRITEFS-RUN SAMPLE-SUM-OF-SPRITEFS
 		} >"$1/logs/train-$m.jsonl"
 	done
 }
-run_report() { # DIR [env...]: report.py's exit status in rc
+run_report() { # DIR [env...]: the report's exit status in rc
 	rc=0
-	env "${@:2}" "$PY" "$REPORT" "$1" >"$1.out" 2>"$1.err" || rc=$?
+	env "${@:2}" "$PY" "$BENCH" report "$1" >"$1.out" 2>"$1.err" || rc=$?
 	grep -q Traceback "$1.err" && fail "report.py on $1: a traceback: $(cat "$1.err")"
 	[[ -s $1/results.json && -s $1/report.md ]] || fail "report.py on $1: results.json or report.md missing"
 }

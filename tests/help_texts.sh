@@ -2,7 +2,7 @@
 # help_texts.sh - the option lists agree with the programs: every -o option in `spritefs -h`
 # is in mount/fstab.example and in docs/FORMAT.md's table of options; `spritefs-bench --help`
 # shows every option it lists in its synopsis and names every environment variable the
-# script reads.
+# program reads.
 #   usage: help_texts.sh SPRITEFS BENCH_SCRIPT SOURCE_ROOT
 set -uo pipefail
 SPRITEFS=${1:?spritefs} BENCH=${2:?bench script} SRC=${3:?source root}
@@ -26,11 +26,10 @@ synopsis=$(sed -n '1,/^  --/p' <<<"$help" | sed '$d')
 for o in $(grep -oE '^  --[a-z-]+' <<<"$help"); do
 	grep -q -- "\[$o\b" <<<"$synopsis" || fail "spritefs-bench --help: $o is not in the synopsis"
 done
-vars=$({
-	grep -oE '\$\{?(SPRITEFS_[A-Z_]+|SPRITEFS|HNTRAIN)\b' "$BENCH" | tr -d '${'
-	grep -oE 'find_bin [a-z-]+ [A-Z_]+' "$BENCH" | awk '{print $3}' # programs named by a variable
-} | sort -u)
-[[ -n $vars ]] || fail "no environment variables found in $BENCH"
+# the variables the bench reads: quoted names in its package (os.environ, the program table)
+PKG=$(dirname "$BENCH")/sfsbench
+vars=$(grep -ohE '"(SPRITEFS_[A-Z_]+|SPRITEFS|HNTRAIN|DEMO_[A-Z_]+)"' "$PKG"/*.py | tr -d '"' | sort -u)
+[[ -n $vars ]] || fail "no environment variables found in $PKG"
 for v in $vars; do
 	grep -qE "(^|[ ,\$])$v([=,.)]|$| )" <<<"$help" || fail "spritefs-bench --help does not name \$$v"
 done
