@@ -129,10 +129,14 @@ static long stale_tmp_pid(const char *name)
 	if (!t || t == name)
 		return 0;
 	t += sizeof(suffix) - 1;
-	if (!*t || strlen(t) > 9)
+	/* safe_open.c's second choice of name: "<pid>.<16 hex>" */
+	size_t digits = strspn(t, "0123456789");
+	int suffixed = t[digits] == '.' && strspn(t + digits + 1, "0123456789abcdef") == 16 &&
+		       !t[digits + 17];
+	if ((t[digits] && !suffixed) || !digits || digits > 9)
 		return 0;
 	long pid = 0;
-	for (; *t; t++) {
+	for (const char *end = t + digits; t < end; t++) {
 		if (*t < '0' || *t > '9')
 			return 0;
 		pid = pid * 10 + (*t - '0');

@@ -23,6 +23,7 @@
 #include <turbojpeg.h>
 
 #include "common/codec.h"
+#include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"
 
@@ -646,6 +647,21 @@ int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprit
 int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
 		     char *err)
 {
+	struct sprite_outfile o;
+	int r = sprite_outfile_open(&o, path, 0644, SPRITE_OUT_NOSYNC, err);
+	if (r < 0)
+		return r;
+	r = sprite_png_write_fd(o.fd, path, px, h, w, c, err);
+	if (r < 0) {
+		sprite_outfile_abort(&o);
+		return r;
+	}
+	return sprite_outfile_commit(&o, err);
+}
+
+int sprite_png_write_fd(int fd, const char *path, const uint8_t *px, uint32_t h, uint32_t w,
+			uint32_t c, char *err)
+{
 	if (!px || h == 0 || w == 0 || (c != 1 && c != 3 && c != 4) ||
 	    (uint64_t)h * w > SPRITE_IMAGE_MAX_PIXELS) {
 		sprite_image_err(err, path, "bad image shape %ux%ux%u", h, w, c);
@@ -657,13 +673,24 @@ int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w
 	img.width = w;
 	img.height = h;
 	img.format = c == 1 ? PNG_FORMAT_GRAY : c == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
-	if (!png_image_write_to_file(&img, path, 0, px, 0, NULL)) {
-		sprite_image_err(err, path, "cannot write PNG: %s", img.message);
-		png_image_free(&img);
-		unlink(path);
-		return -EIO;
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* fclose closes it */
+	FILE *f = dfd < 0 ? NULL : fdopen(dfd, "wb");
+	if (!f) {
+		int e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		sprite_image_err(err, path, "cannot write PNG: %s", strerror(e));
+		return -e;
 	}
-	return 0;
+	int ok = png_image_write_to_stdio(&img, f, 0, px, 0, NULL);
+	if (!ok)
+		sprite_image_err(err, path, "cannot write PNG: %s", img.message);
+	png_image_free(&img);
+	if (fclose(f) != 0 && ok) {
+		sprite_image_err(err, path, "cannot write PNG: %s", strerror(errno));
+		ok = 0;
+	}
+	return ok ? 0 : -EIO;
 }
 
 int sprite_pnm_header(char *buf, size_t cap, uint32_t h, uint32_t w, uint32_t c)

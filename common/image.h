@@ -86,11 +86,20 @@ int sprite_fit_parse(const char *s, enum sprite_fit *out);
 int64_t sprite_idx_load_images(const char *path, uint32_t *h, uint32_t *w, uint8_t **px, char *err);
 int64_t sprite_idx_load_labels(const char *path, uint8_t **labels, char *err);
 
-/* Writers used to serve/view tiles and to build test trees. */
+/*
+ * Writers used to serve/view tiles and to build test trees. The path forms
+ * create path as safe_open.h does (a new temporary, never through a link,
+ * renamed over path; not fsynced); the _fd forms write into fd, an empty
+ * file open read-write, path naming it in messages.
+ */
 int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
 		      int compression /* COMPRESSION_* from tiffio.h */, char *err);
+int sprite_tiff_write_fd(int fd, const char *path, const uint8_t *px, uint32_t h, uint32_t w,
+			 uint32_t c, int compression, char *err);
 int sprite_png_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
 		     char *err);
+int sprite_png_write_fd(int fd, const char *path, const uint8_t *px, uint32_t h, uint32_t w,
+			uint32_t c, char *err);
 /*
  * Netpbm header for an h*w*c image: P5 (gray), P6 (RGB), or PAM P7 for 2 and 4
  * channels (gray+alpha, RGBA). Returns its length (< SPRITE_PNM_HEADER_MAX),

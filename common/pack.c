@@ -13,6 +13,7 @@
  * (not the data set), and the writer (lz4, I/O) overlaps with decoding.
  */
 #include "common/pack.h"
+#include "common/safe_open.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -578,6 +579,8 @@ static int check_store_path(const char *store, char *err)
 	} else if (access(d, W_OK | X_OK) < 0) {
 		r = -errno;
 		sprite_seterr(err, "%s: cannot write in the folder %s: %s", store, d, strerror(-r));
+	} else {
+		r = sprite_outfile_check(store, err); /* not a folder anyone may swap files in */
 	}
 	free(dir);
 	return r;

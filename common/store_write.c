@@ -6,8 +6,9 @@
  * file, compressed with LZ4 (kept raw when that is not smaller) and written
  * 4 KiB-aligned and zero-padded to the next 4 KiB, so that O_DIRECT readers
  * can read whole aligned extents. The index, the names and finally the header
- * follow; everything goes to "<path>.tmp.<pid>", which is fsynced and renamed
- * over path, then the directory is fsynced. A crash leaves at worst a stray
+ * follow; everything goes to a new "<path>.tmp.<pid>" (safe_open.h: never
+ * through a link), which is fsynced and renamed over path, then the
+ * directory is fsynced. A crash leaves at worst a stray
  * temp file, never a half-written store under the final name.
  */
 #include "common/store.h"
@@ -26,6 +27,7 @@
 
 #include "common/batch.h"
 #include "common/perm.h"
+#include "common/safe_open.h"
 #include "common/store_int.h"
 #include "common/util.h"
 
@@ -144,9 +146,9 @@ void sprite_writer_restore_signals(void)
 }
 
 struct sprite_writer {
-	int fd, dirfd;
-	int tmp_slot; /* in tmp_name[], or -1 */
-	char *path, *tmp;
+	struct sprite_outfile out; /* the temporary, beside the store (safe_open.h) */
+	int fd;			   /* out.fd while the store is written */
+	int tmp_slot;		   /* in tmp_name[], or -1 */
 	struct sprite_header h;
 	char *names; /* names block */
 	size_t names_size;
@@ -178,12 +180,7 @@ struct sprite_writer {
 static void writer_free(sprite_writer *w)
 {
 	tmp_unregister(w->tmp_slot);
-	if (w->fd >= 0)
-		close(w->fd);
-	if (w->dirfd >= 0)
-		close(w->dirfd);
-	free(w->path);
-	free(w->tmp);
+	sprite_outfile_abort(&w->out); /* nothing once committed */
 	free(w->names);
 	free(w->sheet);
 	free(w->packed);
@@ -240,7 +237,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	sprite_writer *w = calloc(1, sizeof(*w));
 	if (!w)
 		return sprite_fail(err, -ENOMEM, "out of memory");
-	w->fd = w->dirfd = -1;
+	w->fd = w->out.fd = w->out.dirfd = -1;
 	w->tmp_slot = -1;
 
 	/* Names block: given names, or the class numbers. */
@@ -295,37 +292,25 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->sheet = calloc(1, (size_t)raw_max);
 	w->packed_cap = (size_t)ALIGN_UP((uint64_t)LZ4_compressBound((int)raw_max));
 	w->packed = malloc(w->packed_cap);
-	w->path = strdup(path);
-	w->tmp = malloc(strlen(path) + 32);
-	if (!w->sheet || !w->packed || !w->path || !w->tmp) {
+	if (!w->sheet || !w->packed) {
 		r = sprite_fail(err, -ENOMEM, "out of memory for a sheet of %llu bytes",
 				(unsigned long long)raw_max);
 		goto bad;
 	}
-	sprintf(w->tmp, "%s.tmp.%ld", path, (long)getpid());
-
-	/* The directory is opened first so that its fsync after the rename cannot fail on open. */
-	char *dir = strdup(path);
-	if (!dir) {
-		r = sprite_fail(err, -ENOMEM, "out of memory");
+	/* Created new, never through a link, in a folder checked and held open (safe_open.h). */
+	sigset_t fatal, old;
+	sigemptyset(&fatal);
+	for (size_t i = 0; i < NFATAL; i++)
+		sigaddset(&fatal, fatal_signals[i]);
+	/* a signal waits until the temporary is armed for the handler to remove */
+	pthread_sigmask(SIG_BLOCK, &fatal, &old);
+	r = sprite_outfile_open(&w->out, path, 0644, 0, err);
+	if (r == 0)
+		w->tmp_slot = tmp_register(w->out.tmp_path);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
 		goto bad;
-	}
-	char *slash = strrchr(dir, '/');
-	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-	w->dirfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	r = errno;
-	free(dir);
-	if (w->dirfd < 0) {
-		r = sprite_fail(err, -r, "opening the target directory: %s", strerror(r));
-		goto bad;
-	}
-	/* Armed before the file exists: a signal in between finds nothing to unlink. */
-	w->tmp_slot = tmp_register(w->tmp);
-	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		r = sprite_fail(err, -errno, "creating %s: %s", w->tmp, strerror(errno));
-		goto bad;
-	}
+	w->fd = w->out.fd;
 	*out = w;
 	return 0;
 bad:
@@ -661,17 +646,12 @@ int sprite_writer_finish(sprite_writer *w, char *err)
 		r = sprite_fail(err, r, "writing the header: %s", strerror(-r));
 		goto bad;
 	}
-	if (fsync(w->fd) < 0) {
-		r = sprite_fail(err, -errno, "fsync: %s", strerror(errno));
+	/* fsync, rename over the store's name, fsync the folder; the temporary goes on failure */
+	w->fd = -1;
+	r = sprite_outfile_commit(&w->out, err);
+	if (r < 0)
 		goto bad;
-	}
-	if (rename(w->tmp, w->path) < 0) {
-		r = sprite_fail(err, -errno, "renaming %s: %s", w->tmp, strerror(errno));
-		goto bad;
-	}
 	/* (A signal from here on unlinks a temp name that no longer exists: harmless.) */
-	/* The store is in place; a failed directory fsync only weakens durability. */
-	fsync(w->dirfd);
 	writer_free(w);
 	return 0;
 bad:
@@ -685,7 +665,5 @@ void sprite_writer_abort(sprite_writer *w)
 		return;
 	tmp_unregister(w->tmp_slot);
 	w->tmp_slot = -1;
-	if (w->fd >= 0)
-		unlink(w->tmp);
-	writer_free(w);
+	writer_free(w); /* the temporary removed */
 }

@@ -23,6 +23,7 @@
 #include "common/image.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <tiffio.h>
 
 #include "common/codec.h"
+#include "common/safe_open.h"
 #include "common/store.h"
 
 /* ---- TIFF ------------------------------------------------------------ */
@@ -535,6 +537,21 @@ done:
 int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t w, uint32_t c,
 		      int compression, char *err)
 {
+	struct sprite_outfile o;
+	int r = sprite_outfile_open(&o, path, 0644, SPRITE_OUT_NOSYNC, err);
+	if (r < 0)
+		return r;
+	r = sprite_tiff_write_fd(o.fd, path, px, h, w, c, compression, err);
+	if (r < 0) {
+		sprite_outfile_abort(&o);
+		return r;
+	}
+	return sprite_outfile_commit(&o, err);
+}
+
+int sprite_tiff_write_fd(int fd, const char *path, const uint8_t *px, uint32_t h, uint32_t w,
+			 uint32_t c, int compression, char *err)
+{
 	if (!px || h == 0 || w == 0 || (c != 1 && c != 3 && c != 4) ||
 	    (uint64_t)h * w > SPRITE_IMAGE_MAX_PIXELS) {
 		sprite_image_err(err, path, "bad image shape %ux%ux%u", h, w, c);
@@ -550,8 +567,11 @@ int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t 
 		sprite_image_err(err, path, "out of memory");
 		return -ENOMEM;
 	}
-	TIFF *t = TIFFOpenExt(path, "w", opts);
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* TIFFClose closes it */
+	TIFF *t = dfd < 0 ? NULL : TIFFFdOpenExt(dfd, path, "w", opts);
 	TIFFOpenOptionsFree(opts);
+	if (!t && dfd >= 0)
+		close(dfd);
 	if (!t) {
 		sprite_image_err(err, path, "cannot create: %s",
 				 tiff_reason(&msg, strerror(errno)));
@@ -588,7 +608,5 @@ int sprite_tiff_write(const char *path, const uint8_t *px, uint32_t h, uint32_t 
 		r = -EIO;
 	}
 	TIFFClose(t);
-	if (r < 0)
-		unlink(path);
 	return r;
 }

@@ -16,6 +16,7 @@
  * and "\r" then returns only to the start of its last row.
  */
 #include "common/util.h"
+#include "common/safe_open.h"
 
 #include "common/format.h"
 
@@ -355,43 +356,19 @@ int sprite_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int sprite_write_file_atomic(const char *path, const void *buf, size_t len)
+int sprite_write_file_atomic(const char *path, const void *buf, size_t len, char *err)
 {
-	char tmp[PATH_MAX + 32];
-	if (strlen(path) >= PATH_MAX)
-		return -ENAMETOOLONG;
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = sprite_write_full(fd, buf, len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	struct sprite_outfile o;
+	int rc = sprite_outfile_open(&o, path, 0644, 0, err);
+	if (rc < 0)
+		return rc;
+	rc = sprite_write_full(o.fd, buf, len);
 	if (rc < 0) {
-		if (fd >= 0)
-			unlink(tmp);
+		sprite_seterr(err, "writing %s: %s", o.tmp_path, strerror(-rc));
+		sprite_outfile_abort(&o);
 		return rc;
 	}
-	/* make the rename itself durable */
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == dir)
-		dir[1] = 0;
-	else
-		*slash = 0;
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
+	return sprite_outfile_commit(&o, err);
 }
 
 int sprite_utf8_len(const unsigned char *p)

@@ -32,12 +32,13 @@ void sprite_seterr(char *err, const char *fmt, ...) __attribute__((format(printf
  */
 int sprite_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /*
- * Write len bytes as the whole of path, atomically: to "<path>.tmp.<pid>",
- * fsynced, renamed over path, then the folder fsynced, so a crash leaves the
- * old file or the new one, never half of one. 0, or -errno (the temp file
+ * Write len bytes as the whole of path, atomically and without following
+ * links (safe_open.h): to a new "<path>.tmp.<pid>", fsynced, renamed over
+ * path, then the folder fsynced, so a crash leaves the old file or the new
+ * one, never half of one. 0, or -errno with a message in err (the temp file
  * removed).
  */
-int sprite_write_file_atomic(const char *path, const void *buf, size_t len);
+int sprite_write_file_atomic(const char *path, const void *buf, size_t len, char *err);
 
 /*
  * Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no

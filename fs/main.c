@@ -595,10 +595,9 @@ int main(int argc, char *argv[])
 	mnt = mnt_abs;
 	/* opened here: the daemon's working folder becomes / when it detaches */
 	if (c.log) {
-		int lr = sfs_log_open(c.log);
-		if (lr < 0) {
-			fprintf(stderr, "spritefs: -o log=%s: %s\n", c.log,
-				lr == -EINVAL ? "not a regular file" : strerror(-lr));
+		char why[SPRITE_ERR_MAX];
+		if (sfs_log_open(c.log, why) < 0) {
+			fprintf(stderr, "spritefs: -o log=%s: %s\n", c.log, why);
 			goto out_fs;
 		}
 	}

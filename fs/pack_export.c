@@ -24,6 +24,7 @@
 
 #include "common/batch.h"
 #include "common/image.h"
+#include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"
 #include "fs/pack_export.h"
@@ -42,6 +43,7 @@ struct export
 	uint64_t limit;
 	char **class_dir; /* sanitized class folder names */
 	int width[SPRITE_MAX_SPLITS];
+	int split_fd[SPRITE_MAX_SPLITS]; /* DIR/<split>, opened without following a link */
 	pthread_mutex_t mu;
 	uint32_t next_sheet;
 	uint64_t written;
@@ -68,16 +70,17 @@ static char *sanitize(const char *name)
 	return d;
 }
 
-static int write_tile(struct export *E, const char *path, const uint8_t *px, char *err)
+/* One tile into fd, an empty file that path names (for messages). */
+static int write_tile_fd(struct export *E, int fd, const char *path, const uint8_t *px, char *err)
 {
 	uint32_t h = E->in->tile_h, w = E->in->tile_w, c = E->in->tile_c;
 	switch (E->fmt) {
 	case FMT_TIFF:
-		return sprite_tiff_write(path, px, h, w, c, COMPRESSION_NONE, err);
+		return sprite_tiff_write_fd(fd, path, px, h, w, c, COMPRESSION_NONE, err);
 	case FMT_TIFF_LZW:
-		return sprite_tiff_write(path, px, h, w, c, COMPRESSION_LZW, err);
+		return sprite_tiff_write_fd(fd, path, px, h, w, c, COMPRESSION_LZW, err);
 	case FMT_PNG:
-		return sprite_png_write(path, px, h, w, c, err);
+		return sprite_png_write_fd(fd, path, px, h, w, c, err);
 	case FMT_PNM: {
 		char hdr[SPRITE_PNM_HEADER_MAX];
 		int hl = sprite_pnm_header(hdr, sizeof hdr, h, w, c);
@@ -85,24 +88,37 @@ static int write_tile(struct export *E, const char *path, const uint8_t *px, cha
 			snprintf(err, SPRITE_ERR_MAX, "%ux%ux%u tiles have no PNM form", h, w, c);
 			return hl;
 		}
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			int e = errno;
-			snprintf(err, SPRITE_ERR_MAX, "cannot create %.180s: %s", path,
-				 strerror(e));
-			return -e;
-		}
-		size_t n = (size_t)h * w * c;
-		int ok = write(fd, hdr, (size_t)hl) == hl && write(fd, px, n) == (ssize_t)n;
-		int e = errno;
-		if (close(fd) < 0 || !ok) {
-			snprintf(err, SPRITE_ERR_MAX, "cannot write %.180s: %s", path, strerror(e));
-			return -EIO;
-		}
-		return 0;
+		int r = sprite_write_full(fd, hdr, (size_t)hl);
+		if (r == 0)
+			r = sprite_write_full(fd, px, (size_t)h * w * c);
+		if (r < 0)
+			snprintf(err, SPRITE_ERR_MAX, "cannot write %.180s: %s", path, strerror(-r));
+		return r;
 	}
 	}
 	return -EINVAL;
+}
+
+/*
+ * Tile px as name in the class folder cfd (path dir): a new temporary, never
+ * through a link, renamed over name (safe_open.h), so that --force into a
+ * tree someone else can write replaces a planted link instead of writing
+ * through it. Not fsynced: an export is many small files, and is redone.
+ */
+static int write_tile(struct export *E, int cfd, const char *dir, const char *name,
+		      const uint8_t *px, char *err)
+{
+	struct sprite_outfile o;
+	int r = sprite_outfile_openat(&o, cfd, dir, name, 0644,
+				      SPRITE_OUT_NOSYNC | SPRITE_OUT_NOSWEEP, err);
+	if (r < 0)
+		return r;
+	r = write_tile_fd(E, o.fd, o.tmp_path, px, err);
+	if (r < 0) {
+		sprite_outfile_abort(&o);
+		return r;
+	}
+	return sprite_outfile_commit(&o, err);
 }
 
 static void *export_worker(void *arg)
@@ -113,8 +129,9 @@ static void *export_worker(void *arg)
 	const char *e = E->fmt == FMT_PNM ? sprite_pnm_ext(in->tile_c) + 1 : ext[E->fmt];
 	void *raw = NULL;
 	size_t cap = 0;
-	char err[SPRITE_ERR_MAX], path[4096];
+	char err[SPRITE_ERR_MAX], dir[4096], name[64];
 	uint64_t done = 0;
+	int cfd = -1, cfd_split = -1, cfd_label = -1; /* the class folder open last */
 	for (;;) {
 		pthread_mutex_lock(&E->mu);
 		uint32_t i = E->next_sheet++;
@@ -175,10 +192,26 @@ static void *export_worker(void *arg)
 			uint64_t id = b.ids[k];
 			if (id >= E->limit)
 				break;
-			snprintf(path, sizeof path, "%s/%s/%s/%0*llu.%s", E->dir, sname,
-				 E->class_dir[b.labels[k]], E->width[se->split],
+			snprintf(dir, sizeof dir, "%s/%s/%s", E->dir, sname,
+				 E->class_dir[b.labels[k]]);
+			snprintf(name, sizeof name, "%0*llu.%s", E->width[se->split],
 				 (unsigned long long)id, e);
-			if (write_tile(E, path, b.tiles + k * tb, err) < 0)
+			if (cfd < 0 || cfd_split != (int)se->split || cfd_label != b.labels[k]) {
+				if (cfd >= 0)
+					close(cfd);
+				cfd = openat(E->split_fd[se->split], E->class_dir[b.labels[k]],
+					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (cfd < 0) {
+					snprintf(err, sizeof err, "%.200s: %s", dir,
+						 errno == ELOOP || errno == ENOTDIR
+							 ? "not a folder (a link?): not written into"
+							 : strerror(errno));
+					goto fail;
+				}
+				cfd_split = (int)se->split;
+				cfd_label = b.labels[k];
+			}
+			if (write_tile(E, cfd, dir, name, b.tiles + k * tb, err) < 0)
 				goto fail;
 			done++;
 		}
@@ -193,6 +226,8 @@ static void *export_worker(void *arg)
 		break;
 	}
 	free(raw);
+	if (cfd >= 0)
+		close(cfd);
 	pthread_mutex_lock(&E->mu);
 	E->written += done;
 	pthread_mutex_unlock(&E->mu);
@@ -238,10 +273,37 @@ static int check_export_dir(const char *dir, int force)
 	return de ? -1 : 0;
 }
 
+/*
+ * The folder name inside parent (path pdir), created if missing, opened
+ * without following a link: a link planted there by whoever can write the
+ * tree (--force) is refused, not written through. Prints why and returns -1.
+ */
+static int open_subdir(int parent, const char *pdir, const char *name)
+{
+	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+		fprintf(stderr, PROG ": --export: '%s' cannot be a folder name in %s\n", name, pdir);
+		return -1;
+	}
+	if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, PROG ": cannot create %s/%s: %s\n", pdir, name, strerror(errno));
+		return -1;
+	}
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		fprintf(stderr, PROG ": --export: %s/%s: %s\n", pdir, name,
+			errno == ELOOP || errno == ENOTDIR
+				? "not a folder (a symbolic link?): not written into"
+				: strerror(errno));
+	return fd;
+}
+
 int spritefs_pack_export(const char *path, const char *dir, const char *format, const char *split,
 		     uint64_t limit, int jobs, int strict, int force, int quiet)
 {
 	struct export E = {0};
+	int dfd = -1;
+	for (unsigned i = 0; i < SPRITE_MAX_SPLITS; i++)
+		E.split_fd[i] = -1;
 	char err[SPRITE_ERR_MAX] = "";
 	sprite_store *s;
 	int r = sprite_store_open(path, &s, err), rc = 1;
@@ -290,6 +352,11 @@ int spritefs_pack_export(const char *path, const char *dir, const char *format, 
 		if (!(E.class_dir[i] = sanitize(E.in->class_names[i])))
 			goto oom;
 	char p[4096];
+	if ((r = sprite_mkdir_p(dir)) < 0 ||
+	    (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, PROG ": cannot create %s: %s\n", dir, strerror(r < 0 ? -r : errno));
+		goto out;
+	}
 	for (uint32_t sp = 0; sp < E.in->nsplits; sp++) {
 		if (E.split >= 0 && (uint32_t)E.split != sp)
 			continue;
@@ -300,13 +367,15 @@ int spritefs_pack_export(const char *path, const char *dir, const char *format, 
 		for (uint64_t v = n > 0 ? n - 1 : 0; v >= 10; v /= 10)
 			wdt++;
 		E.width[sp] = wdt;
+		if ((E.split_fd[sp] = open_subdir(dfd, dir, E.in->splits[sp].name)) < 0)
+			goto out;
+		snprintf(p, sizeof p, "%s/%s", dir, E.in->splits[sp].name);
 		for (uint32_t c = 0; c < E.in->nclasses; c++) {
-			snprintf(p, sizeof p, "%s/%s/%s", dir, E.in->splits[sp].name,
-				 E.class_dir[c]);
-			if ((r = sprite_mkdir_p(p)) < 0) {
-				fprintf(stderr, PROG ": cannot create %s: %s\n", p, strerror(-r));
+			int cfd = open_subdir(E.split_fd[sp], p, E.class_dir[c]);
+			if (cfd < 0)
 				goto out;
-			}
+			sprite_outfile_sweep(cfd, NULL); /* a killed export's temporaries */
+			close(cfd);
 		}
 	}
 	if (jobs <= 0) {
@@ -348,6 +417,11 @@ out:
 		for (uint32_t i = 0; i < E.in->nclasses; i++)
 			free(E.class_dir[i]);
 	free(E.class_dir);
+	for (unsigned i = 0; i < SPRITE_MAX_SPLITS; i++)
+		if (E.split_fd[i] >= 0)
+			close(E.split_fd[i]);
+	if (dfd >= 0)
+		close(dfd);
 	sprite_store_close(s);
 	return rc;
 }

@@ -179,8 +179,12 @@ int sfs_first_pack(const char *source, const char *cachedir,
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sfs_log_to_syslog(int on);
-/* -o log=FILE: append every line to FILE too, with its time; 0 or -errno. */
-int sfs_log_open(const char *path);
+/*
+ * -o log=FILE: append every line to FILE too, with its time; 0 or -errno
+ * with the reason in err (SPRITE_ERR_MAX bytes): FILE is opened as
+ * sprite_open_append() does, never through a link.
+ */
+int sfs_log_open(const char *path, char *err);
 void sfs_log_close(void);
 /*
  * A malloc'd JSON snapshot of the counters, padded with spaces to

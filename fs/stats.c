@@ -20,22 +20,19 @@
 #include <unistd.h>
 
 #include "common/json.h"
+#include "common/safe_open.h"
 #include "common/util.h"
 #include "fs/sfs.h"
 
 static int use_syslog;
 static int log_fd = -1; /* -o log=FILE */
 
-int sfs_log_open(const char *path)
+int sfs_log_open(const char *path, char *err)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	/* not through a link, only a regular file with one name (safe_open.h) */
+	int fd = sprite_open_append(path, err);
 	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
+		return fd;
 	if (log_fd >= 0)
 		close(log_fd);
 	log_fd = fd;

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/safe_open.h"
 #include "common/util.h"
 #include "trainer/app.h"
 
@@ -88,7 +89,7 @@ int hn_checkpoint_check_dest(const char *path, char *err)
 			 strerror(e));
 		return -e;
 	}
-	return 0;
+	return sprite_outfile_check(path, err); /* and not a folder anyone may swap files in */
 }
 
 int hn_checkpoint_check_replace(const char *path, char *err)
@@ -167,11 +168,11 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	uint64_t sum = sprite_checksum(buf, total);
 	memcpy(buf + total, &sum, 8);
 
-	int rc = sprite_write_file_atomic(path, buf, total + 8);
+	char why[SPRITE_ERR_MAX];
+	int rc = sprite_write_file_atomic(path, buf, total + 8, why);
 	free(buf);
 	if (rc < 0) {
-		snprintf(err, HN_ERR_MAX, "%s: cannot write the checkpoint: %s", path,
-			 strerror(-rc));
+		snprintf(err, HN_ERR_MAX, "cannot write the checkpoint: %.200s", why);
 		return rc;
 	}
 	return 0;

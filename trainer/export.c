@@ -188,10 +188,11 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		return -ENOMEM;
 	}
 
-	int rc = sprite_write_file_atomic(path, b.p, b.len);
+	char why[SPRITE_ERR_MAX];
+	int rc = sprite_write_file_atomic(path, b.p, b.len, why);
 	free(b.p);
 	if (rc < 0) {
-		snprintf(err, HN_ERR_MAX, "%s: cannot write the weights: %s", path, strerror(-rc));
+		snprintf(err, HN_ERR_MAX, "cannot write the weights: %.200s", why);
 		return rc;
 	}
 	return 0;

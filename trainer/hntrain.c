@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/safe_open.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -297,8 +298,16 @@ static int plan_run(const struct hn_opts *o, const struct hn_checkpoint *ck, str
 				" epochs do not match --batch %d --accum %d over %" PRIu64
 				" samples",
 				ck->step, ck->epoch, o->batch, o->accum, t->ntrain);
-	if (o->log && t->rank == 0 && !(t->logf = fopen(o->log, "a")))
-		return hn_error("--log %s: %s", o->log, strerror(errno));
+	if (o->log && t->rank == 0) {
+		char why[SPRITE_ERR_MAX];
+		int fd = sprite_open_append(o->log, why);
+		if (fd < 0)
+			return hn_error("--log %s", why);
+		if (!(t->logf = fdopen(fd, "a"))) {
+			close(fd);
+			return hn_error("--log %s: %s", o->log, strerror(errno));
+		}
+	}
 	return 0;
 }
 
