@@ -28,6 +28,7 @@
 #include "common/folder.h"
 #include "common/image.h"
 #include "common/pack_int.h"
+#include "common/sample.h"
 #include "common/store.h"
 #include "common/util.h"
 
@@ -155,6 +156,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 struct slot {
 	int ready;     /* decoded (or failed) and not yet consumed */
 	int bad;       /* why says what is wrong; tile is garbage */
+	int oom;       /* out of memory: the pack fails (whether a file is a sample never
+			  depends on the memory free) */
 	uint64_t size; /* source bytes */
 	uint32_t h, w; /* the decoded image's size */
 	char why[SPRITE_ERR_MAX];
@@ -176,96 +179,26 @@ struct ring {
 	int stop;
 };
 
-/* Read a whole file into *buf (grown as needed, reused across calls). */
-static int read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len, char *why)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		snprintf(why, SPRITE_ERR_MAX, "cannot open: %s", strerror(e));
-		return -e;
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		snprintf(why, SPRITE_ERR_MAX, "not a regular file");
-		return -EINVAL;
-	}
-	if ((uint64_t)st.st_size > PACK_MAX_FILE) {
-		close(fd);
-		snprintf(why, SPRITE_ERR_MAX, "file too large (%lld bytes)", (long long)st.st_size);
-		return -EFBIG;
-	}
-	size_t want = (size_t)st.st_size;
-	if (want + 1 > *cap) {
-		size_t ncap = want + 1 > 65536 ? want + 1 : 65536;
-		uint8_t *nb = realloc(*buf, ncap);
-		if (!nb) {
-			close(fd);
-			snprintf(why, SPRITE_ERR_MAX, "out of memory");
-			return -ENOMEM;
-		}
-		*buf = nb;
-		*cap = ncap;
-	}
-	size_t got = 0;
-	while (got < want) {
-		ssize_t n = read(fd, *buf + got, want - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			close(fd);
-			snprintf(why, SPRITE_ERR_MAX, "read error: %s", strerror(e));
-			return -e;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	*len = got;
-	return 0;
-}
-
-struct worker_buf {
-	uint8_t *data;
-	size_t cap;
-};
-
-static void decode_item(struct ring *R, struct worker_buf *wb, size_t i)
+/* Decode item i into its slot, by the rule packer and hntrain share (common/sample.h). */
+static void decode_item(struct ring *R, struct sprite_sample_buf *wb, size_t i)
 {
 	struct slot *sl = &R->slots[i % R->nslots];
 	uint8_t *tile = R->tiles + (i % R->nslots) * R->tile_bytes;
-	const char *path = R->items->v[i].path;
-	struct sprite_image im;
-	size_t len = 0;
-
-	sl->bad = 1;
-	sl->size = 0;
-	if (read_file(path, &wb->data, &wb->cap, &len, sl->why) < 0)
-		return;
-	sl->size = len;
-	/* An empty name keeps the path out of the reason: on_skip gets it apart. */
 	/* A scaled decode could make a larger JPEG look the size of the others. */
-	if (sprite_image_decode_for(wb->data, len, "", R->one_size ? 0 : R->th, R->tw, R->fit, &im,
-				    sl->why) < 0)
-		return;
-	sl->h = im.h;
-	sl->w = im.w;
-	int r = sprite_image_fit(&im, R->th, R->tw, R->tc, R->fit, tile);
-	sprite_image_free(&im);
-	if (r < 0) {
-		snprintf(sl->why, SPRITE_ERR_MAX, "cannot fit to the tile: %s", strerror(-r));
-		return;
-	}
-	sl->bad = 0;
+	struct sprite_sample_spec spec = {R->th, R->tw, R->tc, R->fit, R->one_size};
+	struct sprite_sample_got got;
+	int r = sprite_sample_load(R->items->v[i].path, &spec, wb, tile, &got, sl->why);
+	sl->bad = r < 0;
+	sl->oom = r == -ENOMEM;
+	sl->size = got.bytes;
+	sl->h = got.h;
+	sl->w = got.w;
 }
 
 static void *worker(void *arg)
 {
 	struct ring *R = arg;
-	struct worker_buf wb = {0};
+	struct sprite_sample_buf wb = {0};
 	size_t n = R->items->n;
 	pthread_mutex_lock(&R->mu);
 	for (;;) {
@@ -456,7 +389,12 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 
 		const struct item *it = &s.items.v[i];
 		rep->bytes_in += sl->size;
-		if (sl->bad && o->strict) {
+		if (sl->oom) {
+			char shown[SPRITE_ERR_MAX];
+			sprite_seterr(err, "%s: %s", sprite_escape(it->path, shown, sizeof shown),
+				      sl->why);
+			r = -ENOMEM;
+		} else if (sl->bad && o->strict) {
 			/* Not skipped: the pack ends here, and err says so. */
 			char shown[SPRITE_ERR_MAX];
 			sprite_seterr(err, "stopped at %s: %s (--strict)",

@@ -1,25 +1,34 @@
 /*
  * source_folder.c - an ImageFolder tree as a data source (data.h: "images").
  *
- * The tree is listed by common/folder.c, as spritefs-pack lists it, so that
- * sample i here is sample i of a store packed from the same tree. Files are
- * decoded and fitted to the tile on the loader threads when a batch asks
- * for them; a file that does not decode is reported once and skipped from
- * then on (a batch then holds fewer samples), or with --strict ends the run.
- * The tile shape is given (--tile) or that of the first training image that
- * decodes.
+ * The tree is listed by common/folder.c, as spritefs-pack lists it, and
+ * every file is decoded once at open (on all cores) by the rule the packer
+ * keeps or skips files by (common/sample.h): those that are not samples are
+ * named once and left out, so that sample i here is sample i of a store
+ * packed from the same tree, and the same seed gives the same weights from
+ * either whatever the tree holds. Files are then decoded and fitted to the
+ * tile on the loader threads when a batch asks for them; one that has
+ * changed since and no longer decodes is named and skipped from then on,
+ * or with --strict ends the run. The tile shape is given (--tile) or, as a
+ * mount takes it, that of the first training image that decodes.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/folder.h"
 #include "common/image.h"
+#include "common/sample.h"
 #include "common/store.h"
 #include "common/util.h"
 #include "trainer/source.h"
+
+/* Without --tile, the largest side taken from the images themselves. */
+#define HN_FOLDER_AUTO_SIDE 512u
 
 /* An image file of the tree. */
 struct img_file {
@@ -108,72 +117,144 @@ static int walk_file(void *ctx, char *path, uint16_t label)
 }
 
 /*
- * Decode file i of split into tile, fitted to the source's tile shape (h, w,
- * c 0: take the image's own). A file that does not decode is marked bad and
- * reported once through on_skip, and then returns 1 (skip it), or with
- * --strict fails; 0 when the tile holds the sample.
+ * Decode file i of split into tile by the rule spritefs-pack packs by
+ * (common/sample.h). Every file was checked at open, so a failure here
+ * means the file changed since: it is reported once and skipped from then
+ * on (returns 1), or with --strict fails; 0 when the tile holds the sample.
  */
-static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile,
-			struct sprite_image *keep, char *err)
+static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile, char *err)
 {
 	struct folder_src *fs = s->priv;
 	const struct img_file *f = &fs->files[split][i];
 	if (__atomic_load_n(&fs->bad[split][i], __ATOMIC_RELAXED))
 		return 1;
-	struct sprite_image im;
-	char why[SPRITE_ERR_MAX] = "";
+	char why[SPRITE_ERR_MAX], msg[2 * SPRITE_ERR_MAX];
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
-	/*
-	 * The decode and fit of spritefs-pack, so that a folder and its store
-	 * train alike; without --tile, whole (a scaled decode could make a
-	 * larger JPEG look the size of the others).
-	 */
-	int rc = keep || fs->first ? sprite_image_load(f->path, &im, why) /* why names the file */
-				   : sprite_image_load_for(f->path, s->info.h, s->info.w,
-							   (enum sprite_fit)fs->fit, &im, why);
-	sprite_escape(f->path, shown, sizeof shown);
-	if (rc == -ENOMEM)
-		return sprite_fail(err, rc, "%s: out of memory", shown);
-	if (rc < 0 && !why[0])
-		snprintf(why, sizeof why, "%s: %s", shown, strerror(-rc));
-	if (rc == 0 && keep) {
-		*keep = im;
-		return 0;
-	}
-	if (rc == 0 && fs->first && (im.h != s->info.h || im.w != s->info.w)) {
-		/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
-		char first[96];
-		sprite_escape(fs->first, first, sizeof first);
-		rc = sprite_fail(err, -EINVAL,
-				 "images differ in size, %ux%u and %ux%u, and no --tile is given "
-				 "(e.g. --tile 64x64x3): %s is %ux%u, %s is %ux%u",
-				 s->info.h, s->info.w, im.h, im.w, first, s->info.h, s->info.w,
-				 shown, im.h, im.w);
-		sprite_image_free(&im);
-		return rc;
-	}
-	if (rc == 0) {
-		rc = sprite_image_fit(&im, s->info.h, s->info.w, s->info.c,
-				      (enum sprite_fit)fs->fit, tile);
-		sprite_image_free(&im);
-		if (rc == -ENOMEM)
-			return sprite_fail(err, rc, "%s: out of memory", shown);
-		if (rc < 0)
-			snprintf(why, sizeof why, "%s: cannot fit to a %ux%ux%u tile: %s", shown,
-				 s->info.h, s->info.w, s->info.c, strerror(-rc));
-	}
+	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
+					  (enum sprite_fit)fs->fit, fs->first != NULL};
+	int rc = sprite_sample_load(f->path, &spec, NULL, tile, NULL, why);
 	if (rc == 0)
 		return 0;
-	/* the decoder's message names the file */
+	sprite_escape(f->path, shown, sizeof shown);
+	if (rc == -ENOMEM)
+		return sprite_fail(err, rc, "%s: %s", shown, why);
 	if (fs->strict)
-		return sprite_fail(err, rc, "%s (--strict stops at a file that does not decode)",
-				   why);
+		return sprite_fail(err, rc, "%s: %s (--strict stops at a file that does not decode)",
+				   shown, why);
 	if (!__atomic_exchange_n(&fs->bad[split][i], 1, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(&s->nskipped, 1, __ATOMIC_RELAXED);
+		snprintf(msg, sizeof msg, "%s: %s (changed since the run started)", shown, why);
 		if (fs->on_skip)
-			fs->on_skip(fs->skip_ctx, why);
+			fs->on_skip(fs->skip_ctx, msg);
 	}
 	return 1;
+}
+
+/* ---- the check at open: which files are samples ------------------------- */
+
+struct check {
+	hn_source *s;
+	int split;
+	uint64_t next; /* atomic: next file to check */
+	char **why;    /* per file: NULL a sample, else why not (malloc'd) */
+	uint32_t *hw;  /* per file: decoded h, w (whole decodes: compared) */
+	int oom;
+};
+
+static void *check_worker(void *arg)
+{
+	struct check *c = arg;
+	hn_source *s = c->s;
+	struct folder_src *fs = s->priv;
+	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
+					  (enum sprite_fit)fs->fit, fs->first != NULL};
+	struct sprite_sample_buf buf = {0};
+	uint8_t *tile = malloc(s->info.h * (size_t)s->info.w * s->info.c);
+	char why[SPRITE_ERR_MAX];
+	uint64_t n = fs->nfiles[c->split];
+	for (uint64_t i; tile && (i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED)) < n;) {
+		struct sprite_sample_got got;
+		int rc = sprite_sample_load(fs->files[c->split][i].path, &spec, &buf, tile, &got,
+					    why);
+		c->hw[2 * i] = got.h;
+		c->hw[2 * i + 1] = got.w;
+		if (rc == -ENOMEM || (rc < 0 && !(c->why[i] = strdup(why))))
+			__atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
+	}
+	if (!tile)
+		__atomic_store_n(&c->oom, 1, __ATOMIC_RELAXED);
+	free(tile);
+	free(buf.data);
+	return NULL;
+}
+
+/*
+ * Decode every file of split once, on all cores, as spritefs-pack would:
+ * those that are not samples are named through on_skip (in file order) and
+ * left out of the split, so that sample i here is sample i of the store
+ * packed from the same folder. --strict stops at the first; without --tile,
+ * the first image whose size differs from the first one's stops the open.
+ */
+static int check_split(hn_source *s, int split, char *err)
+{
+	struct folder_src *fs = s->priv;
+	uint64_t n = fs->nfiles[split];
+	struct check c = {s, split, 0, calloc(n ? n : 1, sizeof(char *)),
+			  calloc(2 * (n ? n : 1), sizeof(uint32_t)), 0};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, started = 0, rc = 0;
+	pthread_t tid[64];
+	if (!c.why || !c.hw)
+		c.oom = 1;
+	for (; !c.oom && started < nt && (uint64_t)started < n; started++)
+		if (pthread_create(&tid[started], NULL, check_worker, &c) != 0)
+			break;
+	if (!c.oom && started == 0 && n)
+		check_worker(&c);
+	for (int t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	if (c.oom)
+		rc = sprite_fail(err, -ENOMEM, "out of memory checking the files of %s", s->root);
+	char shown[192], msg[2 * SPRITE_ERR_MAX];
+	uint64_t kept = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		struct img_file *f = &fs->files[split][i];
+		if (rc == 0 && !c.why[i] && fs->first &&
+		    (c.hw[2 * i] != s->info.h || c.hw[2 * i + 1] != s->info.w)) {
+			/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
+			char first[96];
+			sprite_escape(fs->first, first, sizeof first);
+			sprite_escape(f->path, shown, sizeof shown);
+			rc = sprite_fail(err, -EINVAL,
+					 "images differ in size, %ux%u and %ux%u, and no --tile is "
+					 "given (e.g. --tile 64x64x%u): %s is %ux%u, %s is %ux%u",
+					 s->info.h, s->info.w, c.hw[2 * i], c.hw[2 * i + 1],
+					 s->info.c, first, s->info.h, s->info.w, shown, c.hw[2 * i],
+					 c.hw[2 * i + 1]);
+		}
+		if (rc == 0 && c.why[i] && fs->strict) {
+			sprite_escape(f->path, shown, sizeof shown);
+			rc = sprite_fail(err, -SPRITE_ECORRUPT,
+					 "%s: %s (--strict stops at a file that does not decode)",
+					 shown, c.why[i]);
+		} else if (rc == 0 && c.why[i]) {
+			s->nskipped++;
+			if (fs->on_skip) {
+				snprintf(msg, sizeof msg, "%s: %s",
+					 sprite_escape(f->path, shown, sizeof shown), c.why[i]);
+				fs->on_skip(fs->skip_ctx, msg);
+			}
+			free(f->path);
+		} else {
+			fs->files[split][kept++] = *f;
+		}
+		free(c.why[i]);
+	}
+	free(c.why);
+	free(c.hw);
+	fs->nfiles[split] = kept;
+	s->info.full_count[split] = kept;
+	return rc;
 }
 
 static int images_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
@@ -242,22 +323,41 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (s->info.full_count[0] == 0)
 		return sprite_fail(err, -ENOENT, "%s: no image files in the training split", path);
 
-	/* Tile shape: given, or that of the first training image that decodes. */
+	/*
+	 * Tile shape: given, or as a mount or spritefs-pack without a tile takes
+	 * it: that of the first training image that decodes, every image then
+	 * having to be that size (checked below). A side over
+	 * HN_FOLDER_AUTO_SIDE is refused with the --tile to give: a model on
+	 * whole photographs would not fit.
+	 */
 	s->info.h = o->tile_h;
 	s->info.w = o->tile_w;
 	s->info.c = o->tile_c;
 	if (!s->info.h || !s->info.w || !s->info.c) {
-		struct sprite_image im;
+		struct sprite_image im = {0};
 		uint64_t i = 0;
 		while (i < s->info.full_count[0] &&
-		       (rc = image_sample(s, 0, i, NULL, &im, err)) == 1)
+		       (rc = sprite_image_load(fs->files[0][i].path, &im, NULL)) < 0 &&
+		       rc != -ENOMEM)
 			i++;
-		if (rc < 0)
-			return rc;
+		if (rc == -ENOMEM)
+			return sprite_fail(err, rc, "%s: out of memory", path);
 		if (i == s->info.full_count[0])
 			return sprite_fail(err, -EINVAL,
 					   "%s: no file of the training split decodes", path);
+		if (!s->info.c)
+			s->info.c = im.c;
 		if (!s->info.h || !s->info.w) {
+			char shown[192];
+			sprite_escape(fs->files[0][i].path, shown, sizeof shown);
+			if (im.h > HN_FOLDER_AUTO_SIDE || im.w > HN_FOLDER_AUTO_SIDE) {
+				sprite_image_free(&im);
+				return sprite_fail(err, -EINVAL,
+						   "%s: no --tile given, and the first image (%s) is "
+						   "%ux%u: too large a tile to train on; give --tile "
+						   "64x64x%u (any HxWxC; --fit says how images become it)",
+						   path, shown, im.h, im.w, s->info.c);
+			}
 			s->info.h = im.h;
 			s->info.w = im.w;
 			fs->first = strdup(fs->files[0][i].path);
@@ -266,19 +366,22 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 				return sprite_fail(err, -ENOMEM, "out of memory");
 			}
 		}
-		if (!s->info.c)
-			s->info.c = im.c;
 		sprite_image_free(&im);
-		if (s->info.h > SPRITE_MAX_TILE_SIDE || s->info.w > SPRITE_MAX_TILE_SIDE)
-			return sprite_fail(err, -EINVAL,
-					   "%s: first image %ux%u is larger than a tile may be "
-					   "(use --tile)",
-					   path, s->info.h, s->info.w);
 	}
+	/* Which files are samples, decided as spritefs-pack decides it. */
+	double t0 = sprite_now();
+	for (int k = 0; k < 2 && rc == 0; k++)
+		rc = fs->files[k] ? check_split(s, k, err) : 0;
+	if (rc < 0)
+		return rc;
+	if (s->info.full_count[0] == 0)
+		return sprite_fail(err, -ENOENT, "%s: no file of the training split decodes", path);
+	double checked = sprite_now() - t0;
 	hn_source_default_order(s);
 	snprintf(s->describe, sizeof s->describe,
-		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads",
-		 path, s->info.full_count[0], s->info.full_count[1]);
+		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads "
+		 "(each checked once at open, %.1f s; %" PRIu64 " not samples)",
+		 path, s->info.full_count[0], s->info.full_count[1], checked, s->nskipped);
 	return 0;
 }
 
@@ -294,8 +397,7 @@ static int images_read(hn_source *s, const struct hn_batch *b, char *err)
 		if (idx[k] >= s->info.full_count[split])
 			return sprite_fail(err, -ERANGE, "%s: sample %u out of range", s->root,
 					   idx[k]);
-		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, NULL,
-				      err);
+		int rc = image_sample(s, split, idx[k], tiles + (size_t)m * s->tile_bytes, err);
 		if (rc < 0)
 			return rc;
 		if (rc == 0)

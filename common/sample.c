@@ -1,0 +1,101 @@
+/*
+ * sample.c - a source file to a tile, by the one rule of sample.h, for the
+ * packer and hntrain's folder source alike.
+ */
+#include "common/sample.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/image.h"
+#include "common/store.h"
+
+#define SAMPLE_MAX_FILE (1ull << 30) /* larger source files are not samples */
+
+/* Read the whole file behind fd (size bytes by fstat) into buf; its length in *len. */
+static int read_all(int fd, uint64_t size, struct sprite_sample_buf *buf, size_t *len, char *why)
+{
+	size_t want = (size_t)size;
+	if (want + 1 > buf->cap) {
+		size_t ncap = want + 1 > 65536 ? want + 1 : 65536;
+		uint8_t *nb = realloc(buf->data, ncap);
+		if (!nb) {
+			snprintf(why, SPRITE_ERR_MAX, "out of memory for a file of %zu bytes", want);
+			return -ENOMEM;
+		}
+		buf->data = nb;
+		buf->cap = ncap;
+	}
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = read(fd, buf->data + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			snprintf(why, SPRITE_ERR_MAX, "read error: %s", strerror(e));
+			return -e;
+		}
+		if (n == 0)
+			break; /* shrank while reading: decode what is there */
+		got += (size_t)n;
+	}
+	*len = got;
+	return 0;
+}
+
+int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
+		       struct sprite_sample_buf *buf, uint8_t *tile, struct sprite_sample_got *got,
+		       char *why)
+{
+	struct sprite_sample_buf local = {0};
+	struct sprite_sample_got g = {0};
+	if (!buf)
+		buf = &local;
+	if (!got)
+		got = &g;
+	memset(got, 0, sizeof *got);
+	why[0] = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, SPRITE_ERR_MAX, "cannot open: %s", strerror(e));
+		return e == ENOMEM ? -EIO : -e;
+	}
+	struct stat st;
+	int r = 0;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(why, SPRITE_ERR_MAX, "not a regular file");
+		r = -EINVAL;
+	} else if ((uint64_t)st.st_size > SAMPLE_MAX_FILE) {
+		snprintf(why, SPRITE_ERR_MAX, "file too large (%lld bytes)", (long long)st.st_size);
+		r = -EFBIG;
+	}
+	size_t len = 0;
+	if (r == 0)
+		r = read_all(fd, (uint64_t)st.st_size, buf, &len, why);
+	close(fd);
+	got->bytes = len;
+	struct sprite_image im = {0};
+	/* An empty name keeps the path out of the reason: the caller names the file. */
+	if (r == 0)
+		r = sprite_image_decode_for(buf->data, len, "", sp->whole ? 0 : sp->th, sp->tw,
+					    sp->fit, &im, why);
+	if (r == 0) {
+		got->h = im.h;
+		got->w = im.w;
+		r = sprite_image_fit(&im, sp->th, sp->tw, sp->tc, sp->fit, tile);
+		if (r < 0 && r != -ENOMEM)
+			snprintf(why, SPRITE_ERR_MAX, "cannot fit to the tile: %s", strerror(-r));
+	}
+	sprite_image_free(&im);
+	if (r == -ENOMEM && !why[0])
+		snprintf(why, SPRITE_ERR_MAX, "out of memory");
+	free(local.data);
+	return r;
+}
