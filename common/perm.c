@@ -1,6 +1,6 @@
 /*
  * perm.c - the seeded sample order shared by hntrain and spritefs (algorithm
- * in perm.h, Python reference in docs/FORMAT.md and mount/spritefs.py).
+ * in perm.h, Python reference in docs/FORMAT.md and mount/spritefs/__init__.py).
  *
  * splitmix64 is used because it is tiny, fully specified by a few lines that
  * any language reproduces bit for bit, and good enough for shuffling. The

@@ -108,6 +108,9 @@ struct sfs_split {
 	uint8_t *sheet_bad;	 /* nsheets: 1 when the sheet could not be decoded */
 	uint64_t *class_start;	 /* nclasses + 1 offsets into class_samples */
 	uint32_t *class_samples; /* sample numbers, grouped by class, ascending */
+	/* by-class/'s directories: the classes with samples in the split (tree.c) */
+	uint32_t *class_listed; /* class numbers, ascending; set once, after the above */
+	uint32_t nclass_listed;
 };
 
 struct sfs_cache;

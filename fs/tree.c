@@ -150,6 +150,74 @@ static int class_dirs(struct sfs *fs)
 	return r;
 }
 
+/*
+ * by-class/ of a split lists only the classes with samples in it: a stock
+ * torchvision ImageFolder refuses a class directory without an image. Its
+ * class indices are the listed names in sorted order; dataset.json's
+ * by_class_labels gives the store label of each (docs/FORMAT.md), from the
+ * label table, or null for a store without one (its listing reads sheets).
+ */
+static void by_class_json(struct sfs *fs, struct sprite_str *s, uint32_t split)
+{
+	const struct sprite_store_info *in = fs->info;
+	const uint16_t *table = sprite_store_labels(fs->store, split);
+	uint32_t n = in->nclasses;
+	if (!table) {
+		sprite_str_printf(s, "null");
+		return;
+	}
+	struct class_ref *v = malloc((n ? n : 1) * sizeof(*v));
+	uint8_t *has = calloc(n ? n : 1, 1);
+	if (!v || !has) {
+		s->oom = 1;
+		goto out;
+	}
+	for (uint64_t i = 0; i < fs->splits[split].count; i++)
+		if (table[i] < n)
+			has[table[i]] = 1;
+	uint32_t m = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (has[k])
+			v[m++] = (struct class_ref){fs->class_dir[k], k};
+	sprite_sort(v, m, sizeof(*v), cmp_class_ref);
+	sprite_str_printf(s, "[");
+	for (uint32_t i = 0; i < m; i++)
+		sprite_str_printf(s, "%s%u", i ? ", " : "", v[i].k);
+	sprite_str_printf(s, "]");
+out:
+	free(v);
+	free(has);
+}
+
+/*
+ * The classes by-class/ lists for a split (those with samples), built once
+ * after the label table; 0 or -errno.
+ */
+static int by_class_ensure(struct sfs *fs, struct sfs_split *sp)
+{
+	if (__atomic_load_n(&sp->class_listed, __ATOMIC_ACQUIRE))
+		return 0;
+	int r = sfs_labels_ensure(fs, sp);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&sp->lab_lock);
+	if (!__atomic_load_n(&sp->class_listed, __ATOMIC_ACQUIRE)) {
+		uint32_t n = fs->info->nclasses, m = 0;
+		uint32_t *v = malloc((n ? n : 1) * sizeof(*v));
+		if (v) {
+			for (uint32_t k = 0; k < n; k++)
+				if (sp->class_start[k + 1] > sp->class_start[k])
+					v[m++] = k;
+			sp->nclass_listed = m;
+			__atomic_store_n(&sp->class_listed, v, __ATOMIC_RELEASE);
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&sp->lab_lock);
+	return r;
+}
+
 /* ", \"class_counts\": [...]": the samples of each class in split; null without a label table. */
 static void class_counts_json(struct sfs *fs, struct sprite_str *s, uint32_t split)
 {
@@ -217,10 +285,11 @@ static void build_dataset_json(struct sfs *fs)
 		sprite_str_printf(&s,
 				  ": {\"count\": %" PRIu64 ", \"first_sheet\": %u, \"sheets\": %u, "
 				  "\"epoch_batches\": %u, \"order\": \"%s\", \"window\": %u, "
-				  "\"dataset_window\": %u, \"paths\": %s",
+				  "\"dataset_window\": %u, \"paths\": %s, \"by_class_labels\": ",
 				  sp->count, sp->first_sheet, sp->nsheets, sp->epoch_batches,
 				  sp->window ? "windowed" : "full", sp->window, sp->dataset_window,
 				  sprite_store_has_paths(fs->store) ? "\"paths.txt\"" : "null");
+		by_class_json(fs, &s, k);
 		class_counts_json(fs, &s, k);
 		sprite_str_printf(&s, "}");
 	}
@@ -318,6 +387,7 @@ void sfs_tree_free(struct sfs *fs)
 		free(sp->sheet_bad);
 		free(sp->class_start);
 		free(sp->class_samples);
+		free(sp->class_listed);
 		pthread_mutex_destroy(&sp->lab_lock);
 	}
 	for (uint32_t k = 0; fs->class_dir && k < fs->info->nclasses; k++)
@@ -541,9 +611,16 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 			return -ENOENT;
 		return sfs_tree_attr(fs, sfs_ino(SFS_K_EPOCH_BATCH, split, x, (uint32_t)n), a);
 	case SFS_K_BYCLASS_DIR:
-		for (uint32_t k = 0; k < in->nclasses; k++)
-			if (!strcmp(name, fs->class_dir[k]))
-				return sfs_tree_attr(fs, sfs_ino(SFS_K_CLASS_DIR, split, k, 0), a);
+		for (uint32_t k = 0; k < in->nclasses; k++) {
+			if (strcmp(name, fs->class_dir[k]))
+				continue;
+			r = by_class_ensure(fs, sp); /* a class without samples is not listed */
+			if (r < 0)
+				return r;
+			if (sp->class_start[k + 1] == sp->class_start[k])
+				return -ENOENT;
+			return sfs_tree_attr(fs, sfs_ino(SFS_K_CLASS_DIR, split, k, 0), a);
+		}
 		return -ENOENT;
 	case SFS_K_CLASS_DIR:
 		if (parse_num(name, img_ext(fs), sp->digits_samples, &n) || n >= sp->count)
@@ -645,12 +722,17 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 		snprintf(name, 256, "%0*" PRIu64 ".sprite", sp->digits_epoch_batches, i);
 		child = sfs_ino(SFS_K_EPOCH_BATCH, split, x, (uint32_t)i);
 		break;
-	case SFS_K_BYCLASS_DIR:
-		if (i >= in->nclasses)
+	case SFS_K_BYCLASS_DIR: {
+		r = by_class_ensure(fs, sp);
+		if (r < 0)
+			return r;
+		if (i >= sp->nclass_listed)
 			return 0;
-		snprintf(name, 256, "%s", fs->class_dir[i]);
-		child = sfs_ino(SFS_K_CLASS_DIR, split, (uint32_t)i, 0);
+		uint32_t k = sp->class_listed[i];
+		snprintf(name, 256, "%s", fs->class_dir[k]);
+		child = sfs_ino(SFS_K_CLASS_DIR, split, k, 0);
 		break;
+	}
 	case SFS_K_CLASS_DIR: {
 		r = sfs_labels_ensure(fs, sp);
 		if (r < 0)

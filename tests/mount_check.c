@@ -440,11 +440,21 @@ static void check_byclass(uint32_t split, uint32_t step)
 		/* class directories are named by class name (docs/FORMAT.md) */
 		snprintf(dir, sizeof(dir), "%s/%.16s/by-class/%s", mnt, sp->name,
 			 in->class_names[c]);
+		/* by-class lists only the classes with samples in the split */
+		uint64_t nwant = 0;
+		for (uint64_t s = 0; s < sp->count; s++) {
+			int bad;
+			if (label_of(split, s, &bad) == c && !bad)
+				nwant++;
+		}
 		DIR *dp = opendir(dir);
 		if (!dp) {
-			FAIL("%s: %s", dir, strerror(errno));
+			if (errno != ENOENT || nwant)
+				FAIL("%s: %s", dir, strerror(errno));
 			continue;
 		}
+		if (!nwant)
+			FAIL("%s: listed, but the class has no sample in the split", dir);
 		char **names = NULL;
 		size_t nn = 0, cap = 0;
 		struct dirent *de;

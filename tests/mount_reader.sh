@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mount_reader.sh - mount/spritefs.py, the Python reader of a mount, with
+# mount_reader.sh - mount/spritefs, the Python reader of a mount (the source), with
 # Debian's /usr/bin/python3: over a real mount in the full and a windowed
 # order, the ids it yields for an epoch (from the epoch views, and gathered
 # from images.npy at another batch size) are the permutation of
@@ -102,9 +102,9 @@ PY
 }
 check_reader "$T/full" full 128 0
 # README.md's example, run as printed over the mount (its mount point replaced)
-awk '/^From Python, `mount\/spritefs.py`/ { f = 1 } f && /^```python/ { p = 1; next }
+awk '/^From Python, the package `spritefs`/ { f = 1 } f && /^```python/ { p = 1; next }
 	p && /^```/ { exit } p' "$SRCDIR/README.md" >"$T/readme.py"
-grep -q "spritefs.EpochDataset" "$T/readme.py" || fail "no spritefs.py example in README.md"
+grep -q "spritefs.EpochDataset" "$T/readme.py" || fail "no spritefs example in README.md"
 sed -i "s|\"/mnt/sprites\"|\"$T/full\"|g" "$T/readme.py"
 if $PY -c "import torch" 2>/dev/null; then
 	$PY "$T/readme.py" >"$T/readme.log" 2>&1 || fail "README.md's example: $(tail -5 "$T/readme.log")"

@@ -2,7 +2,7 @@
 """perm_ref.py - independent Python reference of the sprite permutation.
 
 The algorithm documented in common/perm.h and docs/FORMAT.md is written
-from the documentation (not from perm.c) in mount/spritefs.py, the Python
+from the documentation (not from perm.c) in mount/spritefs/, the Python
 reader of a mount; this front end runs it so that tests/test_perm can compare
 the C implementation against it. Usage:
 
@@ -15,7 +15,7 @@ prints the numbers on one line, space-separated.
 import os
 import sys
 
-# The one copy of the algorithm is the installed reader's (mount/spritefs.py).
+# The one copy of the algorithm is the installed reader's (mount/spritefs/__init__.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mount"))
 from spritefs import Rng, perm, perm_windowed  # noqa: E402
 

@@ -1,9 +1,11 @@
-"""spritefs - read a spritefs mount from Python (numpy; PyTorch when it imports).
+"""spritefs - read a spritefs mount from Python (numpy; PyTorch in spritefs.torch).
 
     import spritefs
     m = spritefs.Mount("/mnt/fmnist")
     for x, y, ids in m.epoch("train", epoch=0, seed=0, batch=64):
-        ...                       # x: uint8 (B, H, W, C), y: int64 (B,), ids: uint32 (B,)
+        ...                       # x: uint8 (B, H, W, C), y: uint16 (B,), ids: uint32 (B,)
+
+    from spritefs.torch import EpochDataset, MapDataset   # (also spritefs.EpochDataset)
 
 The sample order is the documented one (docs/FORMAT.md, "The sample order"):
 splitmix64, a full Fisher-Yates shuffle or the windowed one, as the split's
@@ -19,6 +21,11 @@ takes [b*r//world, b*(r+1)//world). The ranks' shards of a global batch,
 concatenated in rank order, are the global batch. `start_batch` resumes an
 epoch at a (global) batch index.
 
+torchvision's ImageFolder over `<split>/by-class` numbers the classes that
+by-class lists (those with samples in the split) in name order;
+`Mount.by_class_labels(split)[target]` is the store label (labels.npy) of
+ImageFolder's target.
+
 Errors are OSError/ValueError subclasses whose message names the file and
 what is wrong (SpritefsError).
 """
@@ -31,7 +38,7 @@ import struct
 import numpy as np
 
 __all__ = ["Mount", "SpritefsError", "perm", "perm_windowed", "epoch_order",
-           "read_batch", "shard_range", "EpochDataset"]
+           "read_batch", "shard_range", "EpochDataset", "MapDataset"]
 
 M64 = (1 << 64) - 1
 
@@ -184,6 +191,7 @@ class Mount:
             self.view_seed, self.view_count = int(ep["seed"]), int(ep["count"])
             self.view_batch = int(ep["batch"])
             self.classes = list(meta.get("classes", []))
+            self.class_dirs = list(meta.get("class_dirs", self.classes))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise SpritefsError(f"{js}: not a spritefs dataset.json ({type(e).__name__}: {e})") from None
         self.meta = meta
@@ -225,6 +233,11 @@ class Mount:
         for name in names:
             yield read_batch(os.path.join(d, name))
 
+    def nbatches(self, split, batch=64, world=1):
+        """The number of (global) batches of an epoch of split: ceil(count / (batch*world))."""
+        n = self._split(split)["count"]
+        return (n + batch * world - 1) // (batch * world)
+
     def epoch(self, split, epoch, seed=0, batch=64, rank=0, world=1, start_batch=0,
               views=None):
         """Yield (tiles, labels, ids) of each batch of the epoch, this rank's share.
@@ -236,12 +249,19 @@ class Mount:
         and for a short last global batch whose shares are not views,
         gathered from images.npy. views: True to require the views, False to
         gather, None to use them where they serve."""
+        nb = self.nbatches(split, batch, world)
+        if not 0 <= start_batch <= nb:
+            raise ValueError(f"start_batch {start_batch}: the epoch has {nb} batches of {batch * world}")
+        return self.epoch_batches(split, epoch, range(start_batch, nb), seed, batch, rank, world,
+                                  views)
+
+    def epoch_batches(self, split, epoch, which, seed=0, batch=64, rank=0, world=1, views=None):
+        """As epoch(), for the global batch numbers in which (ascending), e.g.
+        range(w, nb, workers) for DataLoader worker w."""
         n = self._split(split)["count"]
         order = self.order(split, epoch, seed)
+        shard_range(batch, rank, world)
         g = batch * world
-        nb = (n + g - 1) // g
-        if not 0 <= start_batch <= nb:
-            raise ValueError(f"start_batch {start_batch}: the epoch has {nb} batches of {g}")
         mode = "gather"
         if views is not False and 0 <= epoch < 2047:
             if g == self.view_batch:
@@ -254,7 +274,7 @@ class Mount:
                                 f"{self.view_batch}, not {want} (mount with -o batch={batch})")
         edir = os.path.join(self.path, split, "epochs", str(seed), str(epoch))
         im = lb = None
-        for b in range(start_batch, nb):
+        for b in which:
             want = order[b * g:min((b + 1) * g, n)]
             lo, hi = shard_range(len(want), rank, world)
             if mode == "global" or (mode == "rank" and len(want) == g):
@@ -277,43 +297,33 @@ class Mount:
                 except OSError as e:
                     raise OSError(e.errno, f"{self.path}/{split}/images.npy: {e.strerror}") from None
 
+    def by_class_labels(self, split):
+        """The store label of each class index that torchvision's ImageFolder
+        gives over <split>/by-class: a list, [target] is the label (labels.npy).
 
-try:
-    import torch
-    from torch.utils.data import IterableDataset as _Base
-except ImportError:  # numpy only
-    torch = None
-    _Base = object
+        by-class lists the classes with samples in the split; ImageFolder
+        numbers them in name order. From dataset.json's by_class_labels, or,
+        for a store without a label table (null there), from the listing."""
+        self._split(split)
+        lab = self.meta["splits"][split].get("by_class_labels")
+        if lab is None:
+            d = os.path.join(self.path, split, "by-class")
+            try:
+                names = sorted(e.name for e in os.scandir(d) if e.is_dir())
+            except OSError as e:
+                raise OSError(e.errno, f"{d}: {e.strerror}") from None
+            index = {name: k for k, name in enumerate(self.class_dirs)}
+            unknown = [name for name in names if name not in index]
+            if unknown:
+                raise SpritefsError(f"{d}: {unknown[0]!r} is not in dataset.json's class_dirs")
+            lab = [index[name] for name in names]
+        return [int(k) for k in lab]
 
 
-class EpochDataset(_Base):
-    """A torch IterableDataset of one split: one epoch per iteration, batched.
-
-    Yields (x, y, ids): x float32 (B, C, H, W) in [0, 1], y int64, ids int64.
-    Use it with DataLoader(ds, batch_size=None). set_epoch(e) picks the epoch
-    (and start_batch resumes it); rank/world shard as Mount.epoch does."""
-
-    def __init__(self, path, split="train", seed=0, batch=64, epoch=0, rank=0, world=1,
-                 start_batch=0, views=None):
-        if torch is None:
-            raise ImportError("spritefs.EpochDataset needs torch")
-        self.mount = Mount(path)
-        self.mount._split(split)
-        self.split, self.seed, self.batch = split, seed, batch
-        self.rank, self.world, self.views = rank, world, views
-        self.set_epoch(epoch, start_batch)
-
-    def set_epoch(self, epoch, start_batch=0):
-        self.epoch, self.start_batch = epoch, start_batch
-
-    def __len__(self):
-        n = self.mount.splits[self.split]["count"]
-        g = self.batch * self.world
-        return (n + g - 1) // g - self.start_batch
-
-    def __iter__(self):
-        for tiles, labels, ids in self.mount.epoch(self.split, self.epoch, self.seed, self.batch,
-                                                   self.rank, self.world, self.start_batch,
-                                                   self.views):
-            x = torch.from_numpy(np.array(tiles)).permute(0, 3, 1, 2).float() / 255.0
-            yield x, torch.from_numpy(labels.astype(np.int64)), torch.from_numpy(ids.astype(np.int64))
+def __getattr__(name):
+    # spritefs.EpochDataset and spritefs.MapDataset: spritefs.torch's, imported (with
+    # torch) on first use, so that the numpy reader does not pay for torch
+    if name in ("EpochDataset", "MapDataset"):
+        from . import torch as _torch
+        return getattr(_torch, name)
+    raise AttributeError(f"module 'spritefs' has no attribute {name!r}")
