@@ -83,8 +83,10 @@ static int cmp_str(const void *a, const void *b)
 /*
  * The visible folders of dir, in byte order, into *names; with outside, its
  * other entries too: a file is not in a class folder, the rest unreadable.
+ * With root_real (the tree's root, resolved), a symbolic link that leads out
+ * of the tree is not followed: left out, and named in outside.
  */
-static int list_dir(const char *dir, char ***names, size_t *count,
+static int list_dir(const char *dir, const char *root_real, char ***names, size_t *count,
 		    struct sprite_folder_entries *outside, char *err, size_t errcap)
 {
 	struct sprite_dirent **e;
@@ -101,6 +103,18 @@ static int list_dir(const char *dir, char ***names, size_t *count,
 	if (!v)
 		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < ne; i++) {
+		if (root_real && e[i]->link && e[i]->kind) {
+			char *p = sprite_path_join(dir, e[i]->name);
+			if (!p || sprite_path_inside(p, root_real) != 1) {
+				r = !p	      ? -ENOMEM
+				    : outside ? sprite_folder_entries_push(outside, p, 0,
+									   SPRITE_FOLDER_LINK_OUT)
+					      : 0;
+				free(p);
+				continue;
+			}
+			free(p);
+		}
 		if (e[i]->kind == 'd') {
 			if (!(v[n++] = strdup(e[i]->name)))
 				r = -ENOMEM;
@@ -135,15 +149,15 @@ static int has_subdir(const char *dir)
 {
 	char **v;
 	size_t n;
-	if (list_dir(dir, &v, &n, NULL, NULL, 0) < 0)
+	if (list_dir(dir, NULL, &v, &n, NULL, NULL, 0) < 0)
 		return 0;
 	free_names(v, n);
 	return n > 0;
 }
 
 /* Add split (name, dir) to f, taking dir; its class folders listed, its other entries kept. */
-static int add_split(struct sprite_folder *f, const char *name, char *dir, int list, char *err,
-		     size_t errcap)
+static int add_split(struct sprite_folder *f, const char *name, char *dir, int list,
+		     const char *root_real, char *err, size_t errcap)
 {
 	struct sprite_folder_split *sp = &f->splits[f->nsplits];
 	memset(sp, 0, sizeof *sp);
@@ -152,7 +166,9 @@ static int add_split(struct sprite_folder *f, const char *name, char *dir, int l
 	f->nsplits++;
 	if (!sp->dir || !sp->name)
 		return seterr(err, errcap, -ENOMEM, "out of memory");
-	return list ? list_dir(dir, &sp->classes, &sp->nclasses, &sp->outside, err, errcap) : 0;
+	return list ? list_dir(dir, root_real, &sp->classes, &sp->nclasses, &sp->outside, err,
+			       errcap)
+		    : 0;
 }
 
 /* The sorted union of the class folders of every split. */
@@ -185,9 +201,14 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, siz
 	memset(f, 0, sizeof *f);
 	char **top;
 	size_t ntop;
-	int r = list_dir(root, &top, &ntop, &f->outside, err, errcap);
-	if (r < 0)
+	char *real = realpath(root, NULL); /* links below it must stay inside */
+	if (!real)
+		return seterr(err, errcap, -errno, "%s: cannot open: %s", root, strerror(errno));
+	int r = list_dir(root, real, &top, &ntop, &f->outside, err, errcap);
+	if (r < 0) {
+		free(real);
 		return r;
+	}
 	for (size_t i = 0; i < ntop && !f->split_layout; i++) {
 		char *p = sprite_path_join(root, top[i]);
 		f->split_layout = p && is_split_name(top[i]) && has_subdir(p);
@@ -199,7 +220,7 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, siz
 		r = seterr(err, errcap, -ENOMEM, "out of memory");
 	} else if (!f->split_layout) {
 		/* The root is the split "train", its folders the classes. */
-		r = add_split(f, "train", strdup(root), 0, err, errcap);
+		r = add_split(f, "train", strdup(root), 0, real, err, errcap);
 		if (r == 0) {
 			f->splits[0].classes = top;
 			f->splits[0].nclasses = ntop;
@@ -215,12 +236,13 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, siz
 				if (!p)
 					r = seterr(err, errcap, -ENOMEM, "out of memory");
 				else if (has_subdir(p))
-					r = add_split(f, top[i], p, 1, err, errcap);
+					r = add_split(f, top[i], p, 1, real, err, errcap);
 				else
 					f->bare[f->nbare++] = p;
 			}
 	}
 	free_names(top, ntop);
+	free(real);
 	return r < 0 ? r : union_classes(f, err, errcap);
 }
 

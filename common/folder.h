@@ -21,7 +21,12 @@
  *     whether a file decodes is for the reader to find out;
  *   - an entry beside the class folders (at the top, or in a split folder)
  *     is not in a class folder; one that is neither a file nor a folder (a
- *     dangling link, a FIFO) is "unreadable", for a strict reader to refuse.
+ *     dangling link, a FIFO) is "unreadable", for a strict reader to refuse;
+ *   - symbolic links are followed only where they stay inside the tree (a
+ *     split or class folder: inside the root; anything below a class folder:
+ *     inside that class folder); the others are passed over and named
+ *     (SPRITE_FOLDER_LINK_OUT, SPRITE_WALK_OUTSIDE), so that a tree packed by
+ *     root cannot bring in a file its owner may not read.
  *
  * The listing is done in two steps so that each reader can tell what it
  * passes over in its own order: sprite_folder_list() reads the folders
@@ -36,6 +41,7 @@
 
 #define SPRITE_FOLDER_OUTSIDE	 "not in a class folder"
 #define SPRITE_FOLDER_NO_CLASSES "no class folders in it"
+#define SPRITE_FOLDER_LINK_OUT	 "a symbolic link out of the source tree: not followed"
 
 /* An entry of the tree that is not a sample, and why. */
 struct sprite_folder_entry {

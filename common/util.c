@@ -579,6 +579,12 @@ int sprite_list_dir(const char *dir, struct sprite_dirent ***out, size_t *count)
 			break;
 		}
 		e->kind = kind;
+		e->link = de->d_type == DT_LNK;
+		if (de->d_type == DT_UNKNOWN) { /* file systems that do not fill d_type */
+			struct stat ls;
+			e->link = fstatat(dirfd(d), de->d_name, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+				  S_ISLNK(ls.st_mode);
+		}
 		memcpy(e->name, de->d_name, l);
 		e->why = why ? memcpy(e->name + l, why, wl) : NULL;
 		v[n++] = e;
@@ -595,6 +601,7 @@ int sprite_list_dir(const char *dir, struct sprite_dirent ***out, size_t *count)
 }
 
 struct walk {
+	const char *top_real; /* the walk's folder, resolved: links must stay inside */
 	int (*file)(void *ctx, char *path);
 	int (*ignored)(void *ctx, const char *path, int unreadable, const char *why);
 	void *ctx;
@@ -650,7 +657,10 @@ static int walk_dir(struct walk *w, const char *dir)
 		char *p = sprite_path_join(dir, v[i]->name);
 		if (!p)
 			r = walk_fail(w, dir, ENOMEM, "out of memory listing the folder", "");
-		else if (v[i]->kind == 'd')
+		else if (v[i]->link && v[i]->kind && sprite_path_inside(p, w->top_real) != 1) {
+			if (w->ignored)
+				r = w->ignored(w->ctx, p, 0, SPRITE_WALK_OUTSIDE);
+		} else if (v[i]->kind == 'd')
 			r = walk_dir(w, p);
 		else if (v[i]->kind == 'f') {
 			r = w->file(w->ctx, p);
@@ -670,10 +680,32 @@ int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
 		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
 		      void *ctx, char *err, size_t errcap)
 {
-	struct walk w = {file, ignored, ctx, err, errcap, 0, {0}, {0}};
 	if (errcap)
 		err[0] = 0;
-	return walk_dir(&w, dir);
+	char *real = realpath(dir, NULL);
+	if (!real) {
+		int e = errno;
+		char shown[1024];
+		snprintf(err, errcap, "%s: cannot open: %s", sprite_escape(dir, shown, sizeof shown),
+			 strerror(e));
+		return -e;
+	}
+	struct walk w = {real, file, ignored, ctx, err, errcap, 0, {0}, {0}};
+	int r = walk_dir(&w, dir);
+	free(real);
+	return r;
+}
+
+int sprite_path_inside(const char *path, const char *top_real)
+{
+	char *real = realpath(path, NULL);
+	if (!real)
+		return -errno;
+	size_t n = strlen(top_real);
+	int in = !strncmp(real, top_real, n) &&
+		 (real[n] == '/' || !real[n] || (n == 1 && top_real[0] == '/'));
+	free(real);
+	return in;
 }
 
 void sprite_mountinfo_unescape(char *s)

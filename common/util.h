@@ -99,6 +99,7 @@ char *sprite_path_join(const char *dir, const char *name);
 /* A visible entry of a folder, as sprite_list_dir gives it. */
 struct sprite_dirent {
 	char kind;	 /* 'd' a folder, 'f' a regular file (links followed), 0 neither */
+	char link;	 /* 1: the entry is a symbolic link (kind is its target's) */
 	const char *why; /* kind 0: what it is instead ("a dangling symbolic link", "a FIFO") */
 	char name[];
 };
@@ -128,6 +129,20 @@ void sprite_dirents_free(struct sprite_dirent **v, size_t n);
  * or -errno with a message naming the folder (escaped) in err (errcap bytes).
  */
 #define SPRITE_WALK_LOOP "a symbolic link back to a folder above it: not entered again"
+/*
+ * Symbolic links are followed only where they stay inside dir (the class
+ * folder): one that leads elsewhere, even to another folder of the same tree
+ * (a/zz -> .. would read class b again as class a), is passed over with
+ * unreadable 0 and why SPRITE_WALK_OUTSIDE, so a tree cannot lend its
+ * reader (root, for spritefs) a file the tree's owner may not read.
+ */
+#define SPRITE_WALK_OUTSIDE "a symbolic link out of its class folder: not followed"
+
+/*
+ * Whether path, resolved (realpath), lies inside the resolved folder top
+ * (or is top itself): 1, 0, or -errno when path cannot be resolved.
+ */
+int sprite_path_inside(const char *path, const char *top_real);
 int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
 		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
 		      void *ctx, char *err, size_t errcap);
