@@ -373,7 +373,8 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	if (!s)
 		return sprite_fail(err, -ENOMEM, "out of memory");
 	pthread_mutex_init(&s->paths_lock, NULL);
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as a store fails below instead of hanging in open */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (s->fd < 0) {
 		r = sprite_fail(err, -errno, "%s", strerror(errno));
 		goto out;
@@ -383,8 +384,13 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		r = sprite_fail(err, -(S_ISDIR(st.st_mode) ? EISDIR : EINVAL),
-				"not a regular file");
+		r = sprite_fail(err, -(S_ISDIR(st.st_mode) ? EISDIR : EINVAL), "%s",
+				S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file"
+						     : "not a regular file");
+		goto out;
+	}
+	if (fcntl(s->fd, F_SETFL, 0) < 0) {
+		r = sprite_fail(err, -errno, "%s", strerror(errno));
 		goto out;
 	}
 	uint64_t size = (uint64_t)st.st_size;
@@ -894,6 +900,84 @@ int64_t sprite_store_verify_sheets(const sprite_store *s,
 	}
 	free(raw);
 	return bad;
+}
+
+struct extent {
+	uint64_t off, len;
+	const char *what;
+};
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct extent *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int sprite_store_verify_padding(const sprite_store *s, char *err)
+{
+	struct sprite_header h;
+	int r = pread_full(s->fd, &h, sizeof h, 0);
+	if (r < 0)
+		return sprite_fail(err, r, "reading the header: %s", strerror(-r));
+	for (size_t i = 0; i < sizeof h.pad; i++)
+		if (h.pad[i])
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "header byte %zu is %u: the header's padding must be zero",
+					   520 + i, h.pad[i]);
+	size_t n = 0, cap = (size_t)s->info.nsheets + 6;
+	struct extent *e = malloc(cap * sizeof *e);
+	if (!e)
+		return sprite_fail(err, -ENOMEM, "out of memory");
+	e[n++] = (struct extent){0, SPRITE_HEADER_SIZE, "the header"};
+	e[n++] = (struct extent){h.index_offset, h.index_size, "the sheet index"};
+	e[n++] = (struct extent){h.names_offset, h.names_size, "the class names"};
+	if (h.version >= 3 && h.labels_offset)
+		e[n++] = (struct extent){h.labels_offset, h.labels_size, "the label table"};
+	if (h.version >= 3 && h.paths_offset)
+		e[n++] = (struct extent){h.paths_offset, h.paths_size, "the path table"};
+	if (h.skipped_offset)
+		e[n++] = (struct extent){h.skipped_offset, h.skipped_size, "the skipped list"};
+	for (uint32_t i = 0; i < s->info.nsheets; i++) {
+		if (s->sheets[i].reserved) {
+			free(e);
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "sheet %u: its index entry's reserved byte is %u, not 0", i,
+					   s->sheets[i].reserved);
+		}
+		e[n++] = (struct extent){s->sheets[i].offset, s->sheets[i].stored_size, "a sheet"};
+	}
+	sprite_sort(e, n, sizeof *e, cmp_extent);
+	/* Every byte outside the extents, up to the end of the file, is padding: zero. */
+	uint8_t buf[65536];
+	uint64_t at = 0, end = s->info.file_size;
+	const char *after = "the start";
+	r = 0;
+	for (size_t i = 0; i <= n && r == 0; i++) {
+		uint64_t stop = i < n ? e[i].off : end;
+		while (at < stop && r == 0) {
+			size_t len = stop - at < sizeof buf ? (size_t)(stop - at) : sizeof buf;
+			if ((r = pread_full(s->fd, buf, len, at)) < 0) {
+				sprite_fail(err, r, "reading offset %llu: %s", (unsigned long long)at,
+					    strerror(-r));
+				break;
+			}
+			for (size_t k = 0; k < len; k++)
+				if (buf[k]) {
+					r = sprite_fail(err, -SPRITE_ECORRUPT,
+							"byte %llu is %u: the padding after %s "
+							"must be zero",
+							(unsigned long long)(at + k), buf[k], after);
+					break;
+				}
+			at += len;
+		}
+		if (i < n && e[i].off + e[i].len > at) {
+			at = e[i].off + e[i].len;
+			after = e[i].what;
+		}
+	}
+	free(e);
+	return r;
 }
 
 static void first_bad(void *ctx, uint32_t sheet, int error, const char *why)

@@ -165,6 +165,15 @@ int sprite_store_locate(const sprite_store *s, uint32_t split, uint64_t sample, 
 int sprite_store_verify(const sprite_store *s, char *err);
 
 /*
+ * Check that every byte the format declares zero is zero: the header's
+ * padding, the sheet index entries' reserved bytes, and every byte between
+ * and after the sections (each padded to 4096). Nothing here is covered by a
+ * checksum but the header's pad, so a store could carry anything there.
+ * Returns 0, or -SPRITE_ECORRUPT naming the first bad byte's offset.
+ */
+int sprite_store_verify_padding(const sprite_store *s, char *err);
+
+/*
  * The same over every sheet, going on past bad ones (spritefs-pack
  * --verify): on_bad (may be NULL) is called, in sheet order, once per bad
  * sheet with its number, its positive error code (errno or SPRITE_E*) and a

@@ -396,12 +396,14 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 		}
 		o->cache_bytes = v;
 		if (v > ram_bytes()) {
+			/* a budget the machine cannot hold bounds nothing: refused, not warned */
 			char a[32], b[32];
 			fprintf(stderr,
-				"spritefs: warning: -o cache=%s is more than this machine's memory "
-				"(%s): a store larger than the memory would be paged out\n",
+				"spritefs: -o cache=%s is more than this machine's memory (%s): "
+				"give at most that\n",
 				sprite_fmt_size(v, a, sizeof(a)),
 				sprite_fmt_size(ram_bytes(), b, sizeof(b)));
+			return -1;
 		}
 	}
 	if (c->prealloc) {

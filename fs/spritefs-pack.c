@@ -254,6 +254,15 @@ static int do_verify(const char *path, int quiet)
 			return 1;
 		}
 	}
+	/* and the bytes no checksum covers: what the format declares zero */
+	pr = sprite_store_verify_padding(s, perr);
+	if (pr < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, perr[0] ? perr : strerror(-pr));
+		if (bad == 0) {
+			sprite_store_close(s);
+			return 1;
+		}
+	}
 	if (bad != 0) {
 		if (bad < 0)
 			fprintf(stderr, PROG ": %s: %s\n", path,

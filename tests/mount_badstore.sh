@@ -70,10 +70,13 @@ usage_case "spritefs: no mount point given" -f -o cache=64M
 usage_case "unexpected argument 'three'" one two three
 usage_case "bad FUSE options" -f -o no_such_fuse_option -o cachedir="$T/cache" "$T/noimages" "$T/mnt"
 usage_case "bad FUSE options" --no-such-flag "$T/good.sprites" "$T/mnt"
-# a cache larger than the machine's memory is taken, with a warning
-"$SPRITEFS" -f -o cache=1P "$T/good.sprites" "$T/nomnt" >"$T/out.log" 2>&1
-grep -q "warning: -o cache=1.0 PiB is more than this machine's memory" "$T/out.log" ||
-	fail "no warning for cache=1P: $(cat "$T/out.log")"
+# a cache larger than the machine's memory is refused (issue 29): it would bound nothing
+rc=0
+"$SPRITEFS" -f -o cache=99999999G "$T/good.sprites" "$T/mnt" >"$T/out.log" 2>&1 || rc=$?
+[[ $rc -ne 0 ]] || fail "cache=99999999G: exit 0"
+grep -q "spritefs: -o cache=.* is more than this machine's memory" "$T/out.log" ||
+	fail "cache=99999999G not refused by name: $(cat "$T/out.log")"
+is_mounted "$T/mnt" && fail "cache=99999999G: mounted anyway"
 # mount points: missing, a file, and a mount whose daemon was killed; each is
 # refused at once (before any packing), naming the mount point
 : >"$T/plainfile"
