@@ -1,10 +1,15 @@
 /*
  * test_checkpoint.c - hntrain's checkpoint file, read back field by field:
- * a version-2 file keeps the schedule; a version-1 file (no schedule) still
- * loads, with has_schedule 0; a future version, a schedule field out of
- * range, a flipped byte and a short file are refused with a message that
- * names the file and the problem.
+ * a version-3 file keeps the schedule and the position inside an epoch; a
+ * version-2 file (no position) and a version-1 file (no schedule) still
+ * load; a future version, a flipped byte and a short file are refused with
+ * a message that names the file and the problem. So is a file resealed
+ * (its checksum computed again, as the format does) over a bad field: each
+ * count and index out of range (accum 0 would divide by zero), counts that
+ * disagree (the steps with the epochs and the position), and a NaN or
+ * infinite weight, optimizer value or header float, named by field.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +20,7 @@
 #include "tests/check.h"
 #include "trainer/app.h"
 
-enum { NP = 37, HDR = 512 };
+enum { NP = 37, HDR = 640, OLD_HDR = 512 };
 
 static char dir[] = "/tmp/test_checkpoint.XXXXXX";
 
@@ -56,6 +61,27 @@ static void put_f64(uint8_t *b, size_t off, double v)
 {
 	memcpy(b + off, &v, 8);
 }
+static void put_u64(uint8_t *b, size_t off, uint64_t v)
+{
+	memcpy(b + off, &v, 8);
+}
+static void put_f32(uint8_t *b, size_t off, float v)
+{
+	memcpy(b + off, &v, 4);
+}
+
+/*
+ * The version-3 file orig (len bytes) as an older version writes it: no
+ * position block (bytes 512..639), header_size 512. Returns its length.
+ */
+static size_t to_old(uint8_t *b, const uint8_t *orig, size_t len, uint32_t version)
+{
+	memcpy(b, orig, OLD_HDR);
+	memcpy(b + OLD_HDR, orig + HDR, len - HDR);
+	put_u32(b, 8, version);
+	put_u32(b, 12, OLD_HDR);
+	return len - (HDR - OLD_HDR);
+}
 
 /* Loading path must fail, and its message name the file and contain words. */
 static void expect_refused(const char *what, const char *path, const char *words)
@@ -70,6 +96,17 @@ static void expect_refused(const char *what, const char *path, const char *words
 		hn_checkpoint_free(&c);
 	else
 		printf("%s: %s\n", what, err);
+}
+
+/* orig with a field changed and the checksum made valid again must be refused. */
+static void expect_resealed_refused(const char *what, const uint8_t *orig, size_t len, uint8_t *b,
+				    const char *path, size_t off, const void *v, size_t vlen,
+				    const char *words)
+{
+	memcpy(b, orig, len);
+	memcpy(b + off, v, vlen);
+	spit_resummed(path, b, len);
+	expect_refused(what, path, words);
 }
 
 int main(void)
@@ -95,7 +132,7 @@ int main(void)
 		.nparams = NP,
 		.optim = {.kind = HN_OPT_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
 		.epoch = 2,
-		.step = 40,
+		.step = 16, /* 500 samples / 32 = 16 batches, / accum 2 = 8 steps per epoch */
 		.seed = 11,
 		.batch = 32,
 		.accum = 2,
@@ -118,7 +155,7 @@ int main(void)
 	struct hn_checkpoint r;
 	CHECK(hn_checkpoint_load(path, &r, err) == 0, "load: %s", err);
 	CHECK(!strcmp(r.spec, w.spec), "spec %s", r.spec);
-	CHECK(r.nparams == NP && r.epoch == 2 && r.step == 40 && r.seed == 11 && r.batch == 32 &&
+	CHECK(r.nparams == NP && r.epoch == 2 && r.step == 16 && r.seed == 11 && r.batch == 32 &&
 		      r.accum == 2 && r.train_count == 500,
 	      "counters differ");
 	CHECK(r.optim.kind == HN_OPT_ADAM && r.optim.beta2 == 0.999f, "optimizer differs");
@@ -138,21 +175,128 @@ int main(void)
 		return 1;
 	uint8_t *b = malloc(len);
 
+	CHECK(r.batch_in_epoch == 0 && r.reason == HN_CKPT_EPOCH_END, "an epoch's end: position");
+
+	/* Version 2: no position block; it loads as an epoch's end. */
+	size_t olen = to_old(b, orig, len, 2);
+	spit_resummed(bad, b, olen);
+	CHECK(hn_checkpoint_load(bad, &r, err) == 0, "version 2: %s", err);
+	CHECK(r.has_schedule == 1 && r.epoch == 2 && r.step == 16 && r.batch_in_epoch == 0 &&
+		      r.lr == 0.003,
+	      "version 2 differs");
+	CHECK(!memcmp(r.params, params, sizeof params), "version 2: parameters differ");
+	CHECK(!memcmp(r.opt, opt, sizeof opt), "version 2: optimizer state differs");
+	hn_checkpoint_free(&r);
+
 	/* Version 1: the same header without the schedule (bytes 376..423 zero). */
-	memcpy(b, orig, len);
-	put_u32(b, 8, 1);
+	to_old(b, orig, len, 1);
 	memset(b + 376, 0, 48);
-	spit_resummed(bad, b, len);
+	spit_resummed(bad, b, olen);
 	CHECK(hn_checkpoint_load(bad, &r, err) == 0, "version 1: %s", err);
-	CHECK(r.has_schedule == 0 && r.epoch == 2 && r.step == 40, "version 1: has_schedule %d",
+	CHECK(r.has_schedule == 0 && r.epoch == 2 && r.step == 16, "version 1: has_schedule %d",
 	      r.has_schedule);
 	CHECK(!memcmp(r.params, params, sizeof params), "version 1: parameters differ");
 	hn_checkpoint_free(&r);
+	/* An old version with a position block (header_size 640) is not one hntrain wrote. */
+	memcpy(b, orig, len);
+	put_u32(b, 8, 2);
+	spit_resummed(bad, b, len);
+	expect_refused("version 2 of 640 bytes", bad, "version 2");
 
 	memcpy(b, orig, len);
-	put_u32(b, 8, 3);
+	put_u32(b, 8, 4);
 	spit_resummed(bad, b, len);
-	expect_refused("version 3", bad, "version 3");
+	expect_refused("version 4", bad, "version 4");
+
+	/* Inside epoch 3: 6 of its 16 batches (3 steps) trained, with its sums so far. */
+	struct hn_checkpoint mid = w;
+	mid.batch_in_epoch = 6;
+	mid.step = 16 + 3;
+	mid.ep_seen = 190; /* 192 planned, 2 images that did not decode */
+	mid.ep_correct = 77;
+	mid.ep_loss = 201.5;
+	mid.reason = HN_CKPT_SIGNAL;
+	CHECK(hn_checkpoint_save(bad, &mid, err) == 0, "save inside an epoch: %s", err);
+	CHECK(hn_checkpoint_load(bad, &r, err) == 0, "load inside an epoch: %s", err);
+	CHECK(r.epoch == 2 && r.step == 19 && r.batch_in_epoch == 6 && r.ep_seen == 190 &&
+		      r.ep_correct == 77 && r.ep_loss == 201.5 && r.reason == HN_CKPT_SIGNAL,
+	      "position differs: batch %llu step %llu", (unsigned long long)r.batch_in_epoch,
+	      (unsigned long long)r.step);
+	hn_checkpoint_free(&r);
+	uint8_t *mb = slurp(bad, &len);
+	CHECK(mb && len == HDR + 3 * NP * 4 + 8, "mid file is %zu bytes", len);
+	if (!mb)
+		return 1;
+
+	/* Resealed over bad fields: refused by name. Offsets as docs/HNTRAIN.md has them. */
+	struct {
+		const char *what;
+		size_t off, len;
+		uint64_t v;
+		const char *words;
+	} ints[] = {
+		{"accum 0", 348, 4, 0, "accum is 0"},
+		{"accum 70000", 348, 4, 70000, "accum is 70000"},
+		{"batch 0", 344, 4, 0, "batch is 0"},
+		{"nclasses 0", 284, 4, 0, "nclasses is 0"},
+		{"in_c 0", 272, 4, 0, "in_c is 0"},
+		{"nranks 100000", 440, 4, 100000, "nranks is 100000"},
+		{"train_count 2^40", 360, 8, 1ull << 40, "train_count is"},
+		{"train_count 0", 360, 8, 0, "train_count is 0"},
+		{"epoch 2^60", 320, 8, 1ull << 60, "epoch is"},
+		{"step beyond the epoch", 328, 8, 25, "step is 25"},
+		{"window 2^31", 352, 4, 1u << 31, "window is"},
+		{"warmup 2^40", 408, 8, 1ull << 40, "warmup is"},
+		{"batch_in_epoch beyond the epoch", 512, 8, 17, "batch_in_epoch is 17"},
+		{"batch_in_epoch inside a group", 512, 8, 5, "inside a group of --accum 2"},
+		{"global_batch", 528, 8, 64, "global_batch is 64"},
+		{"samples_in_epoch", 520, 8, 1000, "samples_in_epoch is 1000"},
+		{"ep_seen", 536, 8, 193, "ep_seen is 193"},
+		{"ep_correct above ep_seen", 544, 8, 191, "ep_correct is 191"},
+		{"reason 9", 560, 4, 9, "reason is 9"},
+	};
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+		expect_resealed_refused(ints[i].what, mb, len, b, bad, ints[i].off, &ints[i].v,
+					ints[i].len, ints[i].words);
+	float fnan = NAN, finf = INFINITY, fneg = -1;
+	double dnan = NAN;
+	expect_resealed_refused("a NaN weight", mb, len, b, bad, HDR + 5 * 4, &fnan, 4,
+				"params[5] is nan");
+	expect_resealed_refused("an infinite weight", mb, len, b, bad, HDR + 36 * 4, &finf, 4,
+				"params[36] is inf");
+	expect_resealed_refused("a NaN in adam's m", mb, len, b, bad, HDR + (NP + 2) * 4, &fnan,
+				4, "adam_m[2] is nan");
+	expect_resealed_refused("a negative adam v", mb, len, b, bad, HDR + (2 * NP + 3) * 4,
+				&fneg, 4, "adam_v[3] is -1, expected a finite non-negative");
+	expect_resealed_refused("a NaN beta2", mb, len, b, bad, 308, &fnan, 4, "beta2 is nan");
+	expect_resealed_refused("a NaN momentum", mb, len, b, bad, 300, &fnan, 4,
+				"momentum is nan");
+	expect_resealed_refused("an infinite weight decay", mb, len, b, bad, 316, &finf, 4,
+				"weight_decay is inf");
+	expect_resealed_refused("a NaN epoch loss", mb, len, b, bad, 552, &dnan, 8,
+				"ep_loss is nan");
+	expect_resealed_refused("a NaN gamma", mb, len, b, bad, 384, &dnan, 8,
+				"corrupt checkpoint header");
+	/* The last epoch done with a position inside the next, beyond the run. */
+	memcpy(b, mb, len);
+	put_u64(b, 392, 2); /* epochs planned: 2, done: 2, and 6 batches of a third */
+	spit_resummed(bad, b, len);
+	expect_refused("a position beyond the run", bad, "beyond the run's 2 epochs");
+	/* A momentum checkpoint's buffer is checked too. */
+	struct hn_checkpoint mom = w;
+	mom.optim.kind = HN_OPT_MOMENTUM;
+	mom.optim.momentum = 0.9f;
+	CHECK(hn_checkpoint_save(bad, &mom, err) == 0, "save momentum: %s", err);
+	size_t mlen = 0;
+	uint8_t *mo = slurp(bad, &mlen);
+	if (mo && mlen == HDR + 2 * NP * 4 + 8) {
+		put_f32(mo, HDR + (NP + 7) * 4, NAN);
+		spit_resummed(bad, mo, mlen);
+		expect_refused("a NaN in the momentum buffer", bad, "momentum_buffer[7] is nan");
+	} else
+		CHECK(0, "momentum file is %zu bytes", mlen);
+	free(mo);
+	free(mb);
 
 	memcpy(b, orig, len);
 	put_f64(b, 376, -1); /* lr */

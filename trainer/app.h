@@ -57,6 +57,9 @@ struct hn_loader_config {
 	uint64_t seed;
 	uint32_t window;
 	uint64_t first_epoch, end_epoch;
+	/* training batches of first_epoch already trained (a mid-epoch --resume): the
+	 * sequence starts at the next one, or at the test split when all are */
+	uint64_t first_batch;
 	int eval;	       /* also deliver the test split after each epoch */
 	int eval_only;	       /* only the test split, once (needs eval): evaluating a
 				  checkpoint that has all its epochs */
@@ -93,7 +96,10 @@ void hn_rank_share(uint64_t g, int batch, int rank, int nranks, uint64_t *lo, ui
 /* ---- checkpoint.c ---- */
 
 #define HN_CKPT_MAGIC	"HNCKPT\0\0"
-#define HN_CKPT_VERSION 2u /* 1 is still read: it has no schedule */
+#define HN_CKPT_VERSION 3u /* 1 (no schedule) and 2 (no position in the epoch) are still read */
+
+/* Why a checkpoint was written (version 3 on; informational). */
+enum hn_ckpt_reason { HN_CKPT_EPOCH_END, HN_CKPT_EVERY, HN_CKPT_SIGNAL };
 
 struct hn_checkpoint {
 	char spec[256]; /* --model as given */
@@ -117,7 +123,18 @@ struct hn_checkpoint {
 	uint32_t sched; /* 0 constant, 1 step, 2 cosine */
 	double lr, gamma;
 	uint64_t step_epochs, warmup, epochs;
-	float *params; /* nparams */
+	/*
+	 * Version 3 on: the position in epoch `epoch` (0-based: the epochs
+	 * completed) of a checkpoint written between two optimizer steps
+	 * (--checkpoint-every, a signal): the global batches of it trained
+	 * (all of them: trained, its evaluation left), and that epoch's sums so
+	 * far over every rank. All 0 at an epoch's end and in older files.
+	 */
+	uint64_t batch_in_epoch;
+	uint64_t ep_seen, ep_correct;
+	double ep_loss;
+	uint32_t reason; /* enum hn_ckpt_reason */
+	float *params;	 /* nparams */
 	float *opt;    /* nparams * hn_optim_state_per_param */
 };
 

@@ -293,11 +293,14 @@ static int preload(const struct hn_opts *o, hn_source *src)
 static int plan_run(const struct hn_opts *o, const struct hn_checkpoint *ck, struct hn_train *t)
 {
 	hn_train_init(t, ck);
-	if (o->resume && ck->step != t->first_epoch * t->steps_per_epoch)
+	uint64_t in_epoch = (ck->batch_in_epoch + (uint64_t)o->accum - 1) / (uint64_t)o->accum;
+	if (o->resume && (ck->batch_in_epoch > t->nb_train ||
+			  ck->step != t->first_epoch * t->steps_per_epoch + in_epoch))
 		return hn_error("--resume: %" PRIu64 " steps after %" PRIu64
-				" epochs do not match --batch %d --accum %d over %" PRIu64
-				" samples",
-				ck->step, ck->epoch, o->batch, o->accum, t->ntrain);
+				" epochs and %" PRIu64 " batches do not match --batch %d --accum %d"
+				" over %" PRIu64 " samples",
+				ck->step, ck->epoch, ck->batch_in_epoch, o->batch, o->accum,
+				t->ntrain);
 	if (o->log && t->rank == 0) {
 		char why[SPRITE_ERR_MAX];
 		int fd = sprite_open_append(o->log, why);
@@ -327,8 +330,14 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 	       o->lr, o->batch, o->accum, o->seed);
 	printf("backend: %s; %d loaders, queue %d\n", t->be->describe(t->st), o->loaders, o->queue);
 	if (o->resume)
-		printf("resumed from %s after epoch %" PRIu64 " (step %" PRIu64 ")\n", o->resume,
-		       ck->epoch, ck->step);
+		printf("resumed from %s after epoch %" PRIu64 "%s (step %" PRIu64 ")\n", o->resume,
+		       ck->epoch, ck->batch_in_epoch ? " and part of the next" : "", ck->step);
+	if (o->resume && ck->batch_in_epoch)
+		printf("continuing epoch %" PRIu64 " at global batch %" PRIu64 " of %" PRIu64
+		       " (sample %" PRIu64 " of its order)\n",
+		       ck->epoch + 1, ck->batch_in_epoch, t->nb_train,
+		       ck->batch_in_epoch * t->gbatch < t->ntrain ? ck->batch_in_epoch * t->gbatch
+								  : t->ntrain);
 }
 
 /*
@@ -578,6 +587,13 @@ int main(int argc, char **argv)
 	if (!o.quiet)
 		print_header(&o, &ck, &t);
 	hn_train_run(&t); /* exits 1 itself on a failure inside the loop */
+	if (t.stopped) { /* by a signal, its checkpoint written (train.h) */
+		rc = HN_EXIT_STOPPED;
+		if (t.logf)
+			fclose(t.logf);
+		hn_dist_finalize();
+		goto out_backend;
+	}
 	rc = report(&o, &t) < 0 ? 1 : 0;
 	if (t.logf)
 		fclose(t.logf);

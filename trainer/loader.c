@@ -118,8 +118,9 @@ static double thread_cpu_s(void)
 }
 
 /*
- * --augment on a training batch just read: sample i is number
- * index * batch + i of the epoch's order, whichever loader read it. Timed
+ * --augment on a training batch just read: sample i is number first + i of
+ * the epoch's order (first: this rank's share of global batch index), the
+ * same number whatever the ranks and whichever loader read it. Timed
  * in this thread's CPU time, apart from the read, so that data wait still
  * measures the storage.
  */
@@ -127,10 +128,12 @@ static void augment_batch(hn_loader *l, struct hn_batch *b, uint8_t *tmp)
 {
 	const struct hn_source_info *si = hn_source_info(l->c.src);
 	double t0 = thread_cpu_s();
+	uint64_t n;
+	int view;
+	uint64_t first = share(l, b->index, l->ntrain, &n, &view);
 	for (int i = 0; i < b->n; i++)
-		hn_augment_tile(l->c.aug, l->c.seed, b->epoch,
-				b->index * (uint64_t)l->c.batch + (uint64_t)i, si->h, si->w, si->c,
-				b->tiles + (size_t)i * l->tile_bytes, tmp);
+		hn_augment_tile(l->c.aug, l->c.seed, b->epoch, first + (uint64_t)i, si->h, si->w,
+				si->c, b->tiles + (size_t)i * l->tile_bytes, tmp);
 	b->augment_s = thread_cpu_s() - t0;
 }
 
@@ -213,6 +216,8 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 	l->total = c->eval_only			   ? l->per_epoch
 		   : c->end_epoch > c->first_epoch ? (c->end_epoch - c->first_epoch) * l->per_epoch
 						   : 0;
+	if (!c->eval_only && l->total && c->first_batch <= l->ntrain_b) /* mid-epoch resume */
+		l->next_claim = l->next_deliver = c->first_batch;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->loader_cv, NULL);
 	pthread_cond_init(&l->consumer_cv, NULL);

@@ -119,6 +119,11 @@ static void usage(FILE *f)
 		"folder\n"
 		"                       is checked first); FILE must be new, empty or a\n"
 		"                       checkpoint, and not in the data\n"
+		"  --checkpoint-every N also write --checkpoint every N optimizer steps, or Nm:\n"
+		"                       every N minutes, inside an epoch (at a step boundary)\n"
+		"                       SIGTERM or SIGINT with --checkpoint: checkpoint at the\n"
+		"                       next step boundary and exit 75; SIGUSR1: checkpoint there\n"
+		"                       and go on\n"
 		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
 		"                       epochs too, unless given here); one with all the run's\n"
 		"                       epochs is evaluated on the test split\n"
@@ -307,6 +312,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		O_PLAN,
 		O_CHECKPOINT,
 		O_RESUME,
+		O_CKPT_EVERY,
 		O_LOG,
 		O_EXPORT,
 		O_STRICT,
@@ -355,6 +361,7 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		{"plan", no_argument, 0, O_PLAN},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT},
 		{"resume", required_argument, 0, O_RESUME},
+		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
 		{"log", required_argument, 0, O_LOG},
 		{"export", required_argument, 0, O_EXPORT},
 		{"strict", no_argument, 0, O_STRICT},
@@ -557,6 +564,19 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		case O_RESUME:
 			o->resume = optarg;
 			break;
+		case O_CKPT_EVERY: {
+			size_t len = strlen(optarg);
+			int minutes = len > 1 && optarg[len - 1] == 'm';
+			char num[32];
+			snprintf(num, sizeof num, "%.*s", (int)(len - (size_t)minutes), optarg);
+			o->ckpt_every_steps = o->ckpt_every_s = 0;
+			if (minutes)
+				o->ckpt_every_s = 60 * parse_f("--checkpoint-every", num, 0.01, 1e6);
+			else
+				o->ckpt_every_steps =
+					parse_u64("--checkpoint-every", num, 1, UINT32_MAX);
+			break;
+		}
 		case O_LOG:
 			o->log = optarg;
 			break;

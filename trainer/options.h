@@ -61,6 +61,9 @@ struct hn_opts {
 	const char *device;
 	int amp, fast, plan, quiet;
 	const char *checkpoint, *resume, *log;
+	/* --checkpoint-every N (steps) or Nm (minutes): also between epochs; 0 neither */
+	uint64_t ckpt_every_steps;
+	double ckpt_every_s;
 	const char *export_path; /* --export: the final weights as .npz */
 	struct hn_emulate emulate; /* --emulate PROFILE; name "" trains */
 	/* given explicitly on the command line (checked against --resume) */

@@ -335,6 +335,8 @@ void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck)
 	check_source_options(o, kind);
 	check_outputs(o);
 
+	if ((o->ckpt_every_steps || o->ckpt_every_s > 0) && !o->checkpoint)
+		hn_die(2, "--checkpoint-every needs --checkpoint FILE (where to write them)");
 	if (o->resume)
 		check_resume(o, ck);
 	if (o->checkpoint && hn_checkpoint_check_dest(o->checkpoint, err) < 0)
@@ -357,6 +359,17 @@ void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck)
 		       "--epochs %" PRIu64 " is fewer than the %" PRIu64 " epochs %s has trained "
 		       "(give %" PRIu64 " or more, or leave --epochs out)",
 		       o->epochs, ck->epoch, o->resume, ck->epoch);
+	/* A checkpoint inside epoch E+1 has trained part of it: the run goes on to its end. */
+	if (o->resume && ck->batch_in_epoch && o->epochs <= ck->epoch)
+		hn_die(2,
+		       "--epochs %" PRIu64 ": %s stopped inside epoch %" PRIu64
+		       " (give %" PRIu64 " or more, or leave --epochs out)",
+		       o->epochs, o->resume, ck->epoch + 1, ck->epoch + 1);
+	if (o->resume && ck->batch_in_epoch && o->stop_after && o->stop_after <= ck->epoch)
+		hn_die(2,
+		       "--stop-after %" PRIu64 ": %s stopped inside epoch %" PRIu64
+		       " (give %" PRIu64 " or more, or leave --stop-after out)",
+		       o->stop_after, o->resume, ck->epoch + 1, ck->epoch + 1);
 	if (o->resume && o->stop_after && o->stop_after < ck->epoch)
 		hn_die(2,
 		       "--stop-after %" PRIu64 ": %s has already trained %" PRIu64 " of %" PRIu64

@@ -9,14 +9,20 @@
  * per epoch, which is the point of the program. One step (train_step) is
  * one batch: with --accum K the gradients of K batches are summed and the
  * K-th applies them, so steps count optimizer updates, not batches.
- * Everything that decides the numbers (the order, dropout) derives from
- * --seed and the step count, so a resumed run continues bit for bit.
+ * Everything that decides the numbers (the order, --augment, dropout)
+ * derives from --seed, the epoch, the position in its order and the step
+ * count, so a resumed run continues bit for bit, also from a checkpoint
+ * written inside an epoch: that one is written at an optimizer step
+ * boundary (--checkpoint-every, or a signal), where the backend holds no
+ * partial gradient sum, and records the global batches of the epoch done.
  */
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "trainer/app.h"
@@ -29,6 +35,63 @@
 
 #define HN_LOSS_DIVERGED 1e4 /* mean loss per sample; ln(classes) is where training starts */
 
+/*
+ * The signals that ask for a checkpoint (with --checkpoint): SIGTERM and
+ * SIGINT stop the run at the next step boundary (stop_sig: which), SIGUSR1
+ * asks for one and the run goes on. A second SIGTERM or SIGINT kills at
+ * once, as without --checkpoint.
+ */
+static volatile sig_atomic_t stop_sig, save_req;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1) {
+		save_req = 1;
+		return;
+	}
+	if (stop_sig) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop_sig = sig;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART; /* the loaders' reads and the ranks' waits go on */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
+/*
+ * HNTRAIN_RAISE_AT_BATCH=N[:SIG], a testing aid: this process raises SIG
+ * (TERM, INT, USR1 or KILL; TERM by default) to itself just before it trains
+ * global batch N of the run (epoch e's batch b is e * batches per epoch +
+ * b), so that a test can land a real signal on a chosen batch.
+ */
+static uint64_t raise_at = UINT64_MAX;
+static int raise_sig = SIGTERM;
+
+static void read_raise_at(void)
+{
+	const char *s = getenv("HNTRAIN_RAISE_AT_BATCH");
+	char *end;
+	if (!s || !*s)
+		return;
+	raise_at = strtoull(s, &end, 10);
+	if (*end == ':')
+		raise_sig = !strcmp(end + 1, "INT")    ? SIGINT
+			    : !strcmp(end + 1, "USR1") ? SIGUSR1
+			    : !strcmp(end + 1, "KILL") ? SIGKILL /* a crash: no checkpoint */
+						       : SIGTERM;
+}
+
 /* One epoch's counts, summed over its steps. */
 struct epoch {
 	uint64_t e; /* 0-based */
@@ -36,6 +99,7 @@ struct epoch {
 	double augment;	   /* loader CPU time on --augment for this epoch's batches */
 	double loader_cpu; /* loader CPU time on this epoch's batches, augment included */
 	uint64_t correct, seen;
+	uint64_t seen0; /* of seen, those a mid-epoch checkpoint had counted (not this process's) */
 	struct sprite_progress bar;
 };
 
@@ -171,6 +235,9 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
 	t->end_epoch = o->stop_after ? o->stop_after : o->epochs;
 	t->step = o->resume ? ck->step : 0;
 	t->first_step = t->step;
+	t->first_batch = o->resume ? ck->batch_in_epoch : 0;
+	t->ck = ck;
+	t->stopped = 0;
 	t->micro = 0;
 	t->pending = 0;
 	t->wall_s = t->compute_s = t->data_wait_s = t->comm_s = 0;
@@ -264,6 +331,8 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 {
 	const struct hn_opts *o = t->o;
 	char err[HN_ERR_MAX];
+	if (ep->e * t->nb_train + b == raise_at)
+		raise(raise_sig);
 	struct hn_batch *bt = feed_next(f, b + 1 < t->nb_train, &ep->wait);
 	double t1 = sprite_now();
 	ep->augment += bt->augment_s;
@@ -278,8 +347,12 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 	int group = group_samples(t, bt->n, g0, g_end);
 	int apply = b + 1 == g_end;
 	ep->lr = hn_lr_at(o, t->step, t->steps_per_epoch, t->total_steps);
-	/* Non-applying calls get their own dropout stream, outside the step range. */
-	uint64_t sidx = apply ? t->step + 1 : (1ull << 63) | t->micro;
+	/*
+	 * Non-applying calls get their own dropout stream, outside the step
+	 * range: numbered by the batch's place in the run, so that a resumed
+	 * run draws what the uninterrupted one draws.
+	 */
+	uint64_t sidx = apply ? t->step + 1 : (1ull << 63) | (ep->e * t->nb_train + b);
 	struct hn_step_result res = {0};
 	int rc = 0, dist = t->nranks > 1, here = apply && !dist;
 	/*
@@ -333,12 +406,32 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 	}
 }
 
-/* Write --checkpoint after epoch e (0-based): the weights and optimizer state, read back. */
-static void save_checkpoint(struct hn_train *t, uint64_t e)
+/*
+ * Write --checkpoint (rank 0; every rank calls it, for the sums): after
+ * epoch e (0-based) when done is 0, else after `done` global batches of it,
+ * with the epoch's counts so far summed over the ranks. The weights and
+ * optimizer state are read back from the backend.
+ */
+static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const struct epoch *ep,
+			    enum hn_ckpt_reason why)
 {
 	const struct hn_opts *o = t->o;
 	const struct hn_model *m = t->m;
 	char err[HN_ERR_MAX];
+	double sums[3] = {(double)ep->seen, (double)ep->correct, ep->loss};
+	if (done && t->nranks > 1) {
+		double *all = malloc((size_t)t->nranks * sizeof sums);
+		if (!all || hn_dist_gather_doubles(sums, 3, all, err) < 0)
+			hn_die(1, "%s", all ? err : "out of memory");
+		sums[0] = sums[1] = sums[2] = 0;
+		for (int r = 0; r < t->nranks; r++)
+			for (int k = 0; k < 3; k++)
+				sums[k] += all[3 * r + k];
+		free(all);
+	}
+	t->last_save = sprite_now();
+	if (t->rank != 0)
+		return;
 	struct hn_checkpoint c = {
 		.in_c = m->in_c,
 		.in_h = m->in_h,
@@ -346,7 +439,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 		.nclasses = m->nclasses,
 		.nparams = m->nparams,
 		.optim = o->optim,
-		.epoch = e + 1,
+		.epoch = done ? e : e + 1,
 		.step = t->step,
 		.seed = o->seed,
 		.batch = (uint32_t)o->batch,
@@ -361,6 +454,11 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 		.step_epochs = o->step_epochs,
 		.warmup = o->warmup,
 		.epochs = o->epochs,
+		.batch_in_epoch = done,
+		.ep_seen = done ? (uint64_t)sums[0] : 0,
+		.ep_correct = done ? (uint64_t)sums[1] : 0,
+		.ep_loss = done ? sums[2] : 0,
+		.reason = why,
 		.params = t->params,
 	};
 	snprintf(c.spec, sizeof c.spec, "%s", o->model);
@@ -380,6 +478,72 @@ static void save_checkpoint(struct hn_train *t, uint64_t e)
 	if (hn_checkpoint_save(o->checkpoint, &c, err) < 0)
 		hn_die(1, "--checkpoint: %s", err);
 	free(c.opt);
+}
+
+/*
+ * Whether any rank was asked to stop (*stop) or to checkpoint (*save): the
+ * ranks decide together, at the same step boundary, since a signal or a
+ * clock reaches each at another time. One sum of two floats over the ranks.
+ */
+static void agree_requests(const struct hn_train *t, int *stop, int *save)
+{
+	char err[HN_ERR_MAX];
+	if (t->nranks < 2)
+		return;
+	float f[2] = {(float)(*stop != 0), (float)(*save != 0)};
+	if (hn_dist_sum_floats(f, 2, err) < 0)
+		hn_die(1, "%s", err);
+	*stop = f[0] > 0;
+	*save = f[1] > 0;
+}
+
+/* The run stops after its checkpoint: say where, and how to go on. */
+static void say_stopped(const struct hn_train *t, uint64_t e, uint64_t done)
+{
+	if (t->rank != 0)
+		return;
+	int sig = stop_sig ? stop_sig : SIGTERM;
+	char where[96];
+	if (done)
+		snprintf(where, sizeof where, "inside epoch %" PRIu64 ", after batch %" PRIu64
+			 " of %" PRIu64, e + 1, done, t->nb_train);
+	else
+		snprintf(where, sizeof where, "after epoch %" PRIu64, e + 1);
+	fprintf(stderr,
+		"%s%s: %s: stopped %s (step %" PRIu64 "); checkpoint written to %s: continue "
+		"with --resume %s (exit %d)\n",
+		isatty(STDERR_FILENO) ? "\r\033[K" : "", HN_PROG, sig == SIGINT ? "SIGINT" : "SIGTERM",
+		where, t->step, t->o->checkpoint, t->o->checkpoint, HN_EXIT_STOPPED);
+}
+
+/*
+ * After the optimizer step that ends global batch `done` of epoch ep->e: a
+ * checkpoint when --checkpoint-every or SIGUSR1 asks for one, and the stop
+ * that SIGTERM or SIGINT asked for. 1 when the run stops here. At the
+ * epoch's end only a stop writes one here (before the evaluation); else the
+ * end of the epoch writes its own.
+ */
+static int step_boundary(struct hn_train *t, const struct epoch *ep, uint64_t done)
+{
+	const struct hn_opts *o = t->o;
+	if (!o->checkpoint)
+		return 0;
+	int stop = stop_sig != 0, save = save_req != 0;
+	if (save)
+		save_req = 0;
+	if (o->ckpt_every_steps && t->step % o->ckpt_every_steps == 0)
+		save = 1;
+	if (o->ckpt_every_s > 0 && t->rank == 0 && sprite_now() - t->last_save >= o->ckpt_every_s)
+		save = 1;
+	agree_requests(t, &stop, &save);
+	if (!stop && (!save || done == t->nb_train))
+		return 0;
+	save_checkpoint(t, ep->e, done, ep, stop ? HN_CKPT_SIGNAL : HN_CKPT_EVERY);
+	if (!stop)
+		return 0;
+	say_stopped(t, ep->e, done);
+	t->stopped = 1;
+	return 1;
 }
 
 /*
@@ -456,7 +620,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 	t->comm_s += ep->comm;
 	t->augment_s += ep->augment;
 	t->loader_cpu_s += ep->loader_cpu;
-	t->samples += seen;
+	t->samples += seen - ep->seen0;
 	if (!o->quiet) {
 		char testbuf[32] = "test -", commbuf[64] = "";
 		if (tseen)
@@ -468,7 +632,7 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 		       "%.0f samples/s  compute %.2f s  data wait %.3f s (%.2f%%)%s  "
 		       "loaders cpu %.2f s (%.0f%%)",
 		       ep->e + 1, o->epochs, es.train_loss, 100 * es.train_acc, testbuf,
-		       wall > 0 ? (double)seen / wall : 0, ep->compute, ep->wait,
+		       wall > 0 ? (double)(seen - ep->seen0) / wall : 0, ep->compute, ep->wait,
 		       wall > 0 ? 100 * ep->wait / wall : 0, commbuf, ep->loader_cpu,
 		       wall > 0 ? 100 * ep->loader_cpu / wall : 0);
 		if (o->augment.spec[0])
@@ -480,19 +644,43 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 		hn_die(1, "--log %s: write error", o->log);
 }
 
-/* Epoch e (0-based): its training batches, then the test split, the line, --log, --checkpoint. */
+/*
+ * Epoch e (0-based): its training batches, then the test split, the line,
+ * --log, --checkpoint. The first epoch of a resumed run starts at the
+ * checkpoint's batch, with its counts so far (rank 0 holds them, as the
+ * sums over the ranks). Returns early with t->stopped set when a signal
+ * stopped the run.
+ */
 static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 {
 	const struct hn_opts *o = t->o;
 	struct epoch ep = {.e = e};
+	uint64_t b0 = e == t->first_epoch ? t->first_batch : 0;
+	if (b0 && t->rank == 0) {
+		ep.seen = ep.seen0 = t->ck->ep_seen;
+		ep.correct = t->ck->ep_correct;
+		ep.loss = t->ck->ep_loss;
+	}
 	char label[48];
 	snprintf(label, sizeof label, "epoch %" PRIu64 "/%" PRIu64, e + 1, o->epochs);
-	if (!o->quiet)
+	if (!o->quiet) {
 		sprite_progress_start(&ep.bar, label, t->ntrain);
+		uint64_t done = b0 * t->gbatch;
+		sprite_progress_add(&ep.bar, done < t->ntrain ? done : t->ntrain);
+	}
 	double t_epoch = sprite_now();
 	struct feed f = feed_start(ld, t->be, t->st, "reading the data");
-	for (uint64_t b = 0; b < t->nb_train; b++)
+	for (uint64_t b = b0; b < t->nb_train; b++) {
 		train_step(t, &f, &ep, b);
+		if (((b + 1) % (uint64_t)o->accum == 0 || b + 1 == t->nb_train) &&
+		    step_boundary(t, &ep, b + 1)) {
+			if (f.ahead) /* taken ahead, never trained: the loaders are stopped next */
+				hn_loader_release(ld, f.ahead);
+			if (!o->quiet)
+				sprite_progress_end(&ep.bar);
+			return;
+		}
+	}
 	double wall = sprite_now() - t_epoch;
 	if (!o->quiet)
 		sprite_progress_end(&ep.bar);
@@ -500,8 +688,16 @@ static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 	struct hn_eval ev;
 	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
 	end_epoch(t, &ep, wall, &ev);
-	if (o->checkpoint && t->rank == 0)
-		save_checkpoint(t, e);
+	if (o->checkpoint) {
+		save_checkpoint(t, e, 0, &ep, HN_CKPT_EPOCH_END);
+		/* a stop asked for during the evaluation: the epoch's checkpoint is the place */
+		int stop = stop_sig != 0, save = 0;
+		agree_requests(t, &stop, &save);
+		if (stop && e + 1 < t->end_epoch) {
+			say_stopped(t, e, 0);
+			t->stopped = 1;
+		}
+	}
 }
 
 static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
@@ -518,6 +714,7 @@ static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
 		.window = o->window,
 		.first_epoch = t->first_epoch,
 		.end_epoch = t->end_epoch,
+		.first_batch = t->first_batch,
 		.eval = t->ntest > 0,
 		.mask = &o->loader_mask,
 		.rank = t->rank,
@@ -572,10 +769,14 @@ void hn_train_run(struct hn_train *t)
 		evaluate_only(t);
 		return;
 	}
+	if (t->o->checkpoint)
+		catch_signals();
+	read_raise_at();
+	t->last_save = sprite_now();
 	loader_config(t, &lc);
 	if (hn_loader_start(&lc, &ld, err) < 0)
 		hn_die(1, "%s", err);
-	for (uint64_t e = t->first_epoch; e < t->end_epoch; e++)
+	for (uint64_t e = t->first_epoch; e < t->end_epoch && !t->stopped; e++)
 		train_epoch(t, ld, e);
 	hn_loader_stop(ld);
 }

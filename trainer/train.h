@@ -39,6 +39,10 @@ struct hn_train {
 	uint64_t first_epoch;	    /* epochs the --resume checkpoint has, else 0 */
 	uint64_t end_epoch;	    /* --stop-after, else --epochs */
 	uint64_t first_step, step;  /* optimizer steps taken at the start, and now */
+	uint64_t first_batch;	    /* global batches of first_epoch the checkpoint has trained */
+	const struct hn_checkpoint *ck; /* the --resume checkpoint (zeroed: none) */
+	double last_save;		/* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
+	int stopped;			/* a signal stopped the run after a checkpoint */
 	uint64_t micro;		    /* batches handed to the backend in this process */
 	int pending;		    /* batches summed into a group's gradients, not applied */
 	/* the totals of this process's epochs, for the final report (of every rank; the
@@ -67,12 +71,20 @@ struct hn_eval {
 void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
 
 /*
- * Train from t->first_epoch to t->end_epoch: each epoch's batches, then the
- * test split, a line, a --log record and a --checkpoint. With no epoch left
- * to train, the weights are evaluated on the test split instead (the way to
- * ask a checkpoint for its accuracy). Exits 1 on a failure.
+ * Train from t->first_epoch (at batch t->first_batch) to t->end_epoch: each
+ * epoch's batches, then the test split, a line, a --log record and a
+ * --checkpoint. With no epoch left to train, the weights are evaluated on
+ * the test split instead (the way to ask a checkpoint for its accuracy).
+ * Exits 1 on a failure.
+ *
+ * With --checkpoint, SIGTERM and SIGINT stop the run at the next optimizer
+ * step boundary (every rank at the same one) after writing the checkpoint:
+ * then t->stopped is set and the caller exits HN_EXIT_STOPPED; a second one
+ * kills at once. SIGUSR1 writes a checkpoint there and goes on, as
+ * --checkpoint-every does.
  */
 void hn_train_run(struct hn_train *t);
+#define HN_EXIT_STOPPED 75 /* EX_TEMPFAIL: stopped by a signal, checkpoint written: resume */
 
 /* The learning rate of optimizer step s (0-based) of total. */
 double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# hntrain_resume_mpi - elastic resume inside an epoch: 2 ranks x --batch 32
+# stopped inside an epoch (a signal that reaches one rank only, and one that
+# reaches both; inside an --accum group; with --augment) resume on 1 process
+# x --batch 64, the same global batch, at the same sample, and end with the
+# weights of the uninterrupted run on 1 process (the sums are aligned:
+# HN_CPU_CHUNK pinned, as tests/hntrain_mpi.sh has it). Also 1 process
+# stopped and resumed on 2 ranks. Both ranks stop at the same step and exit
+# 75.
+source "$(dirname "$0")/hntrain_common.sh"
+source "$(dirname "$0")/mpi_lib.sh"
+
+"$MKSTORE" "$TMP/d.sprites" --count-train 700 --count-test 90 --tile 28x28x1 --classes 5 \
+	--sheet 128 >/dev/null || fail "mkstore"
+# 700 samples: global batches of 64, the last of 60 (30 + 30 on 2 ranks, whole 2-sample chunks)
+export HN_CPU_CHUNK=2
+common=(--data "$TMP/d.sprites" --model c8k3-r-m2-d32-r --epochs 3 --lr 0.05 --seed 3
+	--accum 2 --augment crop:2,flip)
+ref=$(hash_of "${common[@]}" --batch 64 --threads 2)
+echo "1 process x --batch 64, uninterrupted: $ref"
+
+# WHO AT: 2 ranks, HNTRAIN_RAISE_AT_BATCH=AT on rank WHO (0, 1 or both), --checkpoint
+stop_2ranks() {
+	local who=$1 at=$2 rc=0
+	rm -f "$TMP/c.ckpt"
+	cat >"$TMP/rank.sh" <<EOF
+#!/bin/sh
+case "$who" in both|"\$OMPI_COMM_WORLD_RANK") export HNTRAIN_RAISE_AT_BATCH=$at ;; esac
+exec "$HNTRAIN" "\$@"
+EOF
+	chmod +x "$TMP/rank.sh"
+	timeout "$MPI_LIMIT" "${MPIRUN[@]}" -np 2 "$TMP/rank.sh" --quiet "${common[@]}" --batch 32 \
+		--threads 1 --checkpoint "$TMP/c.ckpt" >"$TMP/out" 2>"$TMP/err" || rc=$?
+	[[ $rc -ne 124 ]] || fail "2 ranks, signal on rank $who at batch $at: hung"
+	[[ $rc -eq 75 ]] || { cat "$TMP/err" >&2; fail "2 ranks, signal on rank $who at batch $at: exit $rc"; }
+	[[ $(grep -c "stopped" "$TMP/err") -eq 1 ]] || fail "expected one stop line (rank 0's): $(cat "$TMP/err")"
+	grep -o "stopped .*(step [0-9]*)" "$TMP/err"
+}
+
+# Epoch 1 has 11 global batches: 13 is epoch 2's third, inside its second --accum group.
+for case in "1 13" "0 5" "both 21"; do
+	read -r who at <<<"$case"
+	where=$(stop_2ranks "$who" "$at")
+	out=$("$HNTRAIN" --data "$TMP/d.sprites" --resume "$TMP/c.ckpt" --threads 2 2>&1) ||
+		fail "resume on 1 process: $out"
+	grep -q "global batch of 64 is kept" <<<"$out" || fail "resume did not say it keeps the batch"
+	grep -q "^continuing epoch" <<<"$out" || fail "resume did not say where it continues: $out"
+	h=$(sed -n 's/^weights xxh3 //p' <<<"$out")
+	echo "2 ranks, signal on rank $who before batch $at, $where; resumed on 1 process: $h"
+	[[ $h == "$ref" ]] || fail "2 ranks stopped ($where), resumed on 1: $h; uninterrupted $ref"
+done
+
+# And the other way: 1 process stopped inside epoch 2, resumed on 2 ranks x 32.
+rm -f "$TMP/c.ckpt"
+rc=0
+HNTRAIN_RAISE_AT_BATCH=16 "$HNTRAIN" --quiet "${common[@]}" --batch 64 --threads 2 \
+	--checkpoint "$TMP/c.ckpt" >/dev/null 2>"$TMP/err" || rc=$?
+[[ $rc -eq 75 ]] || fail "1 process stopped: exit $rc: $(cat "$TMP/err")"
+h=$(mpi_hash 2 --data "$TMP/d.sprites" --resume "$TMP/c.ckpt" --threads 1)
+echo "1 process stopped ($(grep -o "stopped .*(step [0-9]*)" "$TMP/err")), resumed on 2 ranks: $h"
+[[ $h == "$ref" ]] || fail "resumed on 2 ranks: $h; uninterrupted $ref"
+echo "PASS"
