@@ -647,6 +647,30 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		sfs_epoch_put(fs, drop);
 }
 
+int sfs_cache_release_stream(struct sfs *fs)
+{
+	struct sfs_cache *c = fs->cache;
+	void *drop = NULL;
+	pthread_mutex_lock(&c->lock);
+	struct stream *lru = NULL;
+	for (uint32_t k = 0; k < NSTREAMS; k++) {
+		struct stream *q = &c->streams[k];
+		/* lock order: cache, then epochs; 1 pin: the stream's own */
+		if (q->handle && (!lru || q->used < lru->used) &&
+		    sfs_epoch_pins(fs, q->handle) == 1)
+			lru = q;
+	}
+	if (lru) {
+		drop = lru->handle;
+		free(lru->done);
+		*lru = (struct stream){.handle = NULL};
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (drop)
+		sfs_epoch_put(fs, drop);
+	return drop != NULL;
+}
+
 void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io)
 {
 	struct sfs_cache *c = fs->cache;

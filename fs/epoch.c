@@ -6,34 +6,51 @@
  * with the split's window, which the store records, never the cache budget),
  * so that a window of sheets is resident while its samples are served. Each
  * order comes with its plan (which sheets each batch needs, and when each
- * sheet is used), which the cache follows to load and evict. A
- * permutation costs 4 bytes a sample and a few milliseconds to build, so a
- * handful are kept (LRU, pinned while a read uses them) rather than one per
- * epoch.
+ * sheet is used), which the cache follows to load and evict.
+ *
+ * An order and its plan cost about 12 bytes a sample (sfs_order_bytes), so
+ * they come out of a budget of their own (-o orders=): as many order slots
+ * as the largest split's orders fit, at most SFS_MAX_ORDERS, kept LRU and
+ * pinned while a read uses them. A store whose largest split does not fit
+ * one order is refused at mount (main.c), so no declared sample count can
+ * make the daemon allocate past the budget. A reader that finds every slot
+ * pinned first asks the cache to let go of an idle stream's pin, then waits
+ * on the condition variable, at most SFS_ORDER_WAIT_S seconds, for a slot;
+ * only then does it get EBUSY. Waits and refusals are counted (stats.json).
+ * One order is built at a time, inside the request that needs it: the
+ * budget bounds its size, hence its time (about 10 ns a sample).
  *
  * Inode numbers carry a 10-bit seed slot instead of the 64-bit seed: the
- * mount's own seed is slot 0 and other seeds get a slot on first lookup,
- * for as long as the mount lives. A slot is never given to another seed
- * while mounted: the kernel may hold inodes (and cached pages) of the old
- * one, and would be served the new seed's bytes under them. After
- * SFS_MAX_SEEDS seeds, a new one gets ENOSPC (logged once); readers such as
- * hntrain then gather samples from images.npy.
+ * mount's own seed is slot 0 and other seeds get a slot on first lookup.
+ * The kernel's lookups of each slot's inodes are counted (ll.c: lookups and
+ * readdirplus entries add, FUSE forget subtracts); a slot whose count is
+ * back to 0 holds no inode in the kernel, hence no cached page, and is
+ * given to the next new seed once the table is full. A uid may hold at most
+ * SFS_SEEDS_PER_UID slots at once, so one user's sweep of seeds cannot take
+ * every slot of a shared (allow_other) mount; past that its new seeds get
+ * ENOSPC (logged once) and readers such as hntrain gather from images.npy.
+ * Orders are keyed by the seed itself, not its slot: an order of a slot's
+ * former seed never answers for the new one.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/perm.h"
 #include "fs/sfs.h"
 
-#define NPERMS 6
+/* idle cache streams asked to unpin their orders before a reader waits */
+#define RELEASE_TRIES 8
 
 struct perm {
 	uint32_t *p;
 	struct sfs_plan plan; /* its arrays are malloc'd; NULL when it could not be built */
 	uint64_t count;
-	uint32_t slot, epoch, split;
+	uint64_t seed;
+	uint64_t bytes; /* of p and the plan, against the budget */
+	uint32_t epoch, split;
 	uint32_t pins;
 	uint64_t used; /* LRU tick */
 	int valid;
@@ -41,8 +58,10 @@ struct perm {
 
 struct sfs_epochs {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct perm perms[NPERMS];
+	pthread_cond_t cond; /* an order built, or a pin dropped to 0 */
+	struct perm *perms;
+	uint32_t nperms;
+	uint32_t waiters; /* readers waiting for a slot */
 	uint64_t tick;
 	int building;
 };
@@ -54,6 +73,13 @@ static void plan_free(struct sfs_plan *pl)
 	free((void *)pl->soff);
 	free((void *)pl->suse);
 	memset(pl, 0, sizeof(*pl));
+}
+
+uint64_t sfs_order_bytes(const struct sfs *fs, const struct sfs_split *sp)
+{
+	/* perm, bsh and suse: 4 bytes a sample each at most; boff, soff, the plan's scratch */
+	return 12 * sp->count + 4 * ((uint64_t)sp->epoch_batches + 2ull * sp->nsheets + 3) +
+	       ((uint64_t)sp->epoch_batches + 63) / 64 * 8; /* the cache stream's bitmap */
 }
 
 /*
@@ -140,16 +166,48 @@ void sfs_epoch_pin(struct sfs *fs, void *handle)
 	pthread_mutex_unlock(&e->lock);
 }
 
+uint32_t sfs_epoch_pins(struct sfs *fs, void *handle)
+{
+	struct sfs_epochs *e = fs->ep;
+	struct perm *q = handle;
+	pthread_mutex_lock(&e->lock);
+	uint32_t n = q->pins;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+uint32_t sfs_order_slots(const struct sfs *fs)
+{
+	uint64_t most = 0;
+	for (uint32_t k = 0; k < fs->info->nsplits; k++) {
+		uint64_t b = sfs_order_bytes(fs, &fs->splits[k]);
+		most = b > most ? b : most;
+	}
+	uint64_t n = most ? fs->o.orders_bytes / most : SFS_MAX_ORDERS;
+	return n > SFS_MAX_ORDERS ? SFS_MAX_ORDERS : (uint32_t)n;
+}
+
 int sfs_epochs_create(struct sfs *fs)
 {
 	struct sfs_epochs *e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
+	e->nperms = sfs_order_slots(fs);
+	e->perms = calloc(e->nperms ? e->nperms : 1, sizeof(*e->perms));
+	if (!e->perms) {
+		free(e);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&e->lock, NULL);
-	pthread_cond_init(&e->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	fs->ep = e;
 	pthread_mutex_init(&fs->seed_lock, NULL);
 	fs->seeds[0] = fs->o.seed;
+	fs->seed_live[0] = 1;
 	fs->nseeds = 1;
 	return 0;
 }
@@ -159,10 +217,11 @@ void sfs_epochs_destroy(struct sfs *fs)
 	struct sfs_epochs *e = fs->ep;
 	if (!e)
 		return;
-	for (int k = 0; k < NPERMS; k++) {
+	for (uint32_t k = 0; k < e->nperms; k++) {
 		free(e->perms[k].p);
 		plan_free(&e->perms[k].plan);
 	}
+	free(e->perms);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->cond);
 	free(e);
@@ -170,29 +229,90 @@ void sfs_epochs_destroy(struct sfs *fs)
 	pthread_mutex_destroy(&fs->seed_lock);
 }
 
-int sfs_seed_slot(struct sfs *fs, uint64_t seed)
+/* Called with seed_lock held: a free slot for a new seed of uid, or -ENOSPC. */
+static int seed_take(struct sfs *fs, uint32_t uid)
 {
-	int r = -ENOSPC;
+	uint32_t held = 0, idle = SFS_MAX_SEEDS;
+	for (uint32_t k = 1; k < fs->nseeds; k++) {
+		if (fs->seed_live[k] && fs->seed_refs[k] && fs->seed_uid[k] == uid)
+			held++;
+		if ((!fs->seed_live[k] || !fs->seed_refs[k]) && idle == SFS_MAX_SEEDS)
+			idle = k;
+	}
+	if (uid != 0 && held >= SFS_SEEDS_PER_UID)
+		return -ENOSPC;
+	if (fs->nseeds < SFS_MAX_SEEDS) /* a slot never used before */
+		return (int)fs->nseeds;
+	if (idle == SFS_MAX_SEEDS)
+		return -ENOSPC;
+	/* the kernel holds no inode of it: nothing can be served under its old seed */
+	if (fs->seed_live[idle])
+		SFS_ADD(fs, seeds_recycled, 1);
+	return (int)idle;
+}
+
+int sfs_seed_slot(struct sfs *fs, uint64_t seed, uint32_t uid)
+{
+	int r;
 	pthread_mutex_lock(&fs->seed_lock);
 	for (uint32_t k = 0; k < fs->nseeds; k++)
-		if (fs->seeds[k] == seed) {
+		if (fs->seed_live[k] && fs->seeds[k] == seed) {
+			fs->seed_refs[k]++;
 			r = (int)k;
 			goto out;
 		}
-	if (fs->nseeds < SFS_MAX_SEEDS) {
-		fs->seeds[fs->nseeds] = seed;
-		/* tree.c reads nseeds without the lock: the seed is stored first */
-		__atomic_store_n(&fs->nseeds, fs->nseeds + 1, __ATOMIC_RELEASE);
-		r = (int)fs->nseeds - 1;
-	} else if (!fs->seeds_full_logged) {
-		fs->seeds_full_logged = 1;
-		sfs_log("spritefs: %u seeds looked up under epochs/ since mounting; no room for "
-			"seed %" PRIu64 " or any new one (ENOSPC): remount to start over",
-			SFS_MAX_SEEDS, seed);
+	r = seed_take(fs, uid);
+	if (r >= 0) {
+		uint32_t k = (uint32_t)r;
+		fs->seeds[k] = seed;
+		fs->seed_uid[k] = uid;
+		fs->seed_refs[k] = 1;
+		/* tree.c reads these without the lock: the seed is stored first */
+		__atomic_store_n(&fs->seed_live[k], 1, __ATOMIC_RELEASE);
+		if (k == fs->nseeds)
+			__atomic_store_n(&fs->nseeds, k + 1, __ATOMIC_RELEASE);
+	} else {
+		SFS_ADD(fs, seed_refusals, 1);
+		if (!fs->seeds_full_logged) {
+			fs->seeds_full_logged = 1;
+			sfs_log("spritefs: no seed slot for seed %" PRIu64 " of uid %u (ENOSPC): "
+				"%u seeds in use, at most %u per uid; a slot is free again once "
+				"the kernel forgets its files (logged once)",
+				seed, uid, SFS_MAX_SEEDS, SFS_SEEDS_PER_UID);
+		}
 	}
 out:
 	pthread_mutex_unlock(&fs->seed_lock);
 	return r;
+}
+
+int sfs_seed_ref(struct sfs *fs, uint32_t slot, const uint64_t *seed)
+{
+	int r = -ENOENT;
+	if (slot >= SFS_MAX_SEEDS)
+		return r;
+	pthread_mutex_lock(&fs->seed_lock);
+	if (slot < fs->nseeds && fs->seed_live[slot] && (!seed || fs->seeds[slot] == *seed)) {
+		fs->seed_refs[slot]++;
+		r = 0;
+	}
+	pthread_mutex_unlock(&fs->seed_lock);
+	return r;
+}
+
+void sfs_seed_unref(struct sfs *fs, uint32_t slot, uint64_t n)
+{
+	if (slot >= SFS_MAX_SEEDS)
+		return;
+	pthread_mutex_lock(&fs->seed_lock);
+	fs->seed_refs[slot] = fs->seed_refs[slot] > n ? fs->seed_refs[slot] - n : 0;
+	pthread_mutex_unlock(&fs->seed_lock);
+}
+
+int sfs_seed_live(struct sfs *fs, uint32_t slot)
+{
+	return slot < __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&fs->seed_live[slot], __ATOMIC_ACQUIRE);
 }
 
 uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot)
@@ -204,31 +324,14 @@ uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot)
 	return s;
 }
 
-int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
-		  const uint32_t **perm, void **handle)
+/*
+ * A slot for a new order: an unpinned one (empty first, else least recently
+ * used), or NULL when every slot is pinned. Called with the lock held.
+ */
+static struct perm *victim_of(struct sfs_epochs *e)
 {
-	struct sfs_epochs *e = fs->ep;
-	struct sfs_split *sp = &fs->splits[split];
-	pthread_mutex_lock(&e->lock);
-	for (;;) {
-		for (int k = 0; k < NPERMS; k++) {
-			struct perm *q = &e->perms[k];
-			if (q->valid && q->slot == slot && q->epoch == epoch && q->split == split) {
-				q->pins++;
-				q->used = ++e->tick;
-				*perm = q->p;
-				*handle = q;
-				pthread_mutex_unlock(&e->lock);
-				return 0;
-			}
-		}
-		if (!e->building)
-			break;
-		/* one builder at a time: the others most likely want the same order */
-		pthread_cond_wait(&e->cond, &e->lock);
-	}
 	struct perm *victim = NULL;
-	for (int k = 0; k < NPERMS; k++) {
+	for (uint32_t k = 0; k < e->nperms; k++) {
 		struct perm *q = &e->perms[k];
 		if (q->pins)
 			continue;
@@ -237,9 +340,87 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 		if (!q->valid)
 			break;
 	}
-	if (!victim) {
-		pthread_mutex_unlock(&e->lock);
-		return -EBUSY;
+	return victim;
+}
+
+/* Build the order of (seed, epoch, split) into p (count entries) and its plan. */
+static uint32_t *order_build(struct sfs *fs, const struct sfs_split *sp, uint64_t seed,
+			     uint32_t epoch, uint32_t *p, struct sfs_plan *plan)
+{
+	if (!p)
+		p = malloc((sp->count ? sp->count : 1) * sizeof(uint32_t));
+	if (p && sprite_order(seed, epoch, (uint32_t)sp->count, fs->info->sheet_tiles, sp->window,
+			      p) < 0) {
+		free(p);
+		return NULL;
+	}
+	if (!p)
+		return NULL;
+	/* the order indexes our sheets: check it before trusting it */
+	for (uint64_t k = 0; k < sp->count; k++)
+		if (p[k] >= sp->count) {
+			free(p);
+			return NULL;
+		}
+	/* without a plan the views still work, read ahead by the old rule */
+	(void)plan_build(fs, sp, p, plan);
+	return p;
+}
+
+int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
+		  const uint32_t **perm, void **handle)
+{
+	struct sfs_epochs *e = fs->ep;
+	struct sfs_split *sp = &fs->splits[split];
+	uint64_t seed = sfs_seed_of(fs, slot);
+	struct timespec until;
+	int waited = 0, released = 0;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += SFS_ORDER_WAIT_S;
+	pthread_mutex_lock(&e->lock);
+	struct perm *victim;
+	for (;;) {
+		for (uint32_t k = 0; k < e->nperms; k++) {
+			struct perm *q = &e->perms[k];
+			if (q->valid && q->seed == seed && q->epoch == epoch && q->split == split) {
+				q->pins++;
+				q->used = ++e->tick;
+				*perm = q->p;
+				*handle = q;
+				pthread_mutex_unlock(&e->lock);
+				return 0;
+			}
+		}
+		/* one builder at a time: the others most likely want the same order */
+		victim = e->building ? NULL : victim_of(e);
+		if (victim)
+			break;
+		if (!e->building && released < RELEASE_TRIES) {
+			/* the cache's streams pin orders they follow: an idle one lets go */
+			pthread_mutex_unlock(&e->lock);
+			int dropped = sfs_cache_release_stream(fs);
+			pthread_mutex_lock(&e->lock);
+			released = dropped ? released + 1 : RELEASE_TRIES;
+			continue;
+		}
+		if (!e->building && !waited) {
+			waited = 1;
+			SFS_ADD(fs, order_waits, 1);
+		}
+		e->waiters++;
+		int r = pthread_cond_timedwait(&e->cond, &e->lock, &until);
+		e->waiters--;
+		released = 0; /* a pin dropped: a stream may now be the only one left */
+		if (r == ETIMEDOUT) {
+			pthread_mutex_unlock(&e->lock);
+			SFS_ADD(fs, order_refusals, 1);
+			sfs_log("spritefs: %s/epochs/%" PRIu64 "/%u: every one of the %u epoch "
+				"orders stayed in use for %d s (EBUSY); -o orders= above %llu "
+				"keeps more",
+				sp->name, seed, epoch, e->nperms, SFS_ORDER_WAIT_S,
+				(unsigned long long)fs->o.orders_bytes);
+			return -EBUSY;
+		}
 	}
 	e->building = 1;
 	victim->valid = 0;
@@ -247,33 +428,16 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 	victim->p = NULL;
 	struct sfs_plan oldplan = victim->plan;
 	memset(&victim->plan, 0, sizeof(victim->plan));
+	SFS_SUB(fs, orders_bytes, victim->bytes);
+	victim->bytes = 0;
 	pthread_mutex_unlock(&e->lock);
 	plan_free(&oldplan);
 
-	uint64_t seed = sfs_seed_of(fs, slot);
-	uint32_t *p = old && victim->count == sp->count ? old : NULL;
-	if (!p) {
+	uint32_t *reuse = old && victim->count == sp->count ? old : NULL;
+	if (!reuse)
 		free(old);
-		p = malloc((sp->count ? sp->count : 1) * sizeof(uint32_t));
-	}
 	struct sfs_plan plan = {0};
-	if (p && sprite_order(seed, epoch, (uint32_t)sp->count, fs->info->sheet_tiles, sp->window,
-			      p) < 0) {
-		free(p);
-		p = NULL;
-	}
-	if (p) {
-		/* the order indexes our sheets: check it before trusting it */
-		for (uint64_t k = 0; k < sp->count; k++)
-			if (p[k] >= sp->count) {
-				free(p);
-				p = NULL;
-				break;
-			}
-		/* without a plan the views still work, read ahead by the old rule */
-		if (p)
-			(void)plan_build(fs, sp, p, &plan);
-	}
+	uint32_t *p = order_build(fs, sp, seed, epoch, reuse, &plan);
 
 	pthread_mutex_lock(&e->lock);
 	e->building = 0;
@@ -286,7 +450,9 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 	victim->p = p;
 	victim->plan = plan;
 	victim->count = sp->count;
-	victim->slot = slot;
+	victim->bytes = sfs_order_bytes(fs, sp);
+	SFS_ADD(fs, orders_bytes, victim->bytes);
+	victim->seed = seed;
 	victim->epoch = epoch;
 	victim->split = split;
 	victim->pins = 1;
@@ -303,7 +469,8 @@ void sfs_epoch_put(struct sfs *fs, void *handle)
 	struct sfs_epochs *e = fs->ep;
 	struct perm *q = handle;
 	pthread_mutex_lock(&e->lock);
-	if (q->pins)
-		q->pins--;
+	/* at 0 the slot is free; at 1 it may be a stream's alone, which lets go on request */
+	if (q->pins && --q->pins <= 1 && e->waiters)
+		pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 }

@@ -39,9 +39,34 @@
 
 #define TIMEOUT 86400.0
 
+static _Thread_local uint32_t caller_uid;
+
 static struct sfs *fs_of(fuse_req_t req)
 {
+	caller_uid = (uint32_t)fuse_req_ctx(req)->uid;
 	return fuse_req_userdata(req);
+}
+
+uint32_t sfs_ll_caller_uid(void)
+{
+	return caller_uid;
+}
+
+/*
+ * The seed slot an inode carries (epochs/<seed> and below), or -1. The
+ * kernel's lookups of these are counted, so that a slot it no longer holds
+ * any inode of can go to another seed (epoch.c).
+ */
+static int64_t slot_of(uint64_t ino)
+{
+	switch (sfs_ino_kind(ino)) {
+	case SFS_K_SEED_DIR:
+		return sfs_ino_a(ino);
+	case SFS_K_EPOCH_DIR:
+	case SFS_K_EPOCH_BATCH:
+		return sfs_ep_slot(sfs_ino_a(ino));
+	}
+	return -1;
 }
 
 static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
@@ -62,13 +87,13 @@ static void fill_stat(struct sfs *fs, const struct sfs_attr *a, struct stat *st)
 	}
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
-	st->st_mode = a->dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+	st->st_mode = a->dir ? (S_IFDIR | fs->dir_mode) : (S_IFREG | fs->file_mode);
 	st->st_nlink = a->nlink;
 	st->st_size = (off_t)a->size;
 	st->st_blksize = 1 << 20;
 	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
-	st->st_uid = getuid();
-	st->st_gid = getgid();
+	st->st_uid = fs->owner;
+	st->st_gid = fs->group;
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
@@ -117,13 +142,39 @@ static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	SFS_ADD(fs, lookups, 1);
 	SFS_ADD(fs, requests, 1);
 	int r = sfs_tree_lookup(fs, parent, name, &a);
+	/* a seed directory's lookup was counted when its slot was found */
+	int64_t slot = r < 0 ? -1 : slot_of(a.ino);
+	if (slot >= 0 && sfs_ino_kind(a.ino) != SFS_K_SEED_DIR)
+		r = sfs_seed_ref(fs, (uint32_t)slot, NULL);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	struct fuse_entry_param e;
 	fill_entry(fs, &a, &e);
-	fuse_reply_entry(req, &e);
+	if (fuse_reply_entry(req, &e) != 0 && slot >= 0)
+		sfs_seed_unref(fs, (uint32_t)slot, 1); /* the kernel did not take it */
+}
+
+static void forget_one(struct sfs *fs, uint64_t ino, uint64_t nlookup)
+{
+	int64_t slot = slot_of(ino);
+	if (slot >= 0)
+		sfs_seed_unref(fs, (uint32_t)slot, nlookup);
+}
+
+static void sfs_ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_one(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void sfs_ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct sfs *fs = fs_of(req);
+	for (size_t k = 0; k < count; k++)
+		forget_one(fs, forgets[k].ino, forgets[k].nlookup);
+	fuse_reply_none(req);
 }
 
 static void sfs_ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -314,7 +365,9 @@ static void sfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
  * reading it needs no lookup per file, and the decode workers can push sheets
  * into the page cache of files the reader has not opened yet (an inode the
  * kernel does not hold cannot be pushed to). Inodes are computed, not
- * allocated, so the lookup counts this hands out need no forget.
+ * allocated; only those under epochs/ have their lookups counted (their
+ * seed slot is recycled once the kernel forgets them all), "." and ".."
+ * aside, which the kernel does not count.
  */
 static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
@@ -339,12 +392,24 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		}
 		if (r == 0)
 			break;
+		if (r == 2)
+			continue; /* a hole: a seed slot free again */
 		size_t need;
 		if (plus) {
 			struct fuse_entry_param e;
+			int64_t slot = i < 2 ? -1 : slot_of(a.ino);
+			if (slot >= 0) {
+				/* the slot may have gone to another seed since the name was made */
+				uint64_t seed = strtoull(name, NULL, 10);
+				int seed_dir = sfs_ino_kind(a.ino) == SFS_K_SEED_DIR;
+				if (sfs_seed_ref(fs, (uint32_t)slot, seed_dir ? &seed : NULL) < 0)
+					continue;
+			}
 			fill_entry(fs, &a, &e);
 			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
 						      (off_t)(i + 1));
+			if (need > size - used && slot >= 0)
+				sfs_seed_unref(fs, (uint32_t)slot, 1);
 		} else {
 			struct stat st;
 			memset(&st, 0, sizeof(st));
@@ -401,6 +466,8 @@ static void sfs_ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 const struct fuse_lowlevel_ops sfs_ll_ops = {
 	.init = sfs_ll_init,
 	.lookup = sfs_ll_lookup,
+	.forget = sfs_ll_forget,
+	.forget_multi = sfs_ll_forget_multi,
 	.getattr = sfs_ll_getattr,
 	.setattr = sfs_ll_setattr,
 	.mknod = sfs_ll_readonly_entry,

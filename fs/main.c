@@ -38,11 +38,14 @@
 #define DEFAULT_BATCH	  64u
 #define MAX_DEFAULT_CACHE (16ull << 30)
 #define DEFAULT_PREALLOC  (256ull << 20)
+#define DEFAULT_ORDERS	  (256ull << 20)
+#define KEY_ALLOW_OTHER	  1
 
 struct cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
 	char *cachedir, *kopen, *push, *tile, *fit;
-	char *ranks, *log;
+	char *ranks, *log, *orders;
+	int allow_other;
 	int foreground, debug, help, version;
 	char *pos[3];
 	int npos;
@@ -69,6 +72,8 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("tile=%s", tile),
 	OPT("fit=%s", fit),
 	OPT("log=%s", log),
+	OPT("orders=%s", orders),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	{"-f", offsetof(struct cli, foreground), 1},
 	{"-d", offsetof(struct cli, debug), 1},
 	{"debug", offsetof(struct cli, debug), 1},
@@ -83,7 +88,7 @@ static const struct fuse_opt cli_spec[] = {
 static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
 					 "window",   "batch",	    "ranks",	"workers", "direct",
 					 "cachedir", "kernel_open", "push",	"tile",	   "fit",
-					 "log"};
+					 "log",	     "orders"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -95,6 +100,10 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		}
 		c->pos[c->npos++] = strdup(arg);
 		return 0;
+	}
+	if (key == KEY_ALLOW_OTHER) {
+		c->allow_other = 1;
+		return 1; /* FUSE's too */
 	}
 	for (size_t k = 0; key == FUSE_OPT_KEY_OPT && k < sizeof(cli_valued) / sizeof(*cli_valued);
 	     k++)
@@ -151,6 +160,13 @@ static void usage(FILE *f)
 		"                     sizes need it), as spritefs-pack --tile\n"
 		"  -o fit=MODE        image folder: crop (default), pad or stretch, as\n"
 		"                     spritefs-pack --fit\n"
+		"  -o orders=SIZE     memory for the epoch views' orders and plans, about 12\n"
+		"                     bytes a sample each (default 256M): as many orders are\n"
+		"                     kept as fit (at most %u), and a store whose largest\n"
+		"                     split needs more than the whole is refused\n"
+		"  -o allow_other     (FUSE) let every user in: the files then take the store's\n"
+		"                     owner, group and read bits (default_permissions), and a\n"
+		"                     store the user who mounts cannot read is refused\n"
 		"  -o log=FILE        append the daemon's messages (a bad sheet, a failed read)\n"
 		"                     to FILE, each with its time; they also go to stderr in\n"
 		"                     the foreground, and to syslog (daemon facility) once\n"
@@ -161,7 +177,7 @@ static void usage(FILE *f)
 		"exit status: 0 unmounted (SIGTERM, SIGINT, fusermount3 -u), 1 error (a bad\n"
 		"store or mount point, a failed mount), 2 usage (a missing or bad argument\n"
 		"or option)\n",
-		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH);
+		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH, SFS_MAX_ORDERS);
 }
 
 static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -371,6 +387,102 @@ static void warn_store_gaps(const struct sfs *fs, const char *mnt)
 			skipped == 1 ? "it" : "them");
 }
 
+/*
+ * The epoch views' orders against -o orders=: a store whose largest split
+ * needs more than the budget for one order is refused, naming the budget
+ * that would do and the samples this one serves; otherwise the number kept
+ * at once is said. No sample count a store declares can then make the
+ * daemon allocate past the budget (epoch.c).
+ */
+static int check_orders(struct sfs *fs)
+{
+	char a[32], b[32], w[32];
+	const struct sfs_split *big = &fs->splits[0];
+	for (uint32_t k = 1; k < fs->info->nsplits; k++)
+		if (fs->splits[k].count > big->count)
+			big = &fs->splits[k];
+	uint64_t one = sfs_order_bytes(fs, big);
+	uint32_t slots = sfs_order_slots(fs);
+	if (slots == 0) {
+		/* 12 bytes a sample, and the per-batch and per-sheet parts scale with it */
+		uint64_t fit = big->count ? (uint64_t)((double)big->count *
+						       ((double)fs->o.orders_bytes / (double)one))
+					  : 0;
+		unsigned long long mib = (one + (1u << 20) - 1) >> 20;
+		fprintf(stderr,
+			"spritefs: %s: split %s declares %" PRIu64 " samples: one epoch order "
+			"of it needs %s (12 bytes a sample), more than -o orders=%s; ",
+			fs->store_path, big->name, big->count, sprite_fmt_size(one, a, sizeof(a)),
+			sprite_fmt_size(fs->o.orders_bytes, b, sizeof(b)));
+		if (one > ram_bytes())
+			fprintf(stderr, "that is more than this machine's memory (%s)",
+				sprite_fmt_size(ram_bytes(), w, sizeof(w)));
+		else
+			fprintf(stderr, "mount with -o orders=%lluM or more", mib);
+		fprintf(stderr, " (this budget serves splits of up to about %" PRIu64 " samples)\n",
+			fit);
+		return -1;
+	}
+	fprintf(stderr,
+		"spritefs: epoch orders: %u kept at once, %s each (split %s), in -o orders=%s\n",
+		slots, sprite_fmt_size(one, a, sizeof(a)), big->name,
+		sprite_fmt_size(fs->o.orders_bytes, b, sizeof(b)));
+	return 0;
+}
+
+/*
+ * -o allow_other lets every user of the machine in, so the mount answers as
+ * its source does: the owner, group and read bits of the store file (of the
+ * image folder, for a first-use pack), which the kernel enforces
+ * (default_permissions, added here). A source the user who mounts could not
+ * read is refused: access() asks for the real uid, the user who ran us even
+ * through a set-uid or capability wrapper; root mounting for others
+ * (mount(8), systemd) passes, and the source's own bits then decide who
+ * reads. Without allow_other only the user who mounts gets in: ours.
+ */
+static int source_perms(struct sfs *fs, const char *source, const struct stat *st)
+{
+	fs->owner = (uint32_t)getuid();
+	fs->group = (uint32_t)getgid();
+	fs->file_mode = 0444;
+	fs->dir_mode = 0555;
+	if (!fs->o.allow_other)
+		return 0;
+	int dir = S_ISDIR(st->st_mode);
+	if (access(source, dir ? R_OK | X_OK : R_OK) < 0) {
+		fprintf(stderr,
+			"spritefs: %s: %s for uid %u: -o allow_other would serve it to every "
+			"user; mount a %s you can read\n",
+			source, strerror(errno), (unsigned)getuid(), dir ? "folder" : "store");
+		return -1;
+	}
+	fs->owner = (uint32_t)st->st_uid;
+	fs->group = (uint32_t)st->st_gid;
+	fs->file_mode = (uint32_t)st->st_mode & 0444;
+	fs->dir_mode = fs->file_mode | (fs->file_mode >> 2); /* r gives x */
+	return 0;
+}
+
+/*
+ * Whether every user may see the store's path: it is readable by others and
+ * every folder above it searchable by them. Otherwise dataset.json and the
+ * mount table name the store by its file name only.
+ */
+static int path_public(const char *path)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s", path);
+	if (stat(p, &st) < 0 || !(st.st_mode & S_IROTH))
+		return 0;
+	for (char *slash = strrchr(p, '/'); slash && slash > p; slash = strrchr(p, '/')) {
+		*slash = 0;
+		if (stat(p, &st) < 0 || !(st.st_mode & S_IXOTH))
+			return 0;
+	}
+	return 1;
+}
+
 static int apply_options(struct cli *c, struct sfs_opts *o)
 {
 	o->cache_bytes = default_cache();
@@ -414,6 +526,17 @@ static int apply_options(struct cli *c, struct sfs_opts *o)
 			return -1;
 		}
 	}
+	o->orders_bytes = DEFAULT_ORDERS;
+	if (c->orders && (sprite_parse_size(c->orders, &o->orders_bytes) < 0 ||
+			  o->orders_bytes < (1u << 20) || o->orders_bytes > ram_bytes())) {
+		char m[32];
+		fprintf(stderr,
+			"spritefs: -o orders=%s: expected a size from 1M to this machine's memory "
+			"(%s), e.g. 64M, 1G\n",
+			c->orders, sprite_fmt_size(ram_bytes(), m, sizeof(m)));
+		return -1;
+	}
+	o->allow_other = c->allow_other;
 	if (c->prefetch && parse_u32("prefetch", c->prefetch, 0, 256, &o->prefetch))
 		return -1;
 	if (c->epochs && parse_u32("epochs", c->epochs, 1, SFS_MAX_EPOCHS, &o->epochs))
@@ -629,6 +752,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "spritefs: %s: %s\n", source, strerror(errno));
 		goto out_fs;
 	}
+	if (source_perms(fs, source, &st) < 0)
+		goto out_fs;
 	if (S_ISDIR(st.st_mode)) {
 		if (sfs_first_pack(source, c.cachedir, &how, source_store, sizeof(source_store)) < 0)
 			goto out_fs;
@@ -650,6 +775,7 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	}
 	snprintf(fs->store_path, sizeof(fs->store_path), "%s", source_store);
+	fs->path_private = fs->o.allow_other && !path_public(fs->store_path);
 
 	r = sprite_store_open(fs->store_path, &fs->store, err);
 	if (r < 0) {
@@ -666,7 +792,7 @@ int main(int argc, char *argv[])
 			err[0] ? err : sprite_strerror(-r));
 		goto out_tree;
 	}
-	if (check_budget(fs) < 0) {
+	if (check_budget(fs) < 0 || check_orders(fs) < 0) {
 		ret = 2;
 		goto out_tree;
 	}
@@ -679,7 +805,7 @@ int main(int argc, char *argv[])
 	/* FUSE options: ours first (the user's fsname wins), read-only last (always wins) */
 	{
 		char *fsname = NULL;
-		if (fuse_opt_add_opt_escaped(&fsname, fs->store_path) < 0)
+		if (fuse_opt_add_opt_escaped(&fsname, sfs_store_shown(fs)) < 0)
 			goto out_cache;
 		size_t n = strlen(fsname) + 64;
 		char *o = malloc(n);
@@ -692,6 +818,7 @@ int main(int argc, char *argv[])
 		r = fuse_opt_insert_arg(&args, 1, o);
 		free(o);
 		if (r < 0 || fuse_opt_add_arg(&args, "-oro") < 0 ||
+		    (fs->o.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions") < 0) ||
 		    (c.debug && fuse_opt_add_arg(&args, "-d") < 0))
 			goto out_cache;
 	}
@@ -763,6 +890,7 @@ out_args:
 	free(c.tile);
 	free(c.fit);
 	free(c.log);
+	free(c.orders);
 	sfs_log_close();
 	fuse_opt_free_args(&args);
 	return ret;

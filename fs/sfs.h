@@ -45,12 +45,17 @@ struct sfs_opts {
 	int kernel_open;	 /* 1: FUSE no_open when the kernel offers it */
 	int push;		 /* 1: push sheets loaded ahead into the kernel's page cache */
 	int foreground, debug;
+	uint64_t orders_bytes; /* -o orders=: epoch orders and plans (epoch.c) */
+	int allow_other;       /* -o allow_other: attributes follow the store (main.c) */
 };
 
 #define SFS_WINDOW_DATASET  0u	       /* -o window= not given: the data set's order */
 #define SFS_WINDOW_FULL	    UINT32_MAX /* -o window=full */
 #define SFS_EPOCH_BITS	    11u	   /* of an epoch view inode's 21-bit field, the rest: seed slot */
 #define SFS_MAX_SEEDS	    1024u  /* distinct seeds looked up under epochs/ (10 bits) */
+#define SFS_SEEDS_PER_UID   128u   /* seed slots one uid (not root) may hold at once */
+#define SFS_MAX_ORDERS	    64u	   /* epoch orders kept at once, whatever the budget */
+#define SFS_ORDER_WAIT_S    30	   /* a reader waits this long for an order slot (then EBUSY) */
 #define SFS_MAX_EPOCHS	    2047u  /* epochs 0..2046 can be opened (11 bits) */
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
@@ -72,6 +77,9 @@ struct sfs_stats {
 	uint64_t checksum_failures, read_errors;
 	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
 	uint64_t scratch_bytes;
+	uint64_t orders_bytes;		       /* epoch orders and plans held (epoch.c) */
+	uint64_t order_waits, order_refusals;  /* readers that waited for an order slot; EBUSY */
+	uint64_t seeds_recycled, seed_refusals; /* seed slots given to a new seed; ENOSPC */
 	double started;
 };
 
@@ -141,8 +149,15 @@ struct sfs {
 
 	pthread_mutex_t seed_lock;
 	uint64_t seeds[SFS_MAX_SEEDS];
-	uint32_t nseeds;
+	uint64_t seed_refs[SFS_MAX_SEEDS]; /* the kernel's lookups of the slot's inodes */
+	uint32_t seed_uid[SFS_MAX_SEEDS];  /* who looked the seed up first */
+	uint8_t seed_live[SFS_MAX_SEEDS];  /* read without the lock (atomic) */
+	uint32_t nseeds;		   /* slots ever used: the live ones are below */
 	int seeds_full_logged;
+	/* -o allow_other: the store's (or source folder's) owner and read bits; else ours */
+	uint32_t owner, group;
+	uint32_t file_mode, dir_mode;
+	int path_private; /* others may not see store_path: name its file only */
 
 	struct sfs_cache *cache;
 	struct sfs_prefetch *pf;
@@ -237,6 +252,12 @@ struct sfs_epoch_io {
 };
 void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io);
 /*
+ * A reader waits for an epoch order slot: the least recently used stream
+ * whose order nobody else pins lets go of it. 1 when one did, else 0. Called
+ * with no lock held.
+ */
+int sfs_cache_release_stream(struct sfs *fs);
+/*
  * Budget the split's epoch views need to read each stored byte once: two
  * windows of sheets (the one being served and the next, loading) and two
  * more for readers in flight; the whole split for a full order.
@@ -302,8 +323,31 @@ void sfs_epoch_put(struct sfs *fs, void *handle);
 const struct sfs_plan *sfs_epoch_plan(void *handle);
 /* One more pin on a pinned order (for the cache's streams); sfs_epoch_put() drops it. */
 void sfs_epoch_pin(struct sfs *fs, void *handle);
+/* The pins on a pinned order (the cache's streams drop an order only they pin). */
+uint32_t sfs_epoch_pins(struct sfs *fs, void *handle);
+/*
+ * Bytes an order and its plan of split sp take (about 12 a sample), and the
+ * order slots -o orders= gives the largest split's (0: not even one, and
+ * main.c refuses the store).
+ */
+uint64_t sfs_order_bytes(const struct sfs *fs, const struct sfs_split *sp);
+uint32_t sfs_order_slots(const struct sfs *fs);
 /* Seed slot of seed (registering it), or -ENOSPC when the table is full. */
-int sfs_seed_slot(struct sfs *fs, uint64_t seed);
+/*
+ * Seed slot of seed, registering it for uid (at most SFS_SEEDS_PER_UID per
+ * uid but root's; a slot the kernel holds no inode of is recycled), with one
+ * lookup counted on it; -ENOSPC when there is no slot.
+ */
+int sfs_seed_slot(struct sfs *fs, uint64_t seed, uint32_t uid);
+/*
+ * The kernel's lookups of a slot's inodes (ll.c): ref adds one when the slot
+ * is live (and holds *seed, when seed is not NULL), else -ENOENT; unref
+ * takes n (FUSE forget). A slot back at 0 may be given to another seed.
+ */
+int sfs_seed_ref(struct sfs *fs, uint32_t slot, const uint64_t *seed);
+void sfs_seed_unref(struct sfs *fs, uint32_t slot, uint64_t n);
+/* 1 when slot holds a seed (no lock; tree.c validates inode numbers with it). */
+int sfs_seed_live(struct sfs *fs, uint32_t slot);
 uint64_t sfs_seed_of(struct sfs *fs, uint32_t slot);
 
 /* ---- tree.c ------------------------------------------------------------ */
@@ -384,13 +428,15 @@ struct sfs_attr {
 
 int sfs_tree_init(struct sfs *fs, char *err);
 void sfs_tree_free(struct sfs *fs);
+/* The store as every reader may see it: its path, or its file name (path_private). */
+const char *sfs_store_shown(const struct sfs *fs);
 /* Validate an inode number; fill its attributes. -ENOENT when it names nothing. */
 int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a);
 int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sfs_attr *a);
 /*
  * Directory entry number i (0 and 1 are "." and "..") of dir; writes its name
- * into name (256 bytes) and its attributes. Returns 1 when it exists, 0 past
- * the end, <0 on error.
+ * into name (256 bytes) and its attributes. Returns 1 when it exists, 2 when
+ * it is a hole (a seed slot free again: skip it), 0 past the end, <0 on error.
  */
 int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct sfs_attr *a);
 /*
@@ -456,5 +502,7 @@ void sfs_readahead(struct sfs *fs, const struct sfs_reader *r);
 
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops sfs_ll_ops;
+/* The uid of the request the calling thread serves (0 outside a request). */
+uint32_t sfs_ll_caller_uid(void);
 
 #endif

@@ -135,9 +135,11 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	uint64_t mapped = SFS_GET(fs, bytes_mapped);
 	uint64_t iobufs = sfs_prefetch_mem(fs);
 	uint64_t scratch = SFS_GET(fs, scratch_bytes);
+	uint64_t orders = SFS_GET(fs, orders_bytes);
 #define C(name)                                                                                    \
 	sprite_str_printf(&s, "  \"%s\": %llu,\n", #name, (unsigned long long)SFS_GET(fs, name))
 	sprite_str_printf(&s, "{\n  \"uptime_s\": %.3f,\n", up);
+	sprite_str_printf(&s, "  \"pid\": %d,\n", (int)getpid()); /* hntrain names a hung daemon */
 	C(requests);
 	C(reads);
 	C(bytes_served);
@@ -154,6 +156,13 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(bytes_pushed);
 	sprite_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
 	sprite_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
+	sprite_str_printf(&s, "  \"orders_budget\": %llu,\n",
+			  (unsigned long long)fs->o.orders_bytes);
+	C(orders_bytes);
+	C(order_waits);
+	C(order_refusals);
+	C(seeds_recycled);
+	C(seed_refusals);
 	C(prefetch_issued);
 	C(prefetch_hits);
 	C(prefetch_skipped);
@@ -171,7 +180,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	sprite_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
 	sprite_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
 	sprite_str_printf(&s, "  \"memory_in_use\": %llu,\n",
-			  (unsigned long long)(mapped + iobufs + scratch));
+			  (unsigned long long)(mapped + iobufs + scratch + orders));
 	sprite_str_printf(&s, "  \"rss\": %llu\n}", (unsigned long long)sfs_rss_bytes());
 #undef C
 	/* a fixed size, so that the file's size never changes under a reader */

@@ -239,6 +239,12 @@ static void class_counts_json(struct sfs *fs, struct sprite_str *s, uint32_t spl
 	free(c);
 }
 
+const char *sfs_store_shown(const struct sfs *fs)
+{
+	const char *slash = strrchr(fs->store_path, '/');
+	return fs->path_private && slash ? slash + 1 : fs->store_path;
+}
+
 static void build_dataset_json(struct sfs *fs)
 {
 	const struct sprite_store_info *in = fs->info;
@@ -247,7 +253,7 @@ static void build_dataset_json(struct sfs *fs)
 	sprite_str_json(&s, in->name);
 	sprite_str_printf(&s, ",\n  \"format_version\": %u,\n", in->version);
 	sprite_str_printf(&s, "  \"store\": ");
-	sprite_str_json(&s, fs->store_path);
+	sprite_str_json(&s, sfs_store_shown(fs));
 	sprite_str_printf(&s, ",\n  \"tile\": {\"h\": %u, \"w\": %u, \"c\": %u},\n", in->tile_h,
 			  in->tile_w, in->tile_c);
 	sprite_str_printf(&s, "  \"sheet_tiles\": %u,\n  \"nsheets\": %u,\n", in->sheet_tiles,
@@ -481,13 +487,13 @@ int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a)
 		a->size = in->sheets[sp->first_sheet + n].raw_size;
 		return 0;
 	case SFS_K_SEED_DIR:
-		if (x >= __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE))
+		if (!sfs_seed_live(fs, x))
 			return -ENOENT;
 		a->dir = 1;
 		return 0;
 	case SFS_K_EPOCH_DIR:
 	case SFS_K_EPOCH_BATCH:
-		if (sfs_ep_slot(x) >= __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE))
+		if (!sfs_seed_live(fs, sfs_ep_slot(x)))
 			return -ENOENT;
 		if (kind == SFS_K_EPOCH_DIR) {
 			a->dir = 1;
@@ -595,7 +601,7 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 	case SFS_K_EPOCHS_DIR: {
 		if (parse_num(name, "", 0, &n))
 			return -ENOENT;
-		int slot = sfs_seed_slot(fs, n);
+		int slot = sfs_seed_slot(fs, n, sfs_ll_caller_uid()); /* one lookup counted */
 		if (slot < 0)
 			return slot;
 		return sfs_tree_attr(fs, sfs_ino(SFS_K_SEED_DIR, split, (uint32_t)slot, 0), a);
@@ -707,6 +713,8 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
 	case SFS_K_EPOCHS_DIR:
 		if (i >= __atomic_load_n(&fs->nseeds, __ATOMIC_ACQUIRE))
 			return 0;
+		if (!sfs_seed_live(fs, (uint32_t)i))
+			return 2; /* a slot free again: no entry */
 		snprintf(name, 256, "%" PRIu64, sfs_seed_of(fs, (uint32_t)i));
 		child = sfs_ino(SFS_K_SEED_DIR, split, (uint32_t)i, 0);
 		break;
