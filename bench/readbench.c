@@ -14,7 +14,10 @@
  * work), the rate that bounds a cold mount per decode thread; each sheet
  * decodes into its own buffer (up to 64 a thread, cycled), so that, as in
  * the mount, the decoded bytes go to memory and not to a buffer the cache
- * still holds. Every
+ * still holds. --decode copy decodes the sheets before the clock and times
+ * one memcpy of each into such buffers: the rate of the one copy per
+ * delivered byte that a reader of a mount cannot avoid (the floor of
+ * spritefs-bench's cold-path CPU, with --decode lz4's). Every
  * delivered sample is hashed (XXH3) and the hashes are summed, an
  * order-independent fingerprint: the same samples give the same
  * "sample_sum" whatever the medium, the number of threads or the file order,
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/batch.h"
@@ -42,7 +46,7 @@
 #include "common/store.h"
 #include "common/util.h"
 
-enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE, RB_LZ4 };
+enum rb_decode { RB_RAW, RB_IMAGE, RB_BATCH, RB_NPY, RB_STORE, RB_LZ4, RB_COPY };
 
 struct rb_item {
 	char *path;
@@ -219,6 +223,23 @@ static int rb_load_stored(struct rb_src *s, struct rb_item *it)
 	return r;
 }
 
+/* --decode copy: the stored bytes (rb_load_stored) replaced by the decoded sheet */
+static int rb_load_decoded(struct rb_src *s, struct rb_item *it)
+{
+	char err[SPRITE_ERR_MAX] = "";
+	const struct sprite_sheet_entry *e = &sprite_store_info(s->store)->sheets[it->sheet];
+	uint8_t *raw = malloc(e->raw_size ? e->raw_size : 1);
+	int64_t n = raw ? sprite_sheet_decode(s->store, it->sheet, it->stored, e->stored_size, raw,
+					      e->raw_size, err)
+			: -ENOMEM;
+	free(it->stored);
+	it->stored = raw;
+	if (n < 0)
+		fprintf(stderr, "spritefs-readbench: %s: sheet %u: %s\n", s->path, it->sheet,
+			err[0] ? err : strerror((int)-n));
+	return n < 0 ? (int)n : 0;
+}
+
 static void rb_note_shape(uint32_t h, uint32_t w, uint32_t c)
 {
 	uint32_t zero = 0;
@@ -236,6 +257,7 @@ struct rb_thread {
 	uint8_t **outs; /* --decode lz4: one output per sheet, cycled */
 	size_t nouts;
 	uint64_t files, bytes, samples, sum;
+	double cpu; /* the thread's CPU time on the timed work */
 };
 
 static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
@@ -279,6 +301,16 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 			return rb_fail("%s: %s", s->path, err);
 		t->files++;
 		t->bytes += (uint64_t)n;
+		t->samples += e->count;
+		return 0;
+	}
+	if (ctx.decode == RB_COPY) {
+		const struct sprite_sheet_entry *e =
+			&sprite_store_info(ctx.srcs[it->src].store)->sheets[it->sheet];
+		uint8_t *dst = t->nouts ? t->outs[t->files % t->nouts] : t->buf;
+		memcpy(dst, it->stored, e->raw_size);
+		t->files++;
+		t->bytes += e->raw_size;
 		t->samples += e->count;
 		return 0;
 	}
@@ -348,6 +380,8 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 static void *rb_worker(void *arg)
 {
 	struct rb_thread *t = arg;
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	for (;;) {
 		uint64_t i = __atomic_fetch_add(&ctx.next, 1, __ATOMIC_RELAXED);
 		if (ctx.seconds > 0 ? i >= ctx.nitems && sprite_now() >= ctx.deadline
@@ -359,6 +393,8 @@ static void *rb_worker(void *arg)
 		if (i >= ctx.nitems)
 			t->sum = sum;
 	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	t->cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
 	return NULL;
 }
 
@@ -453,7 +489,8 @@ static void usage(FILE *f)
 		   "files) |\n"
 		   "                 store (sheets of *.sprites store files) |\n"
 		   "                 lz4 (sheets of a store read into memory first: decoding\n"
-		   "                 alone is timed, bytes are decoded bytes)\n"
+		   "                 alone is timed, bytes are decoded bytes) |\n"
+		   "                 copy (sheets decoded first: one memcpy of each is timed)\n"
 		   "  --match SUFFIX only files whose path ends with SUFFIX\n"
 		   "  --threads N    reader threads (default 1)\n"
 		   "  --bs SIZE      read size for raw reads, rows chunk for npy (default 1M)\n"
@@ -506,6 +543,8 @@ int main(int argc, char **argv)
 				ctx.decode = RB_STORE;
 			else if (!strcmp(optarg, "lz4"))
 				ctx.decode = RB_LZ4;
+			else if (!strcmp(optarg, "copy"))
+				ctx.decode = RB_COPY;
 			else {
 				fprintf(stderr, "spritefs-readbench: unknown --decode %s\n",
 					optarg);
@@ -585,14 +624,15 @@ int main(int argc, char **argv)
 	size_t bufcap = ctx.bs;
 	char err[SPRITE_ERR_MAX + 512];
 	int npaths = argc - optind;
-	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY || ctx.decode == RB_LZ4) {
+	int sheets_first = ctx.decode == RB_LZ4 || ctx.decode == RB_COPY;
+	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY || sheets_first) {
 		ctx.srcs = calloc((size_t)npaths, sizeof(*ctx.srcs));
 		if (!ctx.srcs)
 			return 1;
 	}
 	for (int a = optind; a < argc; a++) {
 		const char *p = argv[a];
-		if (ctx.decode == RB_STORE || ctx.decode == RB_LZ4) {
+		if (ctx.decode == RB_STORE || sheets_first) {
 			struct rb_src *s = &ctx.srcs[ctx.nsrcs];
 			s->path = argv[a];
 			int r = sprite_store_open(p, &s->store, err);
@@ -609,8 +649,11 @@ int main(int argc, char **argv)
 					bufcap = in->sheets[i].raw_size;
 				if (rb_add_item(NULL, i, 0, ctx.nsrcs) < 0)
 					return 1;
-				if (ctx.decode == RB_LZ4 &&
+				if (sheets_first &&
 				    rb_load_stored(s, &ctx.items[ctx.nitems - 1]) < 0)
+					return 1;
+				if (ctx.decode == RB_COPY &&
+				    rb_load_decoded(s, &ctx.items[ctx.nitems - 1]) < 0)
 					return 1;
 			}
 			ctx.nsrcs++;
@@ -677,7 +720,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "spritefs-readbench: out of memory\n");
 			return 1;
 		}
-		if (ctx.decode != RB_LZ4)
+		if (!sheets_first)
 			continue;
 		/* as many as memory gives, up to 64; each faulted in before the clock */
 		size_t want = ctx.nitems < 64 ? ctx.nitems : 64;
@@ -699,12 +742,14 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	double cpu = 0;
 	for (int i = 0; i < threads; i++) {
 		pthread_join(th[i].tid, NULL);
 		ctx.files += th[i].files;
 		ctx.bytes += th[i].bytes;
 		ctx.samples += th[i].samples;
 		ctx.sum += th[i].sum;
+		cpu += th[i].cpu;
 		free(th[i].buf);
 		for (size_t k = 0; k < th[i].nouts; k++)
 			free(th[i].outs[k]);
@@ -713,13 +758,13 @@ int main(int argc, char **argv)
 	double wall = sprite_now() - t0;
 	if (wall <= 0)
 		wall = 1e-9;
-	static const char *names[] = {"none", "image", "batch", "npy", "store", "lz4"};
+	static const char *names[] = {"none", "image", "batch", "npy", "store", "lz4", "copy"};
 	printf("{\"label\":\"%s\",\"decode\":\"%s\",\"threads\":%d,\"passes\":%u,\"direct\":%s,"
 	       "\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"samples\":%" PRIu64
-	       ",\"wall_s\":%.6f,\"mb_s\":%.3f,\"files_s\":%.1f,\"samples_s\":%.1f,"
+	       ",\"wall_s\":%.6f,\"cpu_s\":%.6f,\"mb_s\":%.3f,\"files_s\":%.1f,\"samples_s\":%.1f,"
 	       "\"shape\":[%u,%u,%u],\"sample_sum\":\"%016" PRIx64 "\",\"errors\":%" PRIu64 "}\n",
 	       label, names[ctx.decode], threads, ctx.passes, ctx.direct ? "true" : "false",
-	       ctx.files, ctx.bytes, ctx.samples, wall, (double)ctx.bytes / 1e6 / wall,
+	       ctx.files, ctx.bytes, ctx.samples, wall, cpu, (double)ctx.bytes / 1e6 / wall,
 	       (double)ctx.files / wall, (double)ctx.samples / wall, ctx.shape[0], ctx.shape[1],
 	       ctx.shape[2], ctx.sum, ctx.errors);
 	if (ctx.errors) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -128,6 +129,30 @@ static void epoch_io_json(struct sfs *fs, struct sprite_str *s)
 			  need ? (double)io.read_bytes / (double)need : 0.0);
 }
 
+/*
+ * The daemon's CPU time so far (every thread's, user and system, from
+ * getrusage) and per 10^9 bytes served: the cost of a delivered byte on the
+ * daemon's side, which the floor of one lz4 decode per stored byte and one
+ * copy per delivered byte bounds (docs/ARCHITECTURE.md, "CPU floor").
+ */
+static void cpu_json(struct sfs *fs, struct sprite_str *s)
+{
+	struct rusage ru;
+	double user = 0, sys = 0;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+		sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+	}
+	uint64_t served = SFS_GET(fs, bytes_served);
+	sprite_str_printf(s, "  \"cpu_s\": %.3f,\n  \"cpu_user_s\": %.3f,\n  \"cpu_sys_s\": %.3f,\n",
+			  user + sys, user, sys);
+	if (served)
+		sprite_str_printf(s, "  \"cpu_s_per_gb_served\": %.4f,\n",
+				  (user + sys) / ((double)served / 1e9));
+	else
+		sprite_str_printf(s, "  \"cpu_s_per_gb_served\": null,\n");
+}
+
 char *sfs_stats_json(struct sfs *fs, size_t *len)
 {
 	struct sprite_str s = {0};
@@ -177,6 +202,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(sheets_decoded);
 	C(raw_bytes_decoded);
 	sprite_str_printf(&s, "  \"decode_s\": %.6f,\n", (double)SFS_GET(fs, decode_ns) / 1e9);
+	cpu_json(fs, &s);
 	sprite_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
 	sprite_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
 	sprite_str_printf(&s, "  \"memory_in_use\": %llu,\n",

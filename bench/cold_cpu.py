@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""cold_cpu.py - the CPU cost of a decoded byte on a cold mount, against its floor.
+
+One run measures, side by side on the same machine:
+
+* the floor: one lz4 decode per stored byte at the single-core rate
+  (spritefs-readbench --decode lz4 --threads 1: checksum + lz4 + checks of
+  sheets already in memory) plus one memory copy per delivered byte at the
+  single-core rate (--decode copy), in core-seconds per decoded GB, each rate
+  per CPU-second of the timing thread, so that other load on the machine
+  does not inflate the floor;
+* a cold pass: the page cache dropped, a fresh mount with -o cache=CACHE,
+  one epoch's view files read with O_DIRECT by READERS threads
+  (spritefs-readbench --direct); the daemon's CPU time from
+  /proc/PID/stat (utime + stime) and the readers' from wait4's rusage, each
+  in core-seconds per decoded GB delivered, and their sum over the floor.
+
+Prints one JSON object (and a line per pass on stderr). Needs root (drop_caches)
+and /dev/fuse. Used for issue 26's T11 (docs/ARCHITECTURE.md, "CPU floor").
+
+    bench/cold_cpu.py --store S --cache 256M --spritefs build/fs/spritefs \\
+        --readbench build/bench/spritefs-readbench --pack build/fs/spritefs-pack [--runs 3]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid):
+    """utime + stime of a process (fields 14 and 15 of /proc/PID/stat), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / TICK
+
+
+def run_json(cmd):
+    """Run a readbench command; its JSON line and the child's CPU seconds (wait4)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate()
+    # communicate() reaped it; the children's rusage grew by its CPU time
+    if p.returncode != 0:
+        sys.exit(f"cold_cpu: {' '.join(cmd)} exited {p.returncode}: {err.strip()}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def children_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+@contextmanager
+def mounted(spritefs, store, mnt, opts):
+    log = open(os.path.join(os.path.dirname(mnt), "spritefs.log"), "w")
+    p = subprocess.Popen([spritefs, "-f", "-o", opts, store, mnt], stdout=log, stderr=log)
+    try:
+        for _ in range(300):
+            if os.path.exists(os.path.join(mnt, "dataset.json")):
+                break
+            if p.poll() is not None:
+                sys.exit(f"cold_cpu: spritefs exited {p.returncode} (see {log.name})")
+            time.sleep(0.05)
+        else:
+            sys.exit("cold_cpu: the mount did not come up")
+        yield p.pid
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log.close()
+
+
+def compression(pack, store):
+    """spritefs-pack --info's compression: "lz4", "lz4 (some sheets raw)" or "none"."""
+    out = subprocess.run([pack, "--info", store], capture_output=True, text=True, check=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("compression:"):
+            return line.split(":", 1)[1].split(",")[0].strip()
+    sys.exit(f"cold_cpu: spritefs-pack --info {store} says no compression")
+
+
+def floor(readbench, store, seconds, codec):
+    """core-seconds per decoded GB: one lz4 decode (none for a store of raw sheets: they
+    need none) plus one copy, each on one core."""
+    common = [readbench, "--threads", "1", "--limit", "48", "--seconds", str(seconds), store]
+    cp = run_json(common[:1] + ["--decode", "copy"] + common[1:])
+    if codec == "none":
+        cp_rate = cp["bytes"] / cp["cpu_s"]
+        return {"compression": codec, "lz4_decoded_gb_per_s": None,
+                "copy_gb_per_s": cp_rate / 1e9, "floor_core_s_per_gb": 1e9 / cp_rate}
+    # a store with some raw sheets: their "decode" (checksum and copy) is timed as lz4's,
+    # which raises the floor a little
+    lz4 = run_json(common[:1] + ["--decode", "lz4"] + common[1:])
+    # per CPU-second of the one thread (its CLOCK_THREAD_CPUTIME_ID), not per wall second:
+    # a busy machine then slows the floor no more than it slows the daemon's core-seconds
+    lz4_rate = lz4["bytes"] / lz4["cpu_s"]  # decoded bytes per core-second
+    cp_rate = cp["bytes"] / cp["cpu_s"]
+    return {"compression": codec, "lz4_decoded_gb_per_s": lz4_rate / 1e9, "copy_gb_per_s": cp_rate / 1e9,
+            "floor_core_s_per_gb": 1e9 / lz4_rate + 1e9 / cp_rate}
+
+
+def cold_pass(a, tmp):
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    mnt = os.path.join(tmp, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    opts = f"cache={a.cache},seed={a.seed},batch={a.batch}" + (f",{a.opts}" if a.opts else "")
+    with mounted(a.spritefs, a.store, mnt, opts) as pid:
+        d0 = proc_cpu(pid)
+        c0 = children_cpu()
+        views = os.path.join(mnt, "train", "epochs", str(a.seed), "0")
+        res = run_json([a.readbench, "--direct", "--threads", str(a.readers), views])
+        readers = children_cpu() - c0
+        daemon = proc_cpu(pid) - d0
+        with open(os.path.join(mnt, ".spritefs", "stats.json")) as f:
+            stats = json.load(f)
+    gb = res["bytes"] / 1e9
+    return {"bytes": res["bytes"], "wall_s": res["wall_s"], "gb_per_s": gb / res["wall_s"],
+            "daemon_core_s": daemon, "readers_core_s": readers,
+            "daemon_core_s_per_gb": daemon / gb, "readers_core_s_per_gb": readers / gb,
+            "core_s_per_gb": (daemon + readers) / gb,
+            "read_amplification": (stats.get("epoch") or {}).get("read_amplification"),
+            "stats_cpu_s": stats.get("cpu_s")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--cache", default="256M")
+    ap.add_argument("--readers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--opts", default="", help="more -o options for spritefs")
+    ap.add_argument("--floor-seconds", type=float, default=2.0)
+    ap.add_argument("--spritefs", required=True)
+    ap.add_argument("--readbench", required=True)
+    ap.add_argument("--pack", required=True, help="spritefs-pack (--info says the codec)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("cold_cpu: needs root (drop_caches, mount)")
+    with tempfile.TemporaryDirectory(prefix="cold_cpu.") as tmp:
+        fl = floor(a.readbench, a.store, a.floor_seconds, compression(a.pack, a.store))
+        lz = fl["lz4_decoded_gb_per_s"]
+        print(f"floor ({fl['compression']}): lz4 {f'{lz:.2f} GB/s decoded' if lz else 'none'}, "
+              f"copy {fl['copy_gb_per_s']:.2f} GB/s: {fl['floor_core_s_per_gb']:.3f} core-s/GB",
+              file=sys.stderr)
+        runs = []
+        for k in range(a.runs):
+            r = cold_pass(a, tmp)
+            r["ratio"] = r["core_s_per_gb"] / fl["floor_core_s_per_gb"]
+            runs.append(r)
+            print(f"cold pass {k + 1}: {r['gb_per_s']:.2f} GB/s, daemon "
+                  f"{r['daemon_core_s_per_gb']:.3f} + readers {r['readers_core_s_per_gb']:.3f} "
+                  f"= {r['core_s_per_gb']:.3f} core-s/GB = {r['ratio']:.2f}x the floor "
+                  f"(amplification {r['read_amplification']})", file=sys.stderr)
+    ratios = sorted(r["ratio"] for r in runs)
+    print(json.dumps({"store": a.store, "cache": a.cache, "readers": a.readers, "floor": fl,
+                      "runs": runs, "ratio_median": ratios[len(ratios) // 2]}))
+
+
+if __name__ == "__main__":
+    main()
