@@ -55,6 +55,13 @@ enum sprite_codec {
 	SPRITE_CODEC_RAW = 0,
 	SPRITE_CODEC_LZ4 = 1,
 };
+/*
+ * The writer stores a sheet lz4-compressed only when that saves at least
+ * this many percent of its bytes, else raw (codec is per sheet): below it,
+ * the decode costs a reader more CPU than the bytes saved are worth (photos
+ * at 224x224x3 gain a few percent). Readers take either codec on any sheet.
+ */
+#define SPRITE_LZ4_MIN_GAIN 10u
 
 struct sprite_split_entry {
 	char name[SPRITE_SPLIT_NAME_MAX]; /* "train", "test", NUL-padded */

@@ -354,7 +354,8 @@ static int flush_sheet(sprite_writer *w)
 	if (w->codec == SPRITE_CODEC_LZ4) {
 		int n = LZ4_compress_default((const char *)w->sheet, (char *)w->packed,
 					     (int)raw_size, (int)w->packed_cap);
-		if (n > 0 && (uint64_t)n < raw_size) {
+		/* raw unless lz4 saves SPRITE_LZ4_MIN_GAIN: a raw sheet costs no decode */
+		if (n > 0 && (uint64_t)n * 100 <= raw_size * (100 - SPRITE_LZ4_MIN_GAIN)) {
 			data = w->packed;
 			stored = (uint64_t)n;
 			e.codec = SPRITE_CODEC_LZ4;

@@ -9,6 +9,9 @@
  * check the checksums, lz4-decompress into a fresh mapping and publish the
  * sheet to the cache. The buffer returns to the ring thread when decoded, so
  * the number of buffers bounds both the reads in flight and the memory held.
+ * A sheet stored raw (lz4 did not pay, docs/FORMAT.md) is read straight into
+ * the cache block it will be served from, the buffer's slot only counting
+ * the read: its worker verifies it in place, no copy, no decode.
  * A sheet loaded ahead of a reader of batches/ is then pushed into the
  * kernel's page cache of its batch file by the worker that decoded it
  * (push_batch), the one FUSE call made outside ll.c.
@@ -58,6 +61,7 @@ struct sfs_prefetch {
 	int direct;
 	int registered;
 	uint8_t **bufs;
+	uint8_t **mem; /* per buffer slot: the cache block a raw sheet is read into, or NULL */
 	size_t buf_len;
 	uint32_t nbufs;
 
@@ -190,7 +194,10 @@ static void prep_read(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t
 		io_uring_submit(&p->ring);
 		sqe = io_uring_get_sqe(&p->ring);
 	}
-	if (p->registered)
+	if (p->mem[b])
+		io_uring_prep_read(sqe, p->fd, p->mem[b] + done, (unsigned)(want - done),
+				   e->offset + done);
+	else if (p->registered)
 		io_uring_prep_read_fixed(sqe, p->fd, p->bufs[b] + done, (unsigned)(want - done),
 					 e->offset + done, (int)b);
 	else
@@ -219,7 +226,9 @@ static void fail_sheet(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, int e
 	struct sfs *fs = p->fs;
 	sfs_log("spritefs: %s: sheet %u: read failed: %s", fs->store_path, sheet, strerror(-err));
 	SFS_ADD(fs, read_errors, 1);
+	sfs_sheet_mem_put(fs, p->mem[b]);
 	pthread_mutex_lock(&p->lock);
+	p->mem[b] = NULL;
 	p->freebufs[p->nfree++] = b;
 	p->mark[sheet] = Q_NONE;
 	pthread_mutex_unlock(&p->lock);
@@ -294,6 +303,9 @@ static void *ring_main(void *arg)
 			p->mark[i] = Q_ISSUED;
 			uint32_t b = p->freebufs[--p->nfree];
 			pthread_mutex_unlock(&p->lock);
+			/* raw: into its cache block (when one is free; else the buffer) */
+			if (p->fs->info->sheets[i].codec == SPRITE_CODEC_RAW)
+				p->mem[b] = sfs_sheet_mem_get(p->fs);
 			prep_read(p, i, b, 0);
 			pthread_mutex_lock(&p->lock);
 		}
@@ -380,7 +392,9 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&p->dlock);
 
 		const struct sprite_sheet_entry *e = &fs->info->sheets[j.sheet];
-		uint8_t *raw = sfs_sheet_mem_get(fs);
+		/* a raw sheet read into its block is verified there (decode copies nothing) */
+		uint8_t *in_place = p->mem[j.buf];
+		uint8_t *raw = in_place ? in_place : sfs_sheet_mem_get(fs);
 		int64_t r;
 		double t0 = sprite_now();
 		if (!raw) {
@@ -388,12 +402,13 @@ static void *worker_main(void *arg)
 			snprintf(err, sizeof(err), "out of memory");
 		} else {
 			err[0] = 0;
-			r = sprite_sheet_decode(fs->store, j.sheet, p->bufs[j.buf], e->stored_size,
-						raw, sfs_sheet_mem_block(fs), err);
+			r = sprite_sheet_decode(fs->store, j.sheet, in_place ? raw : p->bufs[j.buf],
+						e->stored_size, raw, sfs_sheet_mem_block(fs), err);
 		}
 		SFS_ADD(fs, decode_ns, (uint64_t)((sprite_now() - t0) * 1e9));
 
 		pthread_mutex_lock(&p->lock);
+		p->mem[j.buf] = NULL;
 		p->freebufs[p->nfree++] = j.buf;
 		p->mark[j.sheet] = Q_NONE;
 		pthread_mutex_unlock(&p->lock);
@@ -469,9 +484,10 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 		want = fit > 2 ? (uint32_t)fit : 2;
 	p->nbufs = want;
 	p->bufs = calloc(want, sizeof(*p->bufs));
+	p->mem = calloc(want, sizeof(*p->mem));
 	p->freebufs = calloc(want, sizeof(uint32_t));
 	p->dq = calloc(want, sizeof(struct job));
-	if (!p->bufs || !p->freebufs || !p->dq)
+	if (!p->bufs || !p->mem || !p->freebufs || !p->dq)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < want; b++) {
 		p->bufs[b] = mmap(NULL, p->buf_len, PROT_READ | PROT_WRITE,
@@ -564,6 +580,7 @@ void sfs_prefetch_stop(struct sfs *fs)
 		if (p->bufs[b])
 			munmap(p->bufs[b], p->buf_len);
 	free(p->bufs);
+	free(p->mem); /* blocks still in it belong to the cache's chunks */
 	free(p->freebufs);
 	free(p->dq);
 	free(p->urgent);
