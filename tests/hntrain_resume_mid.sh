@@ -137,4 +137,10 @@ for delay in 0 0.3; do
 	[[ $got == "$full" ]] || fail "SIGTERM ($where), resumed: $got; uninterrupted: $full"
 done
 echo "uninterrupted: $full"
+
+# A checkpoint keeps the data's fingerprint: other data of the same shape and count is refused.
+"$MKSTORE" "$TMP/other.sprites" --count-train 4000 --count-test 200 --tile 16x16x1 --classes 4 \
+	--sheet 256 --seed 9 >/dev/null || fail "mkstore other"
+expect_fail "the checkpoint was trained on other data than $TMP/other.sprites" \
+	--data "$TMP/other.sprites" --resume "$TMP/c.ckpt"
 echo "PASS"

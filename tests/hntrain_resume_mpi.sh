@@ -6,7 +6,9 @@
 # weights of the uninterrupted run on 1 process (the sums are aligned:
 # HN_CPU_CHUNK pinned, as tests/hntrain_mpi.sh has it). Also 1 process
 # stopped and resumed on 2 ranks. Both ranks stop at the same step and exit
-# 75.
+# 75. And the ranks' start-up agreement names the first setting that differs
+# (weight decay, momentum, --augment, --normalize, warm-up, the model's
+# dropout, --limit) and data of the same shape with other samples.
 source "$(dirname "$0")/hntrain_common.sh"
 source "$(dirname "$0")/mpi_lib.sh"
 
@@ -59,4 +61,26 @@ HNTRAIN_RAISE_AT_BATCH=16 "$HNTRAIN" --quiet "${common[@]}" --batch 64 --threads
 h=$(mpi_hash 2 --data "$TMP/d.sprites" --resume "$TMP/c.ckpt" --threads 1)
 echo "1 process stopped ($(grep -o "stopped .*(step [0-9]*)" "$TMP/err")), resumed on 2 ranks: $h"
 [[ $h == "$ref" ]] || fail "resumed on 2 ranks: $h; uninterrupted $ref"
+
+# The start-up agreement covers every setting that changes the numbers and the data's
+# content: a rank that differs is named with the first differing setting, and no rank trains.
+"$MKSTORE" "$TMP/other.sprites" --count-train 700 --count-test 90 --tile 28x28x1 --classes 5 \
+	--sheet 128 --seed 9 >/dev/null || fail "mkstore other"
+cat >"$TMP/rank1.sh" <<EOF
+#!/bin/sh
+# rank 1 gets \$RANK1 appended (a later --data wins)
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$HNTRAIN" "\$@" \$RANK1; fi
+exec "$HNTRAIN" "\$@"
+EOF
+chmod +x "$TMP/rank1.sh"
+base=(--quiet --data "$TMP/d.sprites" --model c8k3-r-m2-d32-x0.2-r --epochs 1 --batch 32)
+# (the message shows rank 0's value of the setting)
+for case in "--wd 0.001|--wd 0.0005" "--momentum 0.8|--momentum 0.9" "--augment flip|--augment  " \
+	"--normalize 0.5:0.25|--normalize 0" "--warmup 3|--schedule .* --warmup 0" \
+	"--model c8k3-r-m2-d32-x0.3-r|--model c8k3-r-m2-d32-x0.2-r" \
+	"--data $TMP/other.sprites|the data's content" "--limit 600|--limit 0"; do
+	extra=${case%%|*} want=${case#*|}
+	RANK1=$extra mpi_fail "rank 1 on .* has other settings or data than rank 0 on .*: rank 1 differs in $want" \
+		-np 2 -x RANK1 "$TMP/rank1.sh" "${base[@]}"
+done
 echo "PASS"

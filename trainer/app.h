@@ -133,8 +133,9 @@ struct hn_checkpoint {
 	uint64_t batch_in_epoch;
 	uint64_t ep_seen, ep_correct;
 	double ep_loss;
-	uint32_t reason; /* enum hn_ckpt_reason */
-	float *params;	 /* nparams */
+	uint32_t reason;  /* enum hn_ckpt_reason */
+	uint64_t data_fp; /* hn_data_fingerprint of the data (version 3 on); 0 not recorded */
+	float *params;	  /* nparams */
 	float *opt;    /* nparams * hn_optim_state_per_param */
 };
 

@@ -13,7 +13,8 @@
  *     the position inside the epoch, for a checkpoint written between two
  *     optimizer steps (--checkpoint-every, a signal): global batches of the
  *     epoch trained, samples of its order consumed, the global batch, the
- *     epoch's loss and accuracy sums so far, and why it was written
+ *     epoch's loss and accuracy sums so far, why it was written, and the
+ *     data's fingerprint (agree.c)
  *   float params[nparams]
  *   float opt[opt_floats]       (momentum buffer, or Adam's m then v)
  *   uint64 XXH3-64 of everything before it
@@ -72,7 +73,9 @@ struct ckpt_pos {
 	uint64_t ep_seen, ep_correct;
 	double ep_loss;
 	uint32_t reason; /* enum hn_ckpt_reason */
-	uint8_t pad[128 - 52];
+	uint32_t reserved;
+	uint64_t data_fp; /* hn_data_fingerprint of the data trained on; 0 not recorded */
+	uint8_t pad[128 - 64];
 };
 _Static_assert(sizeof(struct ckpt_header) == 512, "checkpoint header layout");
 _Static_assert(sizeof(struct ckpt_pos) == 128, "checkpoint position layout");
@@ -185,6 +188,7 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 	pos.ep_correct = c->ep_correct;
 	pos.ep_loss = c->ep_loss;
 	pos.reason = c->reason;
+	pos.data_fp = c->data_fp;
 
 	size_t hlen = sizeof h + sizeof pos;
 	size_t plen = c->nparams * sizeof(float), olen = h.opt_floats * sizeof(float);
@@ -459,6 +463,7 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 	c->ep_correct = pos.ep_correct;
 	c->ep_loss = pos.ep_loss;
 	c->reason = pos.reason;
+	c->data_fp = pos.data_fp;
 	c->params = malloc(h.nparams * sizeof(float));
 	c->opt = malloc((h.opt_floats ? h.opt_floats : 1) * sizeof(float));
 	if (!c->params || !c->opt) {

@@ -365,42 +365,42 @@ static void split_affinity(struct hn_opts *o)
 }
 
 /*
- * What every rank must agree on: the options that decide the numbers, and
- * the data set as opened (name, shape, classes, counts).
+ * Every rank's set-up went well and they run the same (agree.c: every
+ * setting that changes the numbers, and the data's fingerprint): else
+ * every rank stops, rank 0 naming the first differing setting and the rank
+ * (a rank that failed has said its own message). -EINVAL when every rank
+ * answered (they may leave MPI together), another -errno when one did not.
  */
-static uint64_t settings_hash(const struct hn_opts *o, const hn_source *src,
-			      const struct hn_model *m)
-{
-	const struct hn_source_info *di = src ? hn_source_info(src) : NULL;
-	char buf[1024];
-	int n = snprintf(
-		buf, sizeof buf,
-		"model=%s params=%zu optim=%d lr=%.17g sched=%d seed=%" PRIu64
-		" batch=%d accum=%d window=%u epochs=%" PRIu64 " threads=%d device=%s amp=%d",
-		o->model, m ? m->nparams : 0, (int)o->optim.kind, o->lr, (int)o->sched, o->seed,
-		o->batch, o->accum, o->window, o->epochs, o->threads, o->device, o->amp);
-	if (di && n > 0 && (size_t)n < sizeof buf)
-		snprintf(buf + n, sizeof buf - (size_t)n,
-			 " data=%s %ux%ux%u classes=%u train=%" PRIu64 " test=%" PRIu64, di->name,
-			 di->h, di->w, di->c, di->nclasses, di->count[0], di->count[1]);
-	return sprite_checksum(buf, strlen(buf));
-}
-
-/*
- * Every rank's set-up went well and they run the same: else every rank
- * stops, rank 0 saying why (a rank that failed has said its own message).
- * -EINVAL when every rank answered (they may leave MPI together), another
- * -errno when one did not.
- */
-static int agree(const struct hn_opts *o, const hn_source *src, const struct hn_model *m, int ok)
+static int agree(const struct hn_opts *o, const hn_source *src, const struct hn_model *m,
+		 const struct hn_checkpoint *ck, uint64_t data_fp, int ok)
 {
 	char err[HN_ERR_MAX] = "";
 	if (hn_dist()->size < 2)
 		return ok ? 0 : -EINVAL;
-	int rc = hn_dist_agree(ok, ok ? settings_hash(o, src, m) : 0, err);
+	int rc = hn_agree_settings(o, src, m, ck, data_fp, ok, err);
 	if (rc < 0 && (rc != -EINVAL || (ok && hn_dist()->rank == 0)))
 		fprintf(stderr, "%s: %s\n", prog, err);
 	return rc;
+}
+
+/*
+ * The data's fingerprint (agree.c), where several ranks compare it or a
+ * checkpoint keeps it; a --resume checkpoint that recorded another is
+ * refused: other data of the same shape.
+ */
+static int data_fingerprint(const struct hn_opts *o, const struct hn_checkpoint *ck,
+			    hn_source *src, uint64_t *fp)
+{
+	*fp = 0;
+	if (hn_dist()->size < 2 && !o->checkpoint && !o->resume)
+		return 0;
+	*fp = hn_data_fingerprint(src);
+	if (o->resume && ck->data_fp && ck->data_fp != *fp)
+		return hn_error("--resume %s: the checkpoint was trained on other data than %s "
+				"(the same shape and count, other samples: fingerprint %016" PRIx64
+				", this data's %016" PRIx64 ")",
+				o->resume, o->data, ck->data_fp, *fp);
+	return 0;
 }
 
 /* The final record of --log, which is closed after it. */
@@ -549,7 +549,8 @@ int main(int argc, char **argv)
 	}
 	int emulate = o.emulate.name[0] != 0; /* no model: emulate.h */
 	ok = ok && (emulate || build_model(&o, &ck, hn_source_info(src), &m) == 0);
-	int agreed = agree(&o, src, ok && !emulate ? &m : NULL, ok);
+	ok = ok && (emulate || data_fingerprint(&o, &ck, src, &t.data_fp) == 0);
+	int agreed = agree(&o, src, ok && !emulate ? &m : NULL, &ck, t.data_fp, ok);
 	if (agreed < 0) {
 		if (agreed == -EINVAL) /* every rank got here: leave together */
 			hn_dist_finalize();

@@ -459,6 +459,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
 		.ep_correct = done ? (uint64_t)sums[1] : 0,
 		.ep_loss = done ? sums[2] : 0,
 		.reason = why,
+		.data_fp = t->data_fp,
 		.params = t->params,
 	};
 	snprintf(c.spec, sizeof c.spec, "%s", o->model);

@@ -43,6 +43,7 @@ struct hn_train {
 	const struct hn_checkpoint *ck; /* the --resume checkpoint (zeroed: none) */
 	double last_save;		/* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
 	int stopped;			/* a signal stopped the run after a checkpoint */
+	uint64_t data_fp;		/* hn_data_fingerprint, kept in the checkpoint; 0 none */
 	uint64_t micro;		    /* batches handed to the backend in this process */
 	int pending;		    /* batches summed into a group's gradients, not applied */
 	/* the totals of this process's epochs, for the final report (of every rank; the
@@ -85,6 +86,23 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
  */
 void hn_train_run(struct hn_train *t);
 #define HN_EXIT_STOPPED 75 /* EX_TEMPFAIL: stopped by a signal, checkpoint written: resume */
+
+/* ---- agree.c ---- */
+
+/*
+ * A fingerprint of the data's content: the first, middle and last sample
+ * of each split (tiles and labels) read through src, the same on every
+ * medium. Never 0.
+ */
+uint64_t hn_data_fingerprint(hn_source *src);
+/*
+ * The start-up agreement of the ranks (dist.h: hn_dist_agree) over every
+ * setting that changes the numbers, the --resume checkpoint and the data
+ * (its name, shape and data_fp). On a difference, err names the first
+ * differing setting and the rank (on rank 0). hn_dist_agree's return.
+ */
+int hn_agree_settings(const struct hn_opts *o, const hn_source *src, const struct hn_model *m,
+		      const struct hn_checkpoint *ck, uint64_t data_fp, int ok, char *err);
 
 /* The learning rate of optimizer step s (0-based) of total. */
 double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, uint64_t total);
