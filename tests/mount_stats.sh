@@ -3,7 +3,8 @@
 # kernel opens files by itself (FUSE no_open, the default where the kernel
 # offers it) or asks the daemon (-o kernel_open=0): it is SFS_STATS_SIZE
 # (4096) bytes of valid JSON padded with spaces, a read after the counters
-# moved sees them moved, also through one open descriptor, and with no_open
+# moved sees them moved (the daemon's CPU time and its cost per GB served
+# too), also through one open descriptor, and with no_open
 # the daemon sees no opens for the files a reader opens.
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
@@ -37,6 +38,11 @@ time.sleep(0.03)  # mtime moves in 10 ms steps
 b = snap()
 assert b["bytes_served"] > a["bytes_served"], f"bytes_served did not move: {a['bytes_served']} -> {b['bytes_served']}"
 assert b["uptime_s"] > a["uptime_s"], "uptime did not move"
+# the daemon's CPU: user + system, and per GB served (null before any byte)
+assert b["cpu_s"] > 0 and abs(b["cpu_s"] - b["cpu_user_s"] - b["cpu_sys_s"]) < 0.0015, b
+assert b["cpu_s"] >= a["cpu_s"] and b["cpu_s"] < b["uptime_s"] * os.cpu_count() + 1, (a, b)
+gb = b["bytes_served"] / 1e9  # cpu_s is written to the millisecond
+assert abs(b["cpu_s_per_gb_served"] - b["cpu_s"] / gb) <= 0.0006 / gb + 0.001, b
 if kernel:
     assert b["opens"] <= 1, f"kernel_open but the daemon saw {b['opens']} opens"
 else:
