@@ -505,6 +505,9 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 					    st->stream),
 			   st->err);
 			break;
+		case HN_LAYER_SAVE: /* refused by cu_check_model */
+		case HN_LAYER_ADD:
+			return -ENOTSUP;
 		}
 	}
 	return 0;
@@ -566,7 +569,9 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 				CU(hn_k_avgpool_bwd(dy, dx, (size_t)n * l->in_c, l->in_h * l->in_w,
 						    st->stream),
 				   st->err);
-			break;
+			break;		case HN_LAYER_SAVE: /* refused by cu_check_model */
+		case HN_LAYER_ADD:
+			return -ENOTSUP;
 		}
 	}
 	return 0;
@@ -576,8 +581,8 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 
 /*
  * The shared check (trainer/model_check.c) trusts nothing in m; on top of it,
- * what this backend's libraries take: cuBLAS's int dimensions for the dense
- * products.
+ * what this backend's libraries take (cuBLAS's int dimensions for the dense
+ * products) and what it does not run yet (residual networks' layers).
  */
 int cu_check_model(const struct hn_model *m, char *err)
 {
@@ -586,6 +591,21 @@ int cu_check_model(const struct hn_model *m, char *err)
 		return r;
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
+		/*
+		 * Residual networks (issue 31) run on the cpu backend only for now:
+		 * the plugin has no add kernel, shortcut slots, bias-free convs or
+		 * padded max-pooling yet, so it refuses them up front.
+		 */
+		if (l->kind == HN_LAYER_SAVE || l->kind == HN_LAYER_ADD || l->from ||
+		    (l->kind == HN_LAYER_CONV2D && !l->b_len) ||
+		    (l->kind == HN_LAYER_MAXPOOL && l->pad)) {
+			snprintf(err, HN_ERR_MAX,
+				 "gpu: layer %d: residual blocks, bias-free convolutions and "
+				 "padded max-pooling (resnet18, resnet50, resnet-fm) are not "
+				 "supported by the gpu backend yet; use --device cpu",
+				 i);
+			return -ENOTSUP;
+		}
 		if (l->kind == HN_LAYER_DENSE &&
 		    (cu_layer_in(l) > INT32_MAX || cu_layer_out(l) > INT32_MAX)) {
 			snprintf(err, HN_ERR_MAX, "gpu: layer %d: dense layer too wide for cuBLAS",

@@ -35,8 +35,30 @@ static void check_accepted(const struct hn_model *m)
 	    m->nclasses > 65535 || m->nparams > HN_CHECK_MAX_PARAMS)
 		broken("accepted counts out of range", -1);
 	int c = m->in_c, h = m->in_h, w = m->in_w;
+	int reads[HN_MAX_LAYERS + 1] = {0}; /* per slot: skip readers (projections, adds) */
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
+		if (l->from) { /* a projection: its input is an earlier save's output */
+			if (l->kind != HN_LAYER_CONV2D || l->from < 1 || l->from >= i ||
+			    m->layers[l->from - 1].kind != HN_LAYER_SAVE)
+				broken("accepted an input slot that is not an earlier save", i);
+			const struct hn_layer *s = &m->layers[l->from - 1];
+			c = s->out_c, h = s->out_h, w = s->out_w;
+			reads[l->from]++;
+		}
+		if (l->kind == HN_LAYER_ADD) {
+			int j = l->shortcut;
+			if (j < 1 || j >= i)
+				broken("accepted a shortcut that is not an earlier output", i);
+			const struct hn_layer *s = &m->layers[j - 1];
+			if (s->out_c != c || s->out_h != h || s->out_w != w)
+				broken("accepted a shortcut of another shape", i);
+			if (s->kind != HN_LAYER_SAVE && !m->layers[j].from)
+				broken("accepted a shortcut that two layers read", i);
+			reads[j]++;
+		} else if (l->shortcut) {
+			broken("accepted a shortcut on a layer that is not an add", i);
+		}
 		if (l->in_c != c || l->in_h != h || l->in_w != w || c < 1 || h < 1 || w < 1)
 			broken("accepted shapes that do not chain", i);
 		u128 in = (u128)c * h * w, out = (u128)l->out_c * l->out_h * l->out_w;
@@ -51,7 +73,7 @@ static void check_accepted(const struct hn_model *m)
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			wl = (u128)l->out_c * l->in_c * l->k * l->k;
-			bl = (u128)l->out_c;
+			bl = l->b_len ? (u128)l->out_c : 0; /* bias-free: resnets' */
 			break;
 		case HN_LAYER_DENSE:
 			wl = out * in;
@@ -62,7 +84,15 @@ static void check_accepted(const struct hn_model *m)
 			if (l->s_len != 2 * (size_t)l->in_c)
 				broken("accepted batchnorm statistics of the wrong size", i);
 			break;
+		case HN_LAYER_SAVE:
+		case HN_LAYER_ADD:
+			if (out != in || l->out_c != c)
+				broken("accepted a save or add that changes the shape", i);
+			break;
 		case HN_LAYER_MAXPOOL:
+			if (2 * (u128)l->pad > (u128)l->k)
+				broken("accepted a max-pool padded past half its window", i);
+			break;
 		case HN_LAYER_RELU:
 		case HN_LAYER_DROPOUT:
 		case HN_LAYER_AVGPOOL:
@@ -83,6 +113,21 @@ static void check_accepted(const struct hn_model *m)
 	}
 	if ((u128)c * h * w != (u128)m->nclasses)
 		broken("accepted a last layer that is not one value per class", m->nlayers - 1);
+	/* every gradient a backend adds up has its writers: a save is read once more, */
+	for (int i = 0; i < m->nlayers; i++) {
+		if (m->layers[i].kind == HN_LAYER_SAVE && reads[i + 1] != 1)
+			broken("accepted a save not read by exactly one shortcut", i);
+		if (m->layers[i].kind != HN_LAYER_SAVE && reads[i + 1] > 1)
+			broken("accepted an output read by two shortcuts", i);
+		/* and what a projection steps over is added back later */
+		if (m->layers[i].from) {
+			int added = 0;
+			for (int a = i + 1; a < m->nlayers; a++)
+				added += m->layers[a].kind == HN_LAYER_ADD && m->layers[a].shortcut == i;
+			if (added != 1)
+				broken("accepted a projection whose skipped output is lost", i);
+		}
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -113,6 +158,11 @@ static const struct {
 	{"cnn", 3, 64, 64, 1000},
 	{"c8k3s2p1-r-m3s2-c16k5p2-bn-r-gap-x0.25", 3, 37, 41, 7},
 	{"d16-r-x0.5", 2, 3, 3, 65535},
+	{"resnet-fm", 1, 28, 28, 10},
+	{"resnet18", 3, 32, 32, 10},
+	{"resnet18", 3, 64, 64, 1000},
+	{"resnet50", 1, 28, 28, 10},
+	{"c8k3s2p1nb-bn-r-m3s2p1-res8-bot4s2p-gap", 2, 17, 19, 5},
 };
 
 static int seeds(struct fuzz_buf **out, char *err)

@@ -1,6 +1,7 @@
 /*
  * act.c - elementwise layers: the input conversion (and per-channel
- * normalisation), ReLU and inverted dropout.
+ * normalisation), ReLU, inverted dropout, and residual blocks' add and
+ * save (the gradient of a block's input is its two readers' sum).
  *
  * ReLU runs in place (the backend aliases its input and output buffers), and
  * its backward reads the output's sign, which is the same mask as the input's.
@@ -77,4 +78,48 @@ HN_HOT void hn_dropout_backward(float *restrict din, const float *restrict dout,
 {
 	for (size_t i = 0; i < count; i++)
 		din[i] = dout[i] * mask[i];
+}
+
+/* Residual add: out = x + y, then ReLU when relu (the add's fused ReLU). */
+HN_HOT void hn_add_forward(float *restrict out, const float *restrict x, const float *restrict y,
+			   size_t count, int relu)
+{
+	if (relu) {
+		for (size_t i = 0; i < count; i++) {
+			float v = x[i] + y[i];
+			out[i] = v > 0.0f ? v : 0.0f;
+		}
+	} else {
+		for (size_t i = 0; i < count; i++)
+			out[i] = x[i] + y[i];
+	}
+}
+
+/*
+ * Its backward: both operands get dout, through the fused ReLU's mask
+ * (out_relu > 0) when out_relu is given; dx may be NULL (nothing below).
+ */
+HN_HOT void hn_add_backward(float *restrict dx, float *restrict dy, const float *restrict dout,
+			    const float *restrict out_relu, size_t count)
+{
+	if (out_relu) {
+		for (size_t i = 0; i < count; i++) {
+			float g = dout[i];
+			dy[i] = out_relu[i] > 0.0f ? g : 0.0f;
+		}
+	} else {
+		for (size_t i = 0; i < count; i++)
+			dy[i] = dout[i];
+	}
+	if (dx)
+		for (size_t i = 0; i < count; i++)
+			dx[i] = dy[i];
+}
+
+/* A shortcut save's backward: the block input's gradient is the sum of its two readers'. */
+HN_HOT void hn_save_backward(float *restrict dx, const float *restrict dout,
+			     const float *restrict dskip, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		dx[i] = dout[i] + dskip[i];
 }

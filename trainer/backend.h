@@ -26,11 +26,12 @@
 #include <stdint.h>
 
 #define HN_ERR_MAX    256
-#define HN_MAX_LAYERS 64
+#define HN_MAX_LAYERS 256 /* resnet50 is 190 layers in this flat list */
 
 enum hn_layer_kind {
-	HN_LAYER_CONV2D,  /* k x k, stride, pad; weights [out_c][in_c][k][k], bias [out_c] */
-	HN_LAYER_MAXPOOL, /* k x k window, stride */
+	HN_LAYER_CONV2D,  /* k x k, stride, pad; weights [out_c][in_c][k][k], bias [out_c] or none
+			     (b_len 0, as residual networks' convolutions before batchnorm) */
+	HN_LAYER_MAXPOOL, /* k x k window, stride, pad (2 * pad <= k; padding never wins) */
 	HN_LAYER_RELU,
 	HN_LAYER_DENSE,	  /* weights [out][in] (row-major), bias [out]; flattens CHW input */
 	HN_LAYER_DROPOUT, /* inverted dropout with rate p; identity at eval */
@@ -44,6 +45,20 @@ enum hn_layer_kind {
 	 */
 	HN_LAYER_BATCHNORM,
 	HN_LAYER_AVGPOOL, /* global average pooling: C x H x W -> C x 1 x 1 */
+	/*
+	 * Residual networks in the flat list (docs/HNTRAIN.md, "Residual blocks").
+	 * Activation slot j is the model input (j 0) or layer j-1's output.
+	 * SAVE passes its input on unchanged and marks it as a block's input X.
+	 * Exactly one later layer takes X again besides the next one: an ADD
+	 * (identity shortcut), or a CONV2D whose `from` names the SAVE's slot (a
+	 * 1x1 projection, followed by its batchnorm and then the ADD). ADD gives
+	 * in + slot[shortcut], where the shortcut slot is a SAVE's output or the
+	 * output of the layer just before such a projection conv (the end of the
+	 * block's main path). No parameters in either; backward adds the two
+	 * gradients of X where the SAVE is.
+	 */
+	HN_LAYER_SAVE,
+	HN_LAYER_ADD,
 };
 
 #define HN_BN_EPS      1e-5f /* PyTorch's BatchNorm2d defaults */
@@ -60,6 +75,8 @@ struct hn_layer {
 	int out_c, out_h, out_w; /* output shape (per sample) */
 	int k, stride, pad;	 /* conv, maxpool */
 	float p;		 /* dropout rate */
+	int from;		 /* conv: input slot (a SAVE's output), 0: the previous layer's */
+	int shortcut;		 /* add: the slot added to the input */
 	size_t w_off, w_len;	 /* weights: offset/length in floats within params (0 if none) */
 	size_t b_off, b_len;	 /* bias */
 	size_t s_off, s_len;	 /* batchnorm running statistics (mean, var), 2 * C, or 0 */

@@ -71,7 +71,7 @@ static void pick_chunk(struct cpu_state *st)
 		st->stage++;
 	for (int i = 0; i < st->stage; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		per += 3 * out_floats(l) * sizeof(float);
+		per += (l->kind == HN_LAYER_SAVE ? 4 : 3) * out_floats(l) * sizeof(float);
 		if (l->kind == HN_LAYER_CONV2D)
 			per += 2 * hn_conv2d_col_floats(l, 1) * sizeof(float);
 	}
@@ -99,30 +99,36 @@ static size_t layout(struct cpu_state *st, char *base)
 	/*
 	 * Gradients inside the spatial stage live only while their chunk is
 	 * processed, so they take one chunk; after it, one member's rows. A
-	 * ReLU shares its input's buffer, so it inherits the size it aliases.
+	 * batchnorm's output gradient is summed over the member's rows before
+	 * its input gradient can be made, and an add may write the gradient of
+	 * a main path's end a batchnorm cut before it is read: those hold all
+	 * the rows. A ReLU shares its input's buffer, so the two sizes are made
+	 * one.
 	 */
-	st->dfull[m->nlayers] = 1;
-	for (int i = m->nlayers - 1; i >= 0; i--)
-		st->dfull[i] =
-			m->layers[i].kind == HN_LAYER_RELU ? st->dfull[i + 1] : i >= st->stage;
-	/*
-	 * A batchnorm's output gradient is summed over the member's rows before
-	 * its input gradient can be made: it holds them all, and so does every
-	 * ReLU buffer that aliases it.
-	 */
-	for (int k = 0; k < st->nbn; k++)
-		for (int i = st->bn_at[k] + 1; i <= m->nlayers; i++) {
-			st->dfull[i] = 1;
-			if (i >= m->nlayers || m->layers[i].kind != HN_LAYER_RELU)
-				break;
-		}
+	for (int i = 0; i <= m->nlayers; i++)
+		st->dfull[i] = i >= st->stage || i == m->nlayers;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		if (l->kind == HN_LAYER_BATCHNORM)
+			st->dfull[i + 1] = 1;
+		if (l->kind == HN_LAYER_ADD && m->layers[l->shortcut - 1].kind != HN_LAYER_SAVE)
+			st->dfull[l->shortcut] = 1;
+	}
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (int i = 0; i < m->nlayers; i++)
+			if (m->layers[i].kind == HN_LAYER_RELU && st->dfull[i] != st->dfull[i + 1])
+				st->dfull[i] = st->dfull[i + 1] = changed = 1;
+	}
 
 	st->act[0] = take(base, &at, sizeof(float) * B * m->in_c * m->in_h * m->in_w);
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		size_t of = out_floats(l), rows = i < st->stage ? C : R;
-		st->act[i + 1] = l->kind == HN_LAYER_RELU ? st->act[i] /* in place */
-							  : take(base, &at, sizeof(float) * B * of);
+		/* a ReLU runs in place, except on a block's input X, which its add reads */
+		int alias = l->kind == HN_LAYER_SAVE ||
+			    (l->kind == HN_LAYER_RELU && !(i && m->layers[i - 1].kind == HN_LAYER_SAVE));
+		st->act[i + 1] = alias ? st->act[i] : take(base, &at, sizeof(float) * B * of);
 		st->col[i] = NULL;
 		st->idx[i] = NULL;
 		st->mask[i] = NULL;
@@ -164,11 +170,16 @@ static size_t layout(struct cpu_state *st, char *base)
 								 (st->dfull[i + 1] ? R : C));
 		}
 		mb->grads = t ? take(base, &at, sizeof(float) * m->nparams) : NULL;
-		for (int i = 0; i < m->nlayers; i++)
+		for (int i = 0; i < m->nlayers; i++) {
 			mb->bnp[i] =
 				m->layers[i].kind == HN_LAYER_BATCHNORM
 					? take(base, &at, 2 * sizeof(double) * m->layers[i].in_c)
 					: NULL;
+			mb->dskip[i] = m->layers[i].kind == HN_LAYER_SAVE
+					       ? take(base, &at,
+						      sizeof(float) * R * out_floats(&m->layers[i]))
+					       : NULL;
+		}
 	}
 	return at;
 }
@@ -252,11 +263,14 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		if (!(st->cfg.std[c] > 0.0f))
 			st->cfg.std[c] = 1.0f;
 	pick_chunk(st);
+	int below[HN_MAX_LAYERS + 1] = {0}; /* below[j]: a layer under slot j has parameters */
+	for (int i = 0; i < m->nlayers; i++)
+		below[i + 1] = below[i] || m->layers[i].w_len > 0;
 	for (int i = 0; i < m->nlayers; i++) {
 		enum hn_layer_kind k = m->layers[i].kind;
-		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE) &&
+		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE || k == HN_LAYER_ADD) &&
 			       i + 1 < m->nlayers && m->layers[i + 1].kind == HN_LAYER_RELU;
-		st->need_din[i] = i > 0 && (st->need_din[i - 1] || m->layers[i - 1].w_len > 0);
+		st->need_din[i] = below[m->layers[i].from ? m->layers[i].from : i];
 	}
 
 	st->nopt = m->nparams * (size_t)hn_optim_state_per_param(o->kind);

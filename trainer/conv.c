@@ -142,7 +142,7 @@ HN_HOT void hn_conv2d_forward(float *out, float *col, float *tmp, const float *i
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, w, K, col, N, 0.0f,
 		    tmp, N);
 	for (int oc = 0; oc < M; oc++) {
-		const float bias = b[oc];
+		const float bias = b ? b[oc] : 0.0f;
 		for (int s = 0; s < n; s++) {
 			const float *restrict src = tmp + (size_t)oc * N + (size_t)s * P;
 			float *restrict dst = out + ((size_t)s * M + oc) * P;
@@ -184,7 +184,8 @@ HN_HOT void hn_conv2d_backward(float *din, float *dw, float *db, float *col, flo
 				memcpy(dst, src, sizeof(float) * P);
 			}
 		}
-		db[oc] += sum_lanes(row, (size_t)N);
+		if (db)
+			db[oc] += sum_lanes(row, (size_t)N);
 	}
 	if (!col_valid)
 		hn_im2col(col, in, n, l);

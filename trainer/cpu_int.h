@@ -19,6 +19,8 @@ struct member_buf {
 	float *dact[HN_MAX_LAYERS + 1]; /* gradients w.r.t. act (dact[0] unused) */
 	float *grads;			/* member 0: the state's grads; others: own */
 	double *bnp[HN_MAX_LAYERS];	/* batchnorm i: this member's 2 x C partial sums */
+	float *dskip[HN_MAX_LAYERS];	/* save i: the gradient its shortcut reader gives X
+					   (the member's rows) */
 	double loss;
 	int correct;
 };
@@ -125,6 +127,19 @@ static inline float *dact_at(struct cpu_state *st, int tid, int i, int s0, int r
 		return NULL;
 	size_t per = out_floats(&m->layers[i - 1]);
 	return st->dfull[i] ? d + (size_t)(s0 - r0) * per : d;
+}
+
+/* Save layer i's shortcut gradient for samples [s0, ...) of member tid's rows from r0. */
+static inline float *dskip_at(struct cpu_state *st, int tid, int i, int s0, int r0)
+{
+	return st->mb[tid].dskip[i] + (size_t)(s0 - r0) * out_floats(&st->m.layers[i]);
+}
+
+/* Where the gradient of slot j from a skip reader (a projection, an add) goes. */
+static inline float *dslot_at(struct cpu_state *st, int tid, int j, int s0, int r0)
+{
+	return st->m.layers[j - 1].kind == HN_LAYER_SAVE ? dskip_at(st, tid, j - 1, s0, r0)
+							 : dact_at(st, tid, j, s0, r0);
 }
 
 static inline float *col_at(struct cpu_state *st, int tid, int i, int s0)

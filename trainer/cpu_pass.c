@@ -7,7 +7,10 @@
  * statistics of the whole batch, so hn_cpu_run_step cuts the step there
  * into several dispatches and joins the members' sums in between
  * (join_sums), in member order, so that a thread count always does the
- * same arithmetic.
+ * same arithmetic. A residual block's shortcut reads an earlier slot,
+ * whose activations hold the whole batch; its gradient goes to the save's
+ * own buffer (member rows), added in when the backward pass reaches the
+ * save.
  */
 #include <math.h>
 #include <string.h>
@@ -20,14 +23,14 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 	const struct hn_model *m = &st->m;
 	for (int i = a; i < b; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		const float *in = act_at(st, i, s0);
+		const float *in = act_at(st, l->from ? l->from : i, s0);
 		float *out = act_at(st, i + 1, s0);
 		size_t of = out_floats(l), count = (size_t)n * of;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			hn_conv2d_forward(out, col_at(st, tid, i, s0), st->mb[tid].tmp, in,
-					  st->params + l->w_off, st->params + l->b_off, n, l,
-					  st->fused[i]);
+					  st->params + l->w_off,
+					  l->b_len ? st->params + l->b_off : NULL, n, l, st->fused[i]);
 			break;
 		case HN_LAYER_DENSE:
 			hn_dense_forward(out, in, st->params + l->w_off, st->params + l->b_off, n,
@@ -53,6 +56,11 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 		case HN_LAYER_AVGPOOL:
 			hn_avgpool_forward(out, in, n, l);
 			break;
+		case HN_LAYER_SAVE: /* its output is its input's buffer */
+			break;
+		case HN_LAYER_ADD:
+			hn_add_forward(out, in, act_at(st, l->shortcut, s0), count, st->fused[i]);
+			break;
 		}
 	}
 }
@@ -64,15 +72,18 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 	float *grads = st->mb[tid].grads;
 	for (int i = b - 1; i >= a; i--) {
 		const struct hn_layer *l = &m->layers[i];
-		float *din = st->need_din[i] ? dact_at(st, tid, i, s0, r0) : NULL;
+		const int src = l->from ? l->from : i; /* the input's slot */
+		float *din = !st->need_din[i] ? NULL
+			     : l->from	      ? dslot_at(st, tid, l->from, s0, r0)
+					      : dact_at(st, tid, i, s0, r0);
 		const float *dout = dact_at(st, tid, i + 1, s0, r0);
 		size_t of = out_floats(l), count = (size_t)n * of;
 		float *relu_out = st->fused[i] ? act_at(st, i + 1, s0) : NULL;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
-			hn_conv2d_backward(din, grads + l->w_off, grads + l->b_off,
+			hn_conv2d_backward(din, grads + l->w_off, l->b_len ? grads + l->b_off : NULL,
 					   col_at(st, tid, i, s0), st->mb[tid].tmp,
-					   st->mb[tid].dcol, dout, relu_out, act_at(st, i, s0),
+					   st->mb[tid].dcol, dout, relu_out, act_at(st, src, s0),
 					   st->params + l->w_off, n, l, st->keep_col);
 			break;
 		case HN_LAYER_DENSE:
@@ -106,6 +117,14 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 		case HN_LAYER_AVGPOOL:
 			if (din)
 				hn_avgpool_backward(din, dout, n, l);
+			break;
+		case HN_LAYER_SAVE:
+			if (din)
+				hn_save_backward(din, dout, dskip_at(st, tid, i, s0, r0), count);
+			break;
+		case HN_LAYER_ADD:
+			hn_add_backward(din, dslot_at(st, tid, l->shortcut, s0, r0), dout, relu_out,
+					count);
 			break;
 		}
 	}

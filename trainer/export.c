@@ -1,7 +1,8 @@
 /*
  * export.c - the trained weights as a numpy .npz (an uncompressed zip of .npy
  * members). zip "stored" entries need only the CRC-32, which zlib gives;
- * numpy reads them with np.load like any savez output.
+ * numpy reads them with np.load like any savez output. Residual models'
+ * members carry torchvision's ResNet names (name_layers).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,7 +54,7 @@ static void put32(struct buf *b, uint32_t v)
 }
 
 struct member {
-	char name[48];
+	char name[72];
 	uint32_t crc, size, offset;
 };
 
@@ -118,10 +119,63 @@ static void npy_member(struct buf *b, struct member *e, const float *v, const in
 	put(b, v, data);
 }
 
+/*
+ * Member name prefixes. A sequential model's are "<layer>.<kind>"; a
+ * residual one's are torchvision's ResNet names, so that its state_dict
+ * loads them: conv1 and bn1 for the stem, layer<stage>.<block>.conv<k> /
+ * bn<k> / downsample.0 / downsample.1 in the blocks (a new stage at the
+ * first block and at each later block with a projection), fc for the final
+ * dense layer; any other layer keeps "<layer>.<kind>".
+ */
+static void name_layers(const struct hn_model *m, char (*name)[48])
+{
+	int resnet = 0, stage = 0, block = -1, convs = 0, bns = 0, proj = 0, stem_c = 0, stem_b = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		resnet |= m->layers[i].kind == HN_LAYER_SAVE;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		const char *kind = l->kind == HN_LAYER_CONV2D	 ? "conv2d"
+				   : l->kind == HN_LAYER_DENSE	 ? "dense"
+								 : "batchnorm";
+		snprintf(name[i], sizeof name[i], "%d.%s", i, kind);
+		if (!resnet)
+			continue;
+		if (l->kind == HN_LAYER_SAVE) {
+			int projected = 0;
+			for (int a = i + 1; a < m->nlayers; a++)
+				projected |= m->layers[a].from == i + 1;
+			if (block < 0 || projected)
+				stage++, block = 0;
+			else
+				block++;
+			convs = bns = proj = 0;
+			continue;
+		}
+		if (l->kind == HN_LAYER_ADD)
+			proj = -1; /* past the block */
+		int conv = l->kind == HN_LAYER_CONV2D, bn = l->kind == HN_LAYER_BATCHNORM;
+		if (block < 0 && conv && !stem_c++)
+			snprintf(name[i], sizeof name[i], "conv1");
+		else if (block < 0 && bn && !stem_b++)
+			snprintf(name[i], sizeof name[i], "bn1");
+		else if (proj >= 0 && block >= 0 && conv && l->from)
+			snprintf(name[i], sizeof name[i], "layer%d.%d.downsample.0", stage, block),
+				proj = 1;
+		else if (proj >= 0 && block >= 0 && (conv || bn))
+			snprintf(name[i], sizeof name[i], proj ? "layer%d.%d.downsample.1"
+							 : conv ? "layer%d.%d.conv%d"
+								: "layer%d.%d.bn%d",
+				 stage, block, conv ? ++convs : ++bns);
+		else if (l->kind == HN_LAYER_DENSE && i == m->nlayers - 1)
+			snprintf(name[i], sizeof name[i], "fc");
+	}
+}
+
 int hn_export_npz(const char *path, const struct hn_model *m, const float *params,
 		  const float *mean, const float *std, int nch, char *err)
 {
 	struct member ents[4 * HN_MAX_LAYERS + 2];
+	char name[HN_MAX_LAYERS][48];
 	int nents = 0;
 	struct buf b = {0};
 
@@ -138,35 +192,35 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		snprintf(ents[nents].name, sizeof ents[nents].name, "input.std.npy");
 		npy_member(&b, &ents[nents++], std, cs, 1);
 	}
+	name_layers(m, name);
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		int ws[4], bs[1], wd;
-		const char *kind;
 		if (l->kind == HN_LAYER_CONV2D) {
-			kind = "conv2d";
 			ws[0] = l->out_c, ws[1] = l->in_c, ws[2] = ws[3] = l->k, wd = 4;
 			bs[0] = l->out_c;
 		} else if (l->kind == HN_LAYER_DENSE) {
-			kind = "dense";
 			ws[0] = l->out_c * l->out_h * l->out_w;
 			ws[1] = l->in_c * l->in_h * l->in_w, wd = 2;
 			bs[0] = ws[0];
 		} else if (l->kind == HN_LAYER_BATCHNORM) {
-			kind = "batchnorm";
 			ws[0] = bs[0] = l->out_c, wd = 1;
 		} else {
 			continue;
 		}
-		snprintf(ents[nents].name, sizeof ents[nents].name, "%d.%s.weight.npy", i, kind);
+		snprintf(ents[nents].name, sizeof ents[nents].name, "%s.weight.npy", name[i]);
 		npy_member(&b, &ents[nents++], params + l->w_off, ws, wd);
-		snprintf(ents[nents].name, sizeof ents[nents].name, "%d.%s.bias.npy", i, kind);
-		npy_member(&b, &ents[nents++], params + l->b_off, bs, 1);
+		if (l->b_len) { /* a bias-free conv has none */
+			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.bias.npy",
+				 name[i]);
+			npy_member(&b, &ents[nents++], params + l->b_off, bs, 1);
+		}
 		if (l->kind == HN_LAYER_BATCHNORM) {
 			snprintf(ents[nents].name, sizeof ents[nents].name,
-				 "%d.batchnorm.running_mean.npy", i);
+				 "%s.running_mean.npy", name[i]);
 			npy_member(&b, &ents[nents++], params + l->s_off, bs, 1);
-			snprintf(ents[nents].name, sizeof ents[nents].name,
-				 "%d.batchnorm.running_var.npy", i);
+			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.running_var.npy",
+				 name[i]);
 			npy_member(&b, &ents[nents++], params + l->s_off + l->out_c, bs, 1);
 		}
 	}

@@ -41,7 +41,8 @@ void hn_input_forward(float *restrict out, const uint8_t *restrict tiles, int n,
 		      int w, const float *mean, const float *std);
 
 /*
- * conv2d (im2col over the n samples given + one sgemm).
+ * conv2d (im2col over the n samples given + one sgemm). b and db may be
+ * NULL: a conv without bias.
  * col:  scratch, hn_conv2d_col_floats(l, n) floats: the im2col matrix
  *       [in_c*k*k][n*out_h*out_w]; forward leaves it filled, and backward
  *       may reuse it (col_valid = 1) instead of rebuilding it from in.
@@ -59,7 +60,10 @@ void hn_conv2d_backward(float *din, float *dw, float *db, float *col, float *tmp
 void hn_im2col(float *restrict col, const float *restrict in, int n, const struct hn_layer *l);
 void hn_col2im(float *restrict din, const float *restrict dcol, int n, const struct hn_layer *l);
 
-/* maxpool: idx (n*out floats' worth of int32) records the argmax within each sample's input. */
+/*
+ * maxpool: idx (n*out floats' worth of int32) records the argmax within each
+ * sample's input; padding (2 * pad <= k) never wins, as PyTorch's -inf.
+ */
 void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n, const struct hn_layer *l);
 void hn_maxpool_backward(float *din, const float *dout, const int32_t *idx, int n,
 			 const struct hn_layer *l);
@@ -74,6 +78,16 @@ void hn_dense_forward(float *out, const float *in, const float *w, const float *
 void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float *dout,
 		       const float *out_relu, const float *in, const float *w, int n,
 		       const struct hn_layer *l);
+
+/*
+ * residual blocks (act.c): the add, out = x + y (+ fused ReLU); its backward
+ * gives dout (masked by out_relu > 0 when given) to dy and, unless NULL, dx;
+ * a save's backward: dx = dout + dskip (its two readers' gradients).
+ */
+void hn_add_forward(float *out, const float *x, const float *y, size_t count, int relu);
+void hn_add_backward(float *dx, float *dy, const float *dout, const float *out_relu,
+		     size_t count);
+void hn_save_backward(float *dx, const float *dout, const float *dskip, size_t count);
 
 /*
  * dropout (inverted): mask[i] = 0 or 1/(1-p), drawn from sprite_rng seeded

@@ -21,6 +21,7 @@
 
 #define MAX_DIM	   65536	/* channels / units / spatial size */
 #define MAX_PARAMS (1ULL << 31) /* floats: 8 GiB of weights is far past any use here */
+#define NO_BIAS	   ((size_t)-1)	/* a conv prototype's b_len: no bias ("nb") */
 
 static const struct {
 	const char *name, *spec;
@@ -34,6 +35,32 @@ static const struct {
 	 * 826k parameters, 93% on Fashion-MNIST within 15 epochs (docs/HNTRAIN.md).
 	 */
 	{"cnn-bn", "c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-d256-bn-r-x0.3"},
+	/*
+	 * resnet-fm: a small residual net for 28x28 gray tiles (Fashion-MNIST):
+	 * a 3x3 stem of 32 and a 2x2 max-pool (so the blocks start at 14x14),
+	 * a basic block at 32, then 64 and 128 channels at stride 2 with
+	 * projections, global average pooling: 0.31M parameters, 10M
+	 * multiply-adds a sample (docs/HNTRAIN.md).
+	 */
+	{"resnet-fm", "c32k3p1nb-bn-r-m2-res32-res64s2p-res128s2p-gap"},
+};
+
+/*
+ * resnet18 / resnet50, torchvision's layouts (stages of 2-2-2-2 basic or
+ * 3-4-6-3 bottleneck blocks, 64..512 wide), with the stem by tile size: the
+ * ImageNet one (7x7 stride 2, 3x3 stride-2 max-pool) for tiles of 64x64 and
+ * larger, the CIFAR one (3x3 stride 1, no max-pool) below.
+ */
+#define RESNET_LARGE 64
+#define STEM_LARGE   "c64k7s2p3nb-bn-r-m3s2p1-"
+#define STEM_SMALL   "c64k3p1nb-bn-r-"
+#define RESNET18     "res64x2-res128s2px2-res256s2px2-res512s2px2-gap"
+#define RESNET50     "bot64px3-bot128s2px4-bot256s2px6-bot512s2px3-gap"
+static const struct {
+	const char *name, *large, *small;
+} resnets[] = {
+	{"resnet18", STEM_LARGE RESNET18, STEM_SMALL RESNET18},
+	{"resnet50", STEM_LARGE RESNET50, STEM_SMALL RESNET50},
 };
 
 static void set_err(char *err, const char *fmt, const char *tok, const char *detail)
@@ -65,6 +92,8 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	struct hn_layer *l = &m->layers[m->nlayers];
 	const struct hn_layer *prev = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
 	*l = *proto;
+	if (l->from) /* a projection: its input is a save's output (slot from) */
+		prev = &m->layers[l->from - 1];
 	l->in_c = prev ? prev->out_c : m->in_c;
 	l->in_h = prev ? prev->out_h : m->in_h;
 	l->in_w = prev ? prev->out_w : m->in_w;
@@ -85,15 +114,16 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 			set_err(err, "model: layer '%s': %s", tok, d);
 			return -EINVAL;
 		}
-		if (l->pad >= l->k) {
-			set_err(err, "model: layer '%s': %s", tok, "padding must be below k");
+		if (l->pad >= l->k || (l->kind == HN_LAYER_MAXPOOL && 2 * l->pad > l->k)) {
+			set_err(err, "model: layer '%s': %s", tok,
+				"padding must be below k (maxpool: at most k / 2)");
 			return -EINVAL;
 		}
 		l->out_h = (int)oh;
 		l->out_w = (int)ow;
 		if (l->kind == HN_LAYER_CONV2D) {
 			l->w_len = (size_t)l->out_c * l->in_c * l->k * l->k;
-			l->b_len = (size_t)l->out_c;
+			l->b_len = proto->b_len == NO_BIAS ? 0 : (size_t)l->out_c;
 		}
 		break;
 	}
@@ -105,6 +135,8 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	case HN_LAYER_RELU:
 	case HN_LAYER_DROPOUT:
 	case HN_LAYER_BATCHNORM:
+	case HN_LAYER_SAVE:
+	case HN_LAYER_ADD:
 		l->out_c = l->in_c;
 		l->out_h = l->in_h;
 		l->out_w = l->in_w;
@@ -136,14 +168,40 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 	return 0;
 }
 
-/* One token ("c32k3p1", "m2", "r", "d128", "x0.25", "bn", "gap") -> a layer prototype. */
-static int parse_token(const char *tok, struct hn_layer *l)
+/*
+ * A residual block token: res<c> (basic: two 3x3 convs of c channels) or
+ * bot<w> (bottleneck: 1x1 w, 3x3 w, 1x1 4w), [s<stride>] on the first
+ * block's first 3x3 conv, [p] a 1x1 projection shortcut on the first block,
+ * [x<n>] n blocks (the others stride 1, identity shortcuts).
+ */
+struct block {
+	int bottleneck, c, stride, proj, count;
+};
+
+/* One token ("c32k3p1", "m2", "r", "d128", "x0.25", "bn", "gap", "res64s2px2") -> a layer
+ * prototype, or a block (*blk, when blk->count > 0). */
+static int parse_token(const char *tok, struct hn_layer *l, struct block *blk)
 {
 	const char *p = tok + 1;
 	memset(l, 0, sizeof *l);
+	memset(blk, 0, sizeof *blk);
 	if (!strcmp(tok, "bn") || !strcmp(tok, "gap")) {
 		l->kind = tok[0] == 'b' ? HN_LAYER_BATCHNORM : HN_LAYER_AVGPOOL;
 		return 0;
+	}
+	if (!strncmp(tok, "res", 3) || !strncmp(tok, "bot", 3)) {
+		p = tok + 3;
+		blk->bottleneck = tok[0] == 'b';
+		blk->stride = blk->count = 1;
+		if (parse_int(&p, 1, blk->bottleneck ? MAX_DIM / 4 : MAX_DIM, &blk->c))
+			return -EINVAL;
+		if (*p == 's' && (p++, parse_int(&p, 1, 64, &blk->stride)))
+			return -EINVAL;
+		if (*p == 'p')
+			p++, blk->proj = 1;
+		if (*p == 'x' && (p++, parse_int(&p, 1, HN_MAX_LAYERS, &blk->count)))
+			return -EINVAL;
+		return *p == '\0' ? 0 : -EINVAL;
 	}
 	switch (tok[0]) {
 	case 'c':
@@ -156,6 +214,8 @@ static int parse_token(const char *tok, struct hn_layer *l)
 			return -EINVAL;
 		if (*p == 'p' && (p++, parse_int(&p, 0, 64, &l->pad)))
 			return -EINVAL;
+		if (p[0] == 'n' && p[1] == 'b')
+			p += 2, l->b_len = NO_BIAS;
 		break;
 	case 'm':
 		l->kind = HN_LAYER_MAXPOOL;
@@ -163,6 +223,8 @@ static int parse_token(const char *tok, struct hn_layer *l)
 			return -EINVAL;
 		l->stride = l->k;
 		if (*p == 's' && (p++, parse_int(&p, 1, 64, &l->stride)))
+			return -EINVAL;
+		if (*p == 'p' && (p++, parse_int(&p, 0, 32, &l->pad)))
 			return -EINVAL;
 		break;
 	case 'r':
@@ -191,12 +253,90 @@ static int parse_token(const char *tok, struct hn_layer *l)
 	return *p == '\0' ? 0 : -EINVAL;
 }
 
-/* The spec of a built-in name, or name_or_spec itself. */
-static const char *spec_of(const char *name_or_spec)
+/* A conv prototype: out channels, k x k, stride, "same" padding, no bias, input slot. */
+static struct hn_layer conv_nb(int out_c, int k, int stride, int from)
+{
+	struct hn_layer l;
+	memset(&l, 0, sizeof l);
+	l.kind = HN_LAYER_CONV2D;
+	l.out_c = out_c;
+	l.k = k;
+	l.stride = stride;
+	l.pad = k / 2;
+	l.b_len = NO_BIAS;
+	l.from = from;
+	return l;
+}
+
+static int add_kind(struct hn_model *m, enum hn_layer_kind kind, int shortcut, const char *tok,
+		    char *err)
+{
+	struct hn_layer l;
+	memset(&l, 0, sizeof l);
+	l.kind = kind;
+	l.shortcut = shortcut;
+	return add_layer(m, &l, tok, err);
+}
+
+/*
+ * One residual block as torchvision builds it: save X, the main path (each
+ * conv bias-free and batch-normalised, ReLUs between), the 1x1 projection
+ * of X and its batchnorm where asked, the add and a ReLU. The stride sits
+ * on the first 3x3 conv (torchvision's "v1.5" bottleneck too).
+ */
+static int add_block(struct hn_model *m, const struct block *b, const char *tok, char *err)
+{
+	struct hn_layer l;
+	int rc, save = m->nlayers;
+	const int out = b->bottleneck ? 4 * b->c : b->c;
+	if ((rc = add_kind(m, HN_LAYER_SAVE, 0, tok, err)))
+		return rc;
+	const struct hn_layer *x = &m->layers[save];
+	int xc = x->out_c, xh = x->out_h, xw = x->out_w;
+	int ks[3] = {3, 3, 0}, cs[3] = {b->c, b->c, 0}, ss[3] = {b->stride, 1, 1};
+	if (b->bottleneck) {
+		ks[0] = 1, ks[1] = 3, ks[2] = 1;
+		cs[2] = out;
+		ss[0] = 1, ss[1] = b->stride;
+	}
+	for (int k = 0; k < 3 && ks[k]; k++) {
+		l = conv_nb(cs[k], ks[k], ss[k], 0);
+		if ((rc = add_layer(m, &l, tok, err)) || (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
+			return rc;
+		if (k < 2 && ks[k + 1] && (rc = add_kind(m, HN_LAYER_RELU, 0, tok, err)))
+			return rc;
+	}
+	const struct hn_layer *y = &m->layers[m->nlayers - 1];
+	int shortcut = save + 1;
+	if (b->proj) {
+		shortcut = m->nlayers;
+		l = conv_nb(out, 1, b->stride, save + 1);
+		if ((rc = add_layer(m, &l, tok, err)) || (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
+			return rc;
+	} else if (y->out_c != xc || y->out_h != xh || y->out_w != xw) {
+		char d[160];
+		snprintf(d, sizeof d,
+			 "its shortcut goes from %dx%dx%d into %dx%dx%d: a different shape needs a "
+			 "projection (add 'p', as in res128s2p)",
+			 xc, xh, xw, y->out_c, y->out_h, y->out_w);
+		set_err(err, "model: block '%s': %s", tok, d);
+		return -EINVAL;
+	}
+	if ((rc = add_kind(m, HN_LAYER_ADD, shortcut, tok, err)))
+		return rc;
+	return add_kind(m, HN_LAYER_RELU, 0, tok, err);
+}
+
+/* The spec of a built-in name for an h x w tile, or name_or_spec itself. */
+static const char *spec_of(const char *name_or_spec, int h, int w)
 {
 	for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
 		if (!strcmp(name_or_spec, builtins[i].name))
 			return builtins[i].spec;
+	for (size_t i = 0; i < sizeof resnets / sizeof resnets[0]; i++)
+		if (!strcmp(name_or_spec, resnets[i].name))
+			return h >= RESNET_LARGE && w >= RESNET_LARGE ? resnets[i].large
+								      : resnets[i].small;
 	return name_or_spec;
 }
 
@@ -207,7 +347,7 @@ int hn_model_check_spec(const char *name_or_spec, char *err)
 		set_err(err, "model: %s%s", "empty model name", "");
 		return -EINVAL;
 	}
-	const char *spec = spec_of(name_or_spec);
+	const char *spec = spec_of(name_or_spec, RESNET_LARGE, RESNET_LARGE);
 	if (strlen(spec) >= sizeof buf) {
 		set_err(err, "model: spec too long (%s%s)", "max 1023 characters", "");
 		return -EINVAL;
@@ -217,10 +357,12 @@ int hn_model_check_spec(const char *name_or_spec, char *err)
 	int n = 0;
 	for (char *tok = strtok_r(buf, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
 		struct hn_layer l;
-		if (parse_token(tok, &l)) {
+		struct block b;
+		if (parse_token(tok, &l, &b)) {
 			set_err(err,
-				"model: bad layer '%s' in '%s' (want c<out>k<k>[s<s>][p<p>], "
-				"m<k>[s<s>], r, d<out>, x<p>, bn, gap)",
+				"model: bad layer '%s' in '%s' (want c<out>k<k>[s<s>][p<p>][nb], "
+				"m<k>[s<s>][p<p>], r, d<out>, x<p>, bn, gap, "
+				"res<c>[s<s>][p][x<n>], bot<w>[s<s>][p][x<n>])",
 				tok, name_or_spec);
 			return -EINVAL;
 		}
@@ -247,7 +389,8 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 	}
 	memset(m, 0, sizeof *m);
 	snprintf(m->name, sizeof m->name, "%s", name_or_spec);
-	snprintf(buf, sizeof buf, "%s", spec_of(name_or_spec)); /* fits: checked above */
+	/* fits: checked above (both layouts of a resnet are as long) */
+	snprintf(buf, sizeof buf, "%s", spec_of(name_or_spec, in_h, in_w));
 	m->in_c = in_c;
 	m->in_h = in_h;
 	m->in_w = in_w;
@@ -256,8 +399,16 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 	char *save = NULL;
 	for (char *tok = strtok_r(buf, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
 		struct hn_layer l;
-		parse_token(tok, &l); /* parses: checked above */
-		if ((rc = add_layer(m, &l, tok, err)))
+		struct block b;
+		parse_token(tok, &l, &b); /* parses: checked above */
+		for (int k = 0; k < b.count; k++) {
+			struct block one = b;
+			if (k) /* the stage's later blocks: stride 1, identity */
+				one.stride = 1, one.proj = 0;
+			if ((rc = add_block(m, &one, tok, err)))
+				return rc;
+		}
+		if (!b.count && (rc = add_layer(m, &l, tok, err)))
 			return rc;
 	}
 	const struct hn_layer *last = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
@@ -297,6 +448,14 @@ void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params
 		for (size_t j = 0; j < l->w_len; j++)
 			w[j] = (2.0f * sprite_rng_uniform(&r) - 1.0f) * bound;
 	}
+}
+
+size_t hn_model_trainable(const struct hn_model *m)
+{
+	size_t stats = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		stats += m->layers[i].s_len;
+	return m->nparams - stats;
 }
 
 uint64_t hn_model_activation_floats(const struct hn_model *m)
@@ -343,6 +502,10 @@ static const char *kind_name(enum hn_layer_kind k)
 		return "batchnorm";
 	case HN_LAYER_AVGPOOL:
 		return "avgpool";
+	case HN_LAYER_SAVE:
+		return "save";
+	case HN_LAYER_ADD:
+		return "add";
 	}
 	return "?";
 }
@@ -356,10 +519,16 @@ void hn_model_describe(const struct hn_model *m, char *buf, size_t cap)
 	for (int i = 0; i < m->nlayers && at < cap; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		char extra[48] = "";
-		if (l->kind == HN_LAYER_CONV2D)
-			snprintf(extra, sizeof extra, " k%d s%d p%d", l->k, l->stride, l->pad);
+		if (l->kind == HN_LAYER_CONV2D && l->from)
+			snprintf(extra, sizeof extra, " k%d s%d p%d%s of %d", l->k, l->stride,
+				 l->pad, l->b_len ? "" : " nb", l->from - 1);
+		else if (l->kind == HN_LAYER_CONV2D)
+			snprintf(extra, sizeof extra, " k%d s%d p%d%s", l->k, l->stride, l->pad,
+				 l->b_len ? "" : " nb");
 		else if (l->kind == HN_LAYER_MAXPOOL)
-			snprintf(extra, sizeof extra, " k%d s%d", l->k, l->stride);
+			snprintf(extra, sizeof extra, " k%d s%d p%d", l->k, l->stride, l->pad);
+		else if (l->kind == HN_LAYER_ADD)
+			snprintf(extra, sizeof extra, " + output of %d", l->shortcut - 1);
 		else if (l->kind == HN_LAYER_DROPOUT)
 			snprintf(extra, sizeof extra, " p=%.3g", l->p);
 		int w = snprintf(buf + at, cap - at, "%-8s%s %dx%dx%d -> %dx%dx%d, %zu params\n",

@@ -14,7 +14,12 @@
  *   x<p>                           dropout      e.g. x0.25
  *   bn                             batch normalisation (per channel)
  *   gap                            global average pooling (C x H x W -> C)
- * and the final dense layer to nclasses is appended when the spec does not
+ *   res<c>[s<s>][p][x<n>]          n basic residual blocks of c channels
+ *   bot<w>[s<s>][p][x<n>]          n bottleneck blocks (w wide, 4w out)
+ * (c...nb: a conv without bias; m<k>s<s>p<p>: a padded max-pool; the
+ * blocks' p: a 1x1 projection shortcut on the first one), and the presets
+ * "resnet18", "resnet50" (torchvision's, the stem by tile size) and
+ * "resnet-fm" (0.31M parameters, for 28x28 gray tiles). * and the final dense layer to nclasses is appended when the spec does not
  * end with one of that size. docs/HNTRAIN.md documents it.
  */
 #ifndef HN_MODEL_H
@@ -39,6 +44,13 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 /* He/Kaiming-uniform weights, zero biases (batchnorm: gamma 1, beta 0, mean 0, var 1), from a
  * seeded generator (perm.h's). */
 void hn_model_init_params(const struct hn_model *m, uint64_t seed, float *params);
+
+/*
+ * Parameters an optimizer trains: nparams less the batchnorm running
+ * statistics (which PyTorch keeps as buffers, so this is the count
+ * torchvision's sum(p.numel() for p in model.parameters()) gives).
+ */
+size_t hn_model_trainable(const struct hn_model *m);
 
 /* Activation floats per sample summed over layers (for --plan). */
 uint64_t hn_model_activation_floats(const struct hn_model *m);

@@ -60,14 +60,15 @@ static const char *check_layer(const struct hn_model *m, const struct hn_layer *
 		if (!window_ok(l->in_h, l->k, l->stride, l->pad, l->out_h) ||
 		    !window_ok(l->in_w, l->k, l->stride, l->pad, l->out_w))
 			return "bad conv2d window geometry";
-		if (!conv_weights(l, &n) || l->w_len != n || l->b_len != (size_t)l->out_c)
+		if (!conv_weights(l, &n) || l->w_len != n ||
+		    (l->b_len != (size_t)l->out_c && l->b_len != 0))
 			return "conv2d weight or bias size does not match its shape";
 		return NULL;
 	case HN_LAYER_MAXPOOL:
-		if (l->pad || l->out_c != l->in_c)
-			return "maxpool takes no padding and keeps channels";
-		if (!window_ok(l->in_h, l->k, l->stride, 0, l->out_h) ||
-		    !window_ok(l->in_w, l->k, l->stride, 0, l->out_w))
+		if (l->pad < 0 || 2 * l->pad > l->k || l->out_c != l->in_c)
+			return "maxpool pads at most half its window and keeps channels";
+		if (!window_ok(l->in_h, l->k, l->stride, l->pad, l->out_h) ||
+		    !window_ok(l->in_w, l->k, l->stride, l->pad, l->out_w))
 			return "bad maxpool window geometry";
 		if (l->w_len || l->b_len || l->s_len)
 			return "maxpool has no parameters";
@@ -100,8 +101,72 @@ static const char *check_layer(const struct hn_model *m, const struct hn_layer *
 		if (l->w_len || l->b_len || l->s_len)
 			return "global average pooling has no parameters";
 		return NULL;
+	case HN_LAYER_SAVE:
+	case HN_LAYER_ADD:
+		if (l->out_c != l->in_c || l->out_h != l->in_h || l->out_w != l->in_w)
+			return "a shortcut save or add changes the shape";
+		if (l->w_len || l->b_len || l->s_len)
+			return "a shortcut save or add has no parameters";
+		return NULL;
 	}
 	return "unknown layer kind";
+}
+
+/* Does slot j (1 <= j <= layers; layer j-1's output) have the shape of l's input? */
+static int same_shape_as_slot(const struct hn_model *m, int j, const struct hn_layer *l)
+{
+	const struct hn_layer *o = &m->layers[j - 1];
+	return o->out_c == l->in_c && o->out_h == l->in_h && o->out_w == l->in_w;
+}
+
+/* Layers other than j's successor that read slot j: convs with from j, adds with shortcut j. */
+static int skip_readers(const struct hn_model *m, int j)
+{
+	int n = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		n += m->layers[i].from == j || (m->layers[i].kind == HN_LAYER_ADD &&
+						m->layers[i].shortcut == j);
+	return n;
+}
+
+/*
+ * The residual wiring, once every layer's own shape is known to be sound:
+ * each SAVE is read again exactly once (by an add or a projection conv);
+ * an add's shortcut is an earlier slot of its input's shape that is either
+ * a SAVE's output or the output that a projection conv steps over, read by
+ * that add alone; and what a projection conv steps over is such a shortcut.
+ * Then every gradient of a slot has exactly the writers the backends give it.
+ */
+static const char *check_shortcuts(const struct hn_model *m, int *at)
+{
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		*at = i;
+		if (l->kind == HN_LAYER_SAVE && skip_readers(m, i + 1) != 1)
+			return "a shortcut save is not read by exactly one add or projection";
+		if (l->kind == HN_LAYER_ADD) {
+			int j = l->shortcut;
+			if (j < 1 || j >= i)
+				return "an add's shortcut is not an earlier layer's output";
+			if (!same_shape_as_slot(m, j, l))
+				return "an add's shortcut differs in shape from its input "
+				       "(a projection is needed)";
+			if (m->layers[j - 1].kind != HN_LAYER_SAVE && !m->layers[j].from)
+				return "an add's shortcut is neither a save nor the output a "
+				       "projection steps over";
+			if (skip_readers(m, j) != 1)
+				return "a shortcut slot is read by more than one add or projection";
+		}
+		if (l->from) {
+			int readers = 0;
+			for (int a = i + 1; a < m->nlayers; a++)
+				readers += m->layers[a].kind == HN_LAYER_ADD &&
+					   m->layers[a].shortcut == i;
+			if (readers != 1)
+				return "what a projection steps over is not added back by a later add";
+		}
+	}
+	return NULL;
 }
 
 int hn_model_check(const struct hn_model *m, char *err)
@@ -123,7 +188,13 @@ int hn_model_check(const struct hn_model *m, char *err)
 	for (int i = 0; !why && i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		at = i;
-		if (l->in_c != c || l->in_h != h || l->in_w != w)
+		if (l->from && (l->kind != HN_LAYER_CONV2D || l->from < 1 || l->from >= i ||
+				m->layers[l->from - 1].kind != HN_LAYER_SAVE))
+			why = "only a convolution takes its input from an earlier shortcut save";
+		else if (l->shortcut && l->kind != HN_LAYER_ADD)
+			why = "only an add layer has a shortcut";
+		else if (l->from ? !same_shape_as_slot(m, l->from, l)
+				 : l->in_c != c || l->in_h != h || l->in_w != w)
 			why = "its input is not the previous layer's output";
 		else if (l->out_c < 1 || l->out_c > HN_CHECK_MAX_CHANNELS || l->out_h < 1 ||
 			 l->out_h > HN_CHECK_MAX_SIDE || l->out_w < 1 ||
@@ -141,6 +212,8 @@ int hn_model_check(const struct hn_model *m, char *err)
 		h = l->out_h;
 		w = l->out_w;
 	}
+	if (!why)
+		why = check_shortcuts(m, &at);
 	if (!why && (size_t)c * h * w != (size_t)m->nclasses) {
 		why = "the last layer's output is not one value per class";
 		at = m->nlayers - 1;

@@ -61,12 +61,16 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in)
 
 	fprintf(f, "plan: model %s on %s tiles %ux%ux%u, %u classes, batch %d, device %s\n",
 		m->name, d->kind, d->h, d->w, d->c, d->nclasses, in->batch, in->device);
-	char note[96];
+	char note[128];
 	snprintf(note, sizeof note,
 		 "(%" PRIu64 " train + %" PRIu64 " test samples x %" PRIu64 " bytes + label)",
 		 d->count[HN_SPLIT_TRAIN], d->count[HN_SPLIT_TEST], feat);
 	row(f, "data set", data, note);
-	snprintf(note, sizeof note, "(%zu parameters)", m->nparams);
+	if (hn_model_trainable(m) == m->nparams)
+		snprintf(note, sizeof note, "(%zu parameters)", m->nparams);
+	else /* the trained count is the one PyTorch's model.parameters() gives */
+		snprintf(note, sizeof note, "(%zu parameters: %zu trained, %zu batchnorm statistics)",
+			 m->nparams, hn_model_trainable(m), m->nparams - hn_model_trainable(m));
 	row(f, "weights", w, note);
 	row(f, "gradients", w, NULL);
 	row(f, "optimizer state", opt,

@@ -1,5 +1,6 @@
 /*
- * pool.c - max pooling (k x k window, stride, no padding) with argmax indices.
+ * pool.c - max pooling (k x k window, stride, padding that never wins) with
+ * argmax indices.
  *
  * The forward pass records, per output element, the index of the winning
  * input within its channel plane (int32: planes are small even when batches
@@ -15,13 +16,14 @@ HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
 			       const struct hn_layer *l)
 {
 	const int H = l->in_h, W = l->in_w, OH = l->out_h, OW = l->out_w, K = l->k, S = l->stride;
+	const int Pd = l->pad;
 	const size_t planes = (size_t)n * l->in_c;
 
 	for (size_t pl = 0; pl < planes; pl++) {
 		const float *restrict src = in + pl * H * W;
 		float *restrict dst = out + pl * OH * OW;
 		int32_t *restrict id = idx + pl * OH * OW;
-		if (K == 2 && S == 2) {
+		if (K == 2 && S == 2 && !Pd) {
 			for (int oh = 0; oh < OH; oh++) {
 				const float *r0 = src + (size_t)(2 * oh) * W, *r1 = r0 + W;
 				/* branchless selects: the compiler can vectorize across ow */
@@ -44,12 +46,17 @@ HN_HOT void hn_maxpool_forward(float *out, int32_t *idx, const float *in, int n,
 			continue;
 		}
 		for (int oh = 0; oh < OH; oh++) {
+			/* the window's rows and columns inside the plane (padding never wins) */
+			const int h0 = oh * S - Pd > 0 ? oh * S - Pd : 0;
+			const int h1 = oh * S - Pd + K < H ? oh * S - Pd + K : H;
 			for (int ow = 0; ow < OW; ow++) {
-				int32_t at = oh * S * W + ow * S;
+				const int w0 = ow * S - Pd > 0 ? ow * S - Pd : 0;
+				const int w1 = ow * S - Pd + K < W ? ow * S - Pd + K : W;
+				int32_t at = h0 * W + w0;
 				float m = src[at];
-				for (int ki = 0; ki < K; ki++) {
-					for (int kj = 0; kj < K; kj++) {
-						int32_t i = (oh * S + ki) * W + ow * S + kj;
+				for (int ih = h0; ih < h1; ih++) {
+					for (int iw = w0; iw < w1; iw++) {
+						int32_t i = ih * W + iw;
 						if (src[i] > m) {
 							m = src[i];
 							at = i;
