@@ -361,6 +361,14 @@ int hn_source_read(hn_source *s, const struct hn_batch *b, char *err)
 	return s->ops->read(s, b, err);
 }
 
+void hn_source_stalled(hn_source *s, char *out, size_t cap)
+{
+	if (s->ops->stalled)
+		s->ops->stalled(s, out, cap);
+	else
+		snprintf(out, cap, "reading %s", s->root);
+}
+
 void hn_source_default_order(hn_source *s)
 {
 	s->info.sheet_tiles = sprite_default_sheet_tiles(s->info.h, s->info.w, s->info.c);

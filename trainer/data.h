@@ -187,6 +187,12 @@ struct hn_batch {
  * for the caller to update). Thread-safe.
  */
 int hn_source_read(hn_source *s, const struct hn_batch *b, char *err);
+/*
+ * Who has not answered when a read hangs, for the loader's data watchdog:
+ * "the spritefs daemon serving MNT (pid N)" and what to do, or the source's
+ * path. Never blocks (a mount is not read). Thread-safe.
+ */
+void hn_source_stalled(hn_source *s, char *out, size_t cap);
 
 /*
  * Read every sample of both splits into memory (using nthreads threads) and

@@ -11,8 +11,18 @@
  * there are and which one finishes first. The sample indices of a batch are
  * copied out of the permutation at claim time, under the lock, so only the
  * permutation of the newest epoch needs to be kept.
+ *
+ * A data watchdog bounds the consumer's wait: a read that has not returned
+ * after max(HNTRAIN_DATA_TIMEOUT, HNTRAIN_DATA_TIMEOUT_FACTOR x the slowest
+ * read so far) seconds (and, with several ranks, HNTRAIN_DIST_TIMEOUT at
+ * most) fails the run with a message the source words (a mount names its
+ * daemon and pid). A read stuck in the kernel cannot be interrupted, so its
+ * thread is then left behind, unjoined (the process ends once the read
+ * returns or the daemon is killed: the kernel waits for a request the
+ * daemon has taken even through SIGKILL).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +30,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
 #include "trainer/app.h"
+
+#define WAIT_FLOOR_S 60.0  /* HNTRAIN_DATA_TIMEOUT's default */
+#define WAIT_FACTOR  10.0  /* HNTRAIN_DATA_TIMEOUT_FACTOR's default */
+#define DIST_WAIT_S  600.0 /* HNTRAIN_DIST_TIMEOUT's default (dist_mpi.c) */
 
 enum { SLOT_FREE, SLOT_LOADING, SLOT_READY };
 
@@ -28,6 +43,7 @@ struct slot {
 	struct hn_batch b; /* b.idx: the sample indices, copied at claim time */
 	uint64_t seq;
 	int state;
+	double t0; /* when its read began (sprite_now) */
 };
 
 struct hn_loader {
@@ -47,6 +63,9 @@ struct hn_loader {
 	int stop;
 	int rc;
 	char err[HN_ERR_MAX];
+	double floor_s, factor, cap_s; /* the watchdog's limits (cap_s 0: none) */
+	double slowest;		       /* the longest read so far, seconds */
+	int stalled;		       /* the watchdog fired: a loader may be stuck in a read */
 };
 
 uint64_t hn_batches(uint64_t samples, int batch)
@@ -82,6 +101,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 	uint64_t e = l->c.first_epoch + seq / l->per_epoch, r = seq % l->per_epoch;
 	q->seq = seq;
 	q->state = SLOT_LOADING;
+	q->t0 = sprite_now();
 	q->b.epoch = e;
 	if (r < l->ntrain_b) {
 		q->b.split = HN_SPLIT_TRAIN;
@@ -178,6 +198,9 @@ static void *loader_main(void *arg)
 		q->b.loader_cpu_s = thread_cpu_s() - t0;
 
 		pthread_mutex_lock(&l->lock);
+		double took = sprite_now() - q->t0;
+		if (took > l->slowest)
+			l->slowest = took;
 		if (rc < 0) {
 			if (l->rc == 0) {
 				l->rc = rc;
@@ -195,6 +218,24 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
+/* Seconds from the environment variable name (> 0), else dflt; -EINVAL naming it. */
+static int env_seconds(const char *name, double dflt, double min, double *out, char *err)
+{
+	const char *s = getenv(name);
+	*out = dflt;
+	if (!s || !*s)
+		return 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (*end || !(v >= min) || v > 1e9) {
+		snprintf(err, HN_ERR_MAX, "%s=%s: expected a number %s %g", name, s,
+			 min > 0 ? ">=" : ">", min);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err)
 {
 	const struct hn_source_info *si = hn_source_info(c->src);
@@ -203,10 +244,19 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 		snprintf(err, HN_ERR_MAX, "loader: bad configuration");
 		return -EINVAL;
 	}
+	double floor_s, factor, cap_s = 0;
+	if (env_seconds("HNTRAIN_DATA_TIMEOUT", WAIT_FLOOR_S, 0.001, &floor_s, err) < 0 ||
+	    env_seconds("HNTRAIN_DATA_TIMEOUT_FACTOR", WAIT_FACTOR, 1, &factor, err) < 0 ||
+	    (c->nranks > 1 &&
+	     env_seconds("HNTRAIN_DIST_TIMEOUT", DIST_WAIT_S, 0.001, &cap_s, err) < 0))
+		return -EINVAL;
 	hn_loader *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
 	l->c = *c;
+	l->floor_s = floor_s;
+	l->factor = factor;
+	l->cap_s = cap_s;
 	l->tile_bytes = (size_t)si->h * si->w * si->c;
 	l->ntrain = c->eval_only ? 0 : si->count[HN_SPLIT_TRAIN];
 	l->ntest = c->eval ? si->count[HN_SPLIT_TEST] : 0;
@@ -220,7 +270,11 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 		l->next_claim = l->next_deliver = c->first_batch;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->loader_cv, NULL);
-	pthread_cond_init(&l->consumer_cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* sprite_now's clock */
+	pthread_cond_init(&l->consumer_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	l->perm = malloc((l->ntrain ? l->ntrain : 1) * sizeof *l->perm);
 	l->slots = calloc((size_t)c->queue, sizeof *l->slots);
 	l->threads = calloc((size_t)c->nloaders, sizeof *l->threads);
@@ -261,6 +315,32 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 	return 0;
 }
 
+/* How long a read may take: the floor, or factor x the slowest so far; the cap. */
+static double wait_limit(const hn_loader *l)
+{
+	double lim = l->factor * l->slowest > l->floor_s ? l->factor * l->slowest : l->floor_s;
+	return l->cap_s > 0 && l->cap_s < lim ? l->cap_s : lim;
+}
+
+/* The watchdog fired on a read begun `waited` seconds ago. Locked. */
+static void stall_locked(hn_loader *l, double waited)
+{
+	char who[HN_ERR_MAX];
+	hn_source_stalled(l->c.src, who, sizeof who);
+	l->rc = -ETIMEDOUT;
+	l->stalled = 1;
+	double lim = wait_limit(l);
+	const char *why = l->cap_s > 0 && lim == l->cap_s ? "HNTRAIN_DIST_TIMEOUT"
+			  : lim == l->floor_s		  ? "HNTRAIN_DATA_TIMEOUT"
+							  : "HNTRAIN_DATA_TIMEOUT_FACTOR";
+	/* who last: a long mount path cuts the hint, not the facts */
+	int n = snprintf(l->err, sizeof l->err,
+			 "no data for %.0f s (limit %g s: %s; slowest read %.2f s): %s", waited,
+			 lim, why, l->slowest, who);
+	if (n >= (int)sizeof l->err)
+		memcpy(l->err + sizeof l->err - 4, "...", 4);
+}
+
 int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err)
 {
 	pthread_mutex_lock(&l->lock);
@@ -270,8 +350,20 @@ int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err)
 		return -ENODATA;
 	}
 	struct slot *q = &l->slots[l->next_deliver % (uint64_t)l->c.queue];
-	while (l->rc == 0 && !(q->state == SLOT_READY && q->seq == l->next_deliver))
-		pthread_cond_wait(&l->consumer_cv, &l->lock);
+	double since = sprite_now();
+	while (l->rc == 0 && !(q->state == SLOT_READY && q->seq == l->next_deliver)) {
+		/* the read of this batch began at claim; before that, count from now */
+		double start =
+			q->state == SLOT_LOADING && q->seq == l->next_deliver ? q->t0 : since;
+		double until = start + wait_limit(l), now = sprite_now();
+		if (now >= until) {
+			stall_locked(l, now - start);
+			break;
+		}
+		struct timespec ts = {.tv_sec = (time_t)until,
+				      .tv_nsec = (long)((until - (double)(time_t)until) * 1e9)};
+		pthread_cond_timedwait(&l->consumer_cv, &l->lock, &ts);
+	}
 	int rc = l->rc;
 	if (rc < 0)
 		snprintf(err, HN_ERR_MAX, "%s", l->err);
@@ -297,8 +389,19 @@ void hn_loader_stop(hn_loader *l)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = 1;
+	int stalled = l->stalled;
 	pthread_cond_broadcast(&l->loader_cv);
 	pthread_mutex_unlock(&l->lock);
+	if (stalled) {
+		/*
+		 * A loader waits in a read the kernel will not give up (a stopped
+		 * FUSE daemon): it cannot be joined, and its slot and the source stay
+		 * in use. The caller is about to exit, which ends it.
+		 */
+		for (int i = 0; i < l->nthreads; i++)
+			pthread_detach(l->threads[i]);
+		return;
+	}
 	for (int i = 0; i < l->nthreads; i++)
 		pthread_join(l->threads[i], NULL);
 	if (l->slots)

@@ -136,6 +136,10 @@ static void usage(FILE *f)
 		"  -V, --version        the version, store format and backends, and exit\n"
 		"  --help               this text\n"
 		"\n"
+		"A read that brings no data for HNTRAIN_DATA_TIMEOUT seconds (default 60), or\n"
+		"HNTRAIN_DATA_TIMEOUT_FACTOR (default 10) times the slowest read so far where\n"
+		"longer, ends the run naming the source (a mount: its daemon and pid); with\n"
+		"several ranks HNTRAIN_DIST_TIMEOUT (default 600) bounds it too.\n"
 		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
 		"format.\n");
 }

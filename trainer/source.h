@@ -39,6 +39,8 @@ struct hn_source_ops {
 	 * (--preload reads in index order through it).
 	 */
 	int (*gather)(hn_source *s, const struct hn_batch *b, char *err);
+	/* Optional: what hn_source_stalled() says; must not touch the data. */
+	void (*stalled)(hn_source *s, char *out, size_t cap);
 	void (*close)(hn_source *s); /* frees s->priv */
 };
 

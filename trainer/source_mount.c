@@ -8,6 +8,11 @@
  * one pread per run of consecutive indices. Where the mount offers epoch
  * views laid out for exactly this run (seed, batch size, order), a training
  * batch is one view file instead, checked against the permutation.
+ *
+ * A daemon that has gone (ENOTCONN, ECONNABORTED) is said so, with the way
+ * out (`fusermount3 -u`, mount again), and never gathered around: every
+ * file of the mount is gone with it. The daemon's pid, from stats.json at
+ * open, lets the loader's watchdog name a daemon that hangs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +47,7 @@ struct mount_src {
 	int views_match;      /* dataset.json says the views use our batch and order */
 	char views_why[300];  /* why not */
 	uint64_t view_epochs; /* views exist for epochs below this */
+	long pid;	      /* the daemon's (stats.json), 0 when unknown */
 	char train_split[SPRITE_SPLIT_NAME_MAX + 1], test_split[SPRITE_SPLIT_NAME_MAX + 1];
 };
 
@@ -76,6 +82,20 @@ static int open_exact(const char *path)
 	if (fd < 0 && errno == EINVAL)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	return fd;
+}
+
+static int is_gone(int rc)
+{
+	return rc == -ENOTCONN || rc == -ECONNABORTED;
+}
+
+/* A read failed with rc because the daemon is gone: say so, and how to recover. */
+static int gone(const hn_source *s, int rc, char *err)
+{
+	return sprite_fail(err, rc,
+			   "the spritefs daemon serving %s is gone (%s): `fusermount3 -u %s`, "
+			   "then mount again",
+			   s->root, strerror(-rc), s->root);
 }
 
 /* Read a whole small file (<= cap bytes) into a NUL-terminated buffer. */
@@ -135,7 +155,8 @@ static int mount_open_split(hn_source *s, int k, const char *split, char *err)
 	snprintf(path, sizeof path, "%s/%s/images.npy", s->root, split);
 	m->img_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
 	if (m->img_fd[k] < 0 || (m->img_xfd[k] = open_exact(path)) < 0)
-		return sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
+		return is_gone(-errno) ? gone(s, -errno, err)
+				       : sprite_fail(err, -errno, "%s: %s", path, strerror(errno));
 	int rc = npy_header(m->img_xfd[k], path, &h, err);
 	if (rc < 0)
 		return rc;
@@ -220,7 +241,14 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	snprintf(p, sizeof p, "%s/dataset.json", path);
 	int rc = read_small_file(p, 1 << 20, &json, &len);
 	if (rc < 0)
-		return sprite_fail(err, rc, "%s: %s", p, strerror(-rc));
+		return is_gone(rc) ? gone(s, rc, err)
+				   : sprite_fail(err, rc, "%s: %s", p, strerror(-rc));
+	char *stats = NULL, *at;
+	snprintf(p, sizeof p, "%s/.spritefs/stats.json", path);
+	if (read_small_file(p, 1 << 16, &stats, &len) == 0 && (at = strstr(stats, "\"pid\": ")))
+		m->pid = strtol(at + 7, NULL, 10);
+	free(stats);
+	snprintf(p, sizeof p, "%s/dataset.json", path);
 	struct hn_dsjson d;
 	rc = hn_dsjson_parse(json, len, p, o->train_split, &d, err);
 	free(json);
@@ -305,6 +333,10 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 				break;
 			}
 		}
+		if (is_gone(rc)) {
+			rc = gone(s, rc, err);
+			break;
+		}
 		if (rc < 0) {
 			char range[48];
 			if (b - a > 1)
@@ -344,6 +376,8 @@ static int gather_run(hn_source *s, int split, uint64_t i, int run, uint8_t *dst
 	int rc = sprite_pread_full(m->img_fd[split], dst, len, off);
 	if (rc == -EIO)
 		rc = sprite_pread_full(m->img_xfd[split], dst, len, off);
+	if (is_gone(rc))
+		return gone(s, rc, err);
 	if (rc < 0)
 		return sprite_fail(err, rc,
 				   "%s/%s/images.npy: samples %" PRIu64 "-%" PRIu64 ": %s%s",
@@ -483,6 +517,8 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 	int rc = view_load(path, buf, need, &opened);
 	if (rc < 0) {
 		free(buf);
+		if (is_gone(rc)) /* not a view that is missing: every file is gone */
+			return gone(s, rc, err);
 		if (!opened)
 			return sprite_fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
 		return sprite_fail(err, rc, "%s: %s%s", path,
@@ -563,6 +599,8 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 		struct stat st;
 		snprintf(p, sizeof p, "%s/%s/epochs/%" PRIu64, s->root, o->train_split, o->seed);
 		m->use_views = stat(p, &st) == 0;
+		if (!m->use_views && is_gone(-errno))
+			return gone(s, -errno, err);
 		if (!m->use_views) {
 			char why[HN_ERR_MAX];
 			sprite_fail(why, -errno, "%s: %s", p, strerror(errno));
@@ -575,6 +613,21 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 			 "/<epoch>/<n>.sprite (batch %u)",
 			 (int)strlen(s->root), s->root, o->train_split, o->seed, o->batch);
 	return 0;
+}
+
+static void mount_stalled(hn_source *s, char *out, size_t cap)
+{
+	const struct mount_src *m = s->priv;
+	if (m->pid > 0)
+		snprintf(out, cap,
+			 "the spritefs daemon serving %s (pid %ld) does not answer: stopped or "
+			 "hung (kill -CONT %ld, or end it, fusermount3 -u, mount again)",
+			 s->root, m->pid, m->pid);
+	else
+		snprintf(out, cap,
+			 "the spritefs daemon serving %s does not answer: stopped or hung (end it, "
+			 "fusermount3 -u, mount again)",
+			 s->root);
 }
 
 static void mount_close(hn_source *s)
@@ -601,5 +654,6 @@ const struct hn_source_ops hn_source_mount_ops = {
 	.start = mount_start,
 	.read = mount_read,
 	.gather = mount_gather,
+	.stalled = mount_stalled,
 	.close = mount_close,
 };
