@@ -479,11 +479,11 @@ static int pam_header(struct pnm_cursor *c, long *w, long *h, long *depth, long 
 	return -1;
 }
 
-static int decode_pnm(const void *data, size_t len, const char *name, struct sprite_image *out,
-		      char *err)
+int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct sprite_pnm *hd,
+		     char *err)
 {
-	struct pnm_cursor c = {data, len, 2};
-	char kind = (char)c.p[1];
+	struct pnm_cursor c = {p, len, 2};
+	char kind = len >= 2 ? (char)c.p[1] : 0;
 	long w, h, depth, maxval;
 	if (kind == '7') {
 		if (pam_header(&c, &w, &h, &depth, &maxval) < 0 || w < 0 || h < 0 || depth < 0 ||
@@ -513,35 +513,54 @@ static int decode_pnm(const void *data, size_t len, const char *name, struct spr
 	int r = sprite_image_check_dims((uint64_t)h, (uint64_t)w, name, err);
 	if (r < 0)
 		return r;
-	size_t bps = maxval > 255 ? 2 : 1;
-	uint64_t need = (uint64_t)h * (uint64_t)w * (uint64_t)depth * bps;
-	if (need > len - c.pos) {
-		sprite_image_err(err, name, "truncated: %llu bytes of samples, %llu present",
-				 (unsigned long long)need, (unsigned long long)(len - c.pos));
-		return -SPRITE_ECORRUPT;
-	}
-	uint32_t oc = depth >= 3 ? 3 : 1, alpha = depth == 2 || depth == 4;
-	if ((r = sprite_image_alloc(out, (uint32_t)h, (uint32_t)w, oc, name, err)) < 0)
-		return r;
-	const uint8_t *s = c.p + c.pos;
-	size_t npx = (size_t)h * (size_t)w;
-	for (size_t i = 0; i < npx; i++) {
+	hd->w = (uint32_t)w;
+	hd->h = (uint32_t)h;
+	hd->depth = (uint32_t)depth;
+	hd->maxval = (uint32_t)maxval;
+	hd->bps = maxval > 255 ? 2 : 1;
+	hd->data_off = c.pos;
+	return 0;
+}
+
+void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out)
+{
+	uint32_t oc = hd->depth >= 3 ? 3 : 1, alpha = hd->depth == 2 || hd->depth == 4;
+	for (uint32_t i = 0; i < hd->w; i++) {
 		unsigned v[4];
-		for (long k = 0; k < depth; k++, s += bps) {
-			unsigned x = bps == 2 ? (unsigned)s[0] << 8 | s[1] : s[0];
-			if (x > (unsigned)maxval)
-				x = (unsigned)maxval;
-			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled
-			 */
-			v[k] = maxval == 255 ? x
-			       : maxval == 65535
-				       ? x >> 8
-				       : (x * 255u + (unsigned)maxval / 2) / (unsigned)maxval;
+		for (uint32_t k = 0; k < hd->depth; k++, s += hd->bps) {
+			unsigned x = hd->bps == 2 ? (unsigned)s[0] << 8 | s[1] : s[0];
+			if (x > hd->maxval)
+				x = hd->maxval;
+			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled */
+			v[k] = hd->maxval == 255     ? x
+			       : hd->maxval == 65535 ? x >> 8
+						     : (x * 255u + hd->maxval / 2) / hd->maxval;
 		}
 		for (uint32_t k = 0; k < oc; k++)
-			out->px[i * oc + k] =
-				alpha ? sprite_over_black(v[k], v[depth - 1]) : (uint8_t)v[k];
+			out[i * oc + k] =
+				alpha ? sprite_over_black(v[k], v[hd->depth - 1]) : (uint8_t)v[k];
 	}
+}
+
+static int decode_pnm(const void *data, size_t len, const char *name, struct sprite_image *out,
+		      char *err)
+{
+	struct sprite_pnm hd;
+	int r = sprite_pnm_parse(data, len, name, &hd, err);
+	if (r < 0)
+		return r;
+	uint64_t row = (uint64_t)hd.w * hd.depth * hd.bps, need = row * hd.h;
+	if (need > len - hd.data_off) {
+		sprite_image_err(err, name, "truncated: %llu bytes of samples, %llu present",
+				 (unsigned long long)need, (unsigned long long)(len - hd.data_off));
+		return -SPRITE_ECORRUPT;
+	}
+	uint32_t oc = hd.depth >= 3 ? 3 : 1;
+	if ((r = sprite_image_alloc(out, hd.h, hd.w, oc, name, err)) < 0)
+		return r;
+	const uint8_t *s = (const uint8_t *)data + hd.data_off;
+	for (uint32_t y = 0; y < hd.h; y++)
+		sprite_pnm_row(&hd, s + y * row, out->px + (size_t)y * hd.w * oc);
 	return 0;
 }
 

@@ -36,6 +36,40 @@ static inline uint8_t sprite_over_black(unsigned v, unsigned a)
 	return (uint8_t)((v * a + 127) / 255);
 }
 
+/*
+ * The fit of image.h as a stream of rows (fit.c): begin with the image's
+ * size and channels (ic 1, 3, or 4 for RGBA composited on black as the fit
+ * rule says), give its ih rows top to bottom (iw * ic bytes each), end. The
+ * tile is written as rows come and is whole after end, the same bytes
+ * sprite_image_fit gives for the whole image. The stream holds a few rows
+ * of iw * tc floats (sprite_fit_stream_bytes), not the image. 0 or -errno
+ * (-EINVAL for bad shapes or a row count that is not ih); free() an unended
+ * stream with sprite_fit_stream_free.
+ */
+struct sprite_fit_stream;
+int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw,
+			    uint32_t ic, uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
+			    uint8_t *tile);
+int sprite_fit_stream_row(struct sprite_fit_stream *fs, const uint8_t *row);
+int sprite_fit_stream_end(struct sprite_fit_stream *fs); /* frees fs */
+void sprite_fit_stream_free(struct sprite_fit_stream *fs);
+size_t sprite_fit_stream_bytes(const struct sprite_fit_stream *fs);
+
+/*
+ * A binary Netpbm header (P5, P6, P7) from the first len bytes of a file:
+ * sizes checked (sprite_image_check_dims), depth 1-4, maxval 1-65535;
+ * data_off where the samples start. sprite_pnm_row turns one row of samples
+ * (w * depth * bps bytes) into w pixels of 1 or 3 channels (alpha composited
+ * on black), as the decoder does.
+ */
+struct sprite_pnm {
+	uint32_t w, h, depth, maxval, bps;
+	size_t data_off;
+};
+int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct sprite_pnm *hd,
+		     char *err);
+void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out);
+
 /* The TIFF decoder (tiff.c), as sprite_image_decode calls it on TIFF magic. */
 int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 		       char *err);

@@ -10,7 +10,9 @@
  * A resize is separable: per-axis filter taps are computed once per call
  * (area average when shrinking, bilinear when enlarging) and applied to rows,
  * then to columns, so each output pixel costs a few multiply-adds whatever
- * the scale.
+ * the scale. It runs as a stream of rows (sprite_fit_stream_*, codec.h), so
+ * that a decoder that gives rows never holds the whole image; a decoded
+ * image is fitted by streaming its rows, the same arithmetic.
  */
 #include "common/image.h"
 
@@ -88,58 +90,6 @@ static inline uint8_t clamp_u8(float v)
 	return (uint8_t)(v + 0.5f);
 }
 
-/*
- * Resize sh x sw to rh x rw and write its rows y0.. and columns x0.. (dh x
- * dw of them) to dst, rows dstride bytes apart.
- */
-static int resize(const uint8_t *src, uint32_t sh, uint32_t sw, uint32_t c, uint32_t rh,
-		  uint32_t rw, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, uint8_t *dst,
-		  size_t dstride)
-{
-	struct taps ty = {0}, tx = {0};
-	float *row = NULL;
-	int r = -ENOMEM;
-	if (make_taps(&ty, sh, rh, y0, dh) < 0 || make_taps(&tx, sw, rw, x0, dw) < 0)
-		goto done;
-	row = malloc((size_t)sw * c * sizeof *row);
-	if (!row)
-		goto done;
-	size_t srow = (size_t)sw * c;
-	for (uint32_t oy = 0; oy < dh; oy++) {
-		/* Vertical pass into one float row, then horizontal into the tile. */
-		memset(row, 0, srow * sizeof *row);
-		for (uint32_t k = 0; k < ty.K; k++) {
-			float wv = ty.wt[(size_t)oy * ty.K + k];
-			if (wv == 0.0f)
-				continue;
-			const uint8_t *s = src + (size_t)ty.idx[(size_t)oy * ty.K + k] * srow;
-			for (size_t i = 0; i < srow; i++)
-				row[i] += wv * s[i];
-		}
-		uint8_t *d = dst + (size_t)oy * dstride;
-		for (uint32_t ox = 0; ox < dw; ox++) {
-			for (uint32_t ch = 0; ch < c; ch++) {
-				float acc = 0.0f;
-				for (uint32_t k = 0; k < tx.K; k++) {
-					float wv = tx.wt[(size_t)ox * tx.K + k];
-					if (wv != 0.0f)
-						acc += wv *
-						       row[(size_t)tx.idx[(size_t)ox * tx.K + k] *
-								   c +
-							   ch];
-				}
-				d[(size_t)ox * c + ch] = clamp_u8(acc);
-			}
-		}
-	}
-	r = 0;
-done:
-	free(row);
-	free_taps(&ty);
-	free_taps(&tx);
-	return r;
-}
-
 static inline uint8_t luma(const uint8_t *p)
 {
 	return (uint8_t)((299u * p[0] + 587u * p[1] + 114u * p[2] + 500u) / 1000u);
@@ -205,63 +155,239 @@ void sprite_fit_geometry(uint32_t h, uint32_t w, uint32_t th, uint32_t tw, enum 
 	}
 }
 
+/*
+ * The fit as a stream of rows (codec.h): each row is converted to the
+ * tile's channels, then either copied (same size) or added, weighted, into
+ * the float accumulator of each output row whose vertical taps take it; an
+ * output row whose last tap has come is finished at once by its horizontal
+ * pass. Only the output rows whose taps are open hold an accumulator, so
+ * memory is a few rows of the image's width, not the image: slots rows of
+ * iw * tc floats, slots the most output rows one input row feeds (2 or 3
+ * when shrinking). The additions happen in the order a whole-image pass
+ * would make them (taps in order, zero weights skipped), so the tile is
+ * the same to the bit however the rows come.
+ */
+struct sprite_fit_stream {
+	uint32_t ih, iw, ic, th, tw, tc;
+	int same;			  /* the image is the tile's size: rows copied */
+	uint32_t y;			  /* input rows taken */
+	uint32_t dh, dw;		  /* output rows and columns written */
+	uint8_t *dst;			  /* output row 0, column 0 in the tile */
+	size_t dstride;			  /* tile row bytes */
+	struct taps ty, tx;		  /* taps of the dh rows and dw columns */
+	uint32_t *first, *last;		  /* per output row: its first and last input row */
+	uint32_t lo, hi;		  /* output rows [lo, hi) hold an accumulator */
+	uint32_t slots;			  /* accumulators, output row oy in slot oy % slots */
+	float *acc;			  /* slots rows of iw * tc */
+	uint8_t *conv;			  /* one input row in the tile's channels */
+};
+
+/* One pixel of ic channels to tc, by the channel rule. */
+static inline void convert_px(const uint8_t *s, uint32_t ic, uint8_t *d, uint32_t tc)
+{
+	uint8_t rgb[3];
+	if (ic == 1) {
+		rgb[0] = rgb[1] = rgb[2] = s[0];
+	} else if (ic == 4) {
+		for (int k = 0; k < 3; k++)
+			rgb[k] = sprite_over_black(s[k], s[3]);
+	} else {
+		memcpy(rgb, s, 3);
+	}
+	if (tc == 1) {
+		d[0] = ic == 1 ? s[0] : luma(rgb);
+	} else {
+		memcpy(d, rgb, 3);
+		if (tc == 4)
+			d[3] = 255;
+	}
+}
+
+void sprite_fit_stream_free(struct sprite_fit_stream *fs)
+{
+	if (!fs)
+		return;
+	free_taps(&fs->ty);
+	free_taps(&fs->tx);
+	free(fs->first);
+	free(fs->last);
+	free(fs->acc);
+	free(fs->conv);
+	free(fs);
+}
+
+int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw,
+			    uint32_t ic, uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
+			    uint8_t *tile)
+{
+	*out = NULL;
+	if (!tile || ih == 0 || iw == 0 || th == 0 || tw == 0 || (uint32_t)fit > SPRITE_FIT_PAD ||
+	    (ic != 1 && ic != 3 && ic != 4) || (tc != 1 && tc != 3 && tc != 4) ||
+	    (uint64_t)ih * iw > SPRITE_IMAGE_MAX_PIXELS || (uint64_t)th * tw > SPRITE_IMAGE_MAX_PIXELS)
+		return -EINVAL;
+	struct sprite_fit_stream *fs = calloc(1, sizeof *fs);
+	if (!fs)
+		return -ENOMEM;
+	fs->ih = ih;
+	fs->iw = iw;
+	fs->ic = ic;
+	fs->th = th;
+	fs->tw = tw;
+	fs->tc = tc;
+	fs->same = ih == th && iw == tw;
+	fs->conv = malloc((size_t)iw * tc);
+	if (!fs->conv)
+		goto oom;
+	*out = fs;
+	fs->dst = tile;
+	if (fs->same)
+		return 0;
+	struct sprite_fit_geom g;
+	sprite_fit_geometry(ih, iw, th, tw, fit, &g);
+	uint32_t y0 = 0, x0 = 0;
+	fs->dstride = (size_t)tw * tc;
+	if (fit == SPRITE_FIT_PAD) {
+		memset(tile, 0, (size_t)th * tw * tc); /* the fill: 0 in every channel */
+		fs->dh = g.rh;
+		fs->dw = g.rw;
+		fs->dst = tile + ((size_t)g.pad_y * tw + g.pad_x) * tc;
+	} else {
+		y0 = g.crop_y;
+		x0 = g.crop_x;
+		fs->dh = th;
+		fs->dw = tw;
+		fs->dst = tile;
+	}
+	if (make_taps(&fs->ty, ih, g.rh, y0, fs->dh) < 0 ||
+	    make_taps(&fs->tx, iw, g.rw, x0, fs->dw) < 0)
+		goto oom;
+	fs->first = malloc((size_t)fs->dh * sizeof *fs->first);
+	fs->last = malloc((size_t)fs->dh * sizeof *fs->last);
+	if (!fs->first || !fs->last)
+		goto oom;
+	for (uint32_t oy = 0; oy < fs->dh; oy++) {
+		/* taps with weight; rows are monotonic in oy (area and bilinear alike) */
+		uint32_t a = UINT32_MAX, b = 0;
+		for (uint32_t k = 0; k < fs->ty.K; k++) {
+			size_t t = (size_t)oy * fs->ty.K + k;
+			if (fs->ty.wt[t] == 0.0f)
+				continue;
+			a = fs->ty.idx[t] < a ? fs->ty.idx[t] : a;
+			b = fs->ty.idx[t] > b ? fs->ty.idx[t] : b;
+		}
+		if (a == UINT32_MAX) /* no weight at all: an all-0 row, finished with its neighbour */
+			a = b = oy ? fs->last[oy - 1] : 0;
+		if (oy && a < fs->first[oy - 1])
+			a = fs->first[oy - 1];
+		if (oy && b < fs->last[oy - 1])
+			b = fs->last[oy - 1];
+		fs->first[oy] = a;
+		fs->last[oy] = b;
+	}
+	/* the most rows open at once: those a row's last input row still reaches */
+	for (uint32_t oy = 0, j = 0; oy < fs->dh; oy++) {
+		if (j < oy)
+			j = oy;
+		while (j < fs->dh && fs->first[j] <= fs->last[oy])
+			j++;
+		if (j - oy > fs->slots)
+			fs->slots = j - oy;
+	}
+	fs->acc = malloc((size_t)fs->slots * iw * tc * sizeof *fs->acc);
+	if (!fs->acc)
+		goto oom;
+	return 0;
+oom:
+	sprite_fit_stream_free(fs);
+	*out = NULL;
+	return -ENOMEM;
+}
+
+/* Output row oy's horizontal pass, from its accumulator into the tile. */
+static void finish_row(struct sprite_fit_stream *fs, uint32_t oy)
+{
+	const float *row = fs->acc + (size_t)(oy % fs->slots) * fs->iw * fs->tc;
+	uint8_t *d = fs->dst + (size_t)oy * fs->dstride;
+	const uint32_t c = fs->tc, K = fs->tx.K;
+	for (uint32_t ox = 0; ox < fs->dw; ox++) {
+		for (uint32_t ch = 0; ch < c; ch++) {
+			float acc = 0.0f;
+			for (uint32_t k = 0; k < K; k++) {
+				float wv = fs->tx.wt[(size_t)ox * K + k];
+				if (wv != 0.0f)
+					acc += wv * row[(size_t)fs->tx.idx[(size_t)ox * K + k] * c + ch];
+			}
+			d[(size_t)ox * c + ch] = clamp_u8(acc);
+		}
+	}
+}
+
+int sprite_fit_stream_row(struct sprite_fit_stream *fs, const uint8_t *row)
+{
+	if (fs->y >= fs->ih)
+		return -EINVAL;
+	const uint32_t y = fs->y++, tc = fs->tc;
+	const size_t srow = (size_t)fs->iw * tc;
+	uint8_t *conv = fs->same ? fs->dst + (size_t)y * srow : fs->conv;
+	if (fs->ic == tc)
+		memcpy(conv, row, srow);
+	else
+		for (uint32_t x = 0; x < fs->iw; x++)
+			convert_px(row + (size_t)x * fs->ic, fs->ic, conv + (size_t)x * tc, tc);
+	if (fs->same)
+		return 0;
+	while (fs->hi < fs->dh && fs->first[fs->hi] <= y) {
+		memset(fs->acc + (size_t)(fs->hi % fs->slots) * srow, 0, srow * sizeof *fs->acc);
+		fs->hi++;
+	}
+	for (uint32_t oy = fs->lo; oy < fs->hi; oy++) {
+		float *acc = fs->acc + (size_t)(oy % fs->slots) * srow;
+		for (uint32_t k = 0; k < fs->ty.K; k++) {
+			size_t t = (size_t)oy * fs->ty.K + k;
+			float wv = fs->ty.wt[t];
+			if (wv == 0.0f || fs->ty.idx[t] != y)
+				continue;
+			for (size_t i = 0; i < srow; i++)
+				acc[i] += wv * conv[i];
+		}
+	}
+	while (fs->lo < fs->hi && fs->last[fs->lo] <= y)
+		finish_row(fs, fs->lo++);
+	return 0;
+}
+
+int sprite_fit_stream_end(struct sprite_fit_stream *fs)
+{
+	int r = fs->y == fs->ih ? 0 : -EINVAL;
+	/* (rows that never opened: only when the image ended early, an error above) */
+	while (r == 0 && fs->lo < fs->hi)
+		finish_row(fs, fs->lo++);
+	sprite_fit_stream_free(fs);
+	return r;
+}
+
+size_t sprite_fit_stream_bytes(const struct sprite_fit_stream *fs)
+{
+	return sizeof *fs + (size_t)fs->iw * fs->tc +
+	       (size_t)fs->slots * fs->iw * fs->tc * sizeof(float) +
+	       ((size_t)fs->ty.K * fs->dh + (size_t)fs->tx.K * fs->dw) * 8 + (size_t)fs->dh * 8;
+}
+
 int sprite_image_fit(const struct sprite_image *im, uint32_t h, uint32_t w, uint32_t c,
 		     enum sprite_fit fit, uint8_t *tile)
 {
-	if (!im || !im->px || !tile || im->h == 0 || im->w == 0 || h == 0 || w == 0 ||
-	    (uint32_t)fit > SPRITE_FIT_PAD)
+	if (!im || !im->px)
 		return -EINVAL;
-	if ((im->c != 1 && im->c != 3 && im->c != 4) || (c != 1 && c != 3 && c != 4))
-		return -EINVAL;
-	if ((uint64_t)im->h * im->w > SPRITE_IMAGE_MAX_PIXELS ||
-	    (uint64_t)h * w > SPRITE_IMAGE_MAX_PIXELS)
-		return -EINVAL;
-	size_t n = (size_t)im->h * im->w;
-	const uint8_t *src = im->px;
-	uint8_t *conv = NULL;
-	int same_size = im->h == h && im->w == w;
-	struct sprite_fit_geom g;
-	sprite_fit_geometry(im->h, im->w, h, w, fit, &g);
-	if (im->c != c) {
-		/* Convert channels first, into the tile itself when no resize follows. */
-		conv = same_size ? tile : malloc(n * c);
-		if (!conv)
-			return -ENOMEM;
-		const uint8_t *s = im->px;
-		for (size_t i = 0; i < n; i++, s += im->c) {
-			uint8_t *d = conv + i * c;
-			uint8_t rgb[3];
-			if (im->c == 1) {
-				rgb[0] = rgb[1] = rgb[2] = s[0];
-			} else if (im->c == 4) {
-				for (int k = 0; k < 3; k++)
-					rgb[k] = sprite_over_black(s[k], s[3]);
-			} else {
-				memcpy(rgb, s, 3);
-			}
-			if (c == 1) {
-				d[0] = im->c == 1 ? s[0] : luma(rgb);
-			} else {
-				memcpy(d, rgb, 3);
-				if (c == 4)
-					d[3] = 255;
-			}
-		}
-		src = conv;
+	struct sprite_fit_stream *fs;
+	int r = sprite_fit_stream_begin(&fs, im->h, im->w, im->c, h, w, c, fit, tile);
+	if (r < 0)
+		return r;
+	const size_t stride = (size_t)im->w * im->c;
+	for (uint32_t y = 0; y < im->h && r == 0; y++)
+		r = sprite_fit_stream_row(fs, im->px + y * stride);
+	if (r < 0) {
+		sprite_fit_stream_free(fs);
+		return r;
 	}
-	int r = 0;
-	if (same_size) {
-		if (src != tile)
-			memcpy(tile, src, n * c);
-	} else if (fit == SPRITE_FIT_PAD) {
-		memset(tile, 0, (size_t)h * w * c); /* the fill: 0 in every channel */
-		r = resize(src, im->h, im->w, c, g.rh, g.rw, 0, 0, g.rh, g.rw,
-			   tile + ((size_t)g.pad_y * w + g.pad_x) * c, (size_t)w * c);
-	} else {
-		r = resize(src, im->h, im->w, c, g.rh, g.rw, g.crop_y, g.crop_x, h, w, tile,
-			   (size_t)w * c);
-	}
-	if (conv && conv != tile)
-		free(conv);
-	return r;
+	return sprite_fit_stream_end(fs);
 }

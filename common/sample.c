@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/image.h"
+#include "common/rows.h"
 #include "common/store.h"
 
 #define SAMPLE_MAX_FILE (1ull << 30) /* larger source files are not samples */
@@ -77,6 +78,18 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 		r = -EFBIG;
 	}
 	size_t len = 0;
+	if (r == 0) {
+		/* PNG and Netpbm by rows, into the fit; the others read whole */
+		r = sprite_rows_decode(fd, (uint64_t)st.st_size, sp, tile, got, why);
+		if (r != -EAGAIN) {
+			close(fd);
+			return r;
+		}
+		why[0] = 0;
+		r = lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0;
+		if (r < 0)
+			snprintf(why, SPRITE_ERR_MAX, "cannot seek: %s", strerror(-r));
+	}
 	if (r == 0)
 		r = read_all(fd, (uint64_t)st.st_size, buf, &len, why);
 	close(fd);

@@ -3,8 +3,8 @@
 # once on stderr and left out, the run goes on and counts them (output and
 # --log); --strict stops at the first instead. Training stays deterministic,
 # --preload over the tree trains exactly as the store spritefs-pack makes of
-# it (both leave the bad files out before the order is drawn), and batches
-# left empty (--batch 1 --accum 2) still take their optimizer steps. Names
+# it (both leave the bad files out before the order is drawn), and so does
+# the tree without --preload (the files are checked at open). Names
 # with control bytes are shown escaped, and entries that are not images of a
 # class folder (a file beside them, a dangling link, a FIFO) are named as
 # ignored and counted, as spritefs-pack names them; --strict stops at one
@@ -40,7 +40,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 epochs, final = rows[:-1], rows[-1]
 assert [r["samples"] for r in epochs] == [18, 18], [r["samples"] for r in epochs]
 assert final["skipped_files"] == 18 and final["samples"] == 36, final
-assert final["steps"] == 2 * 9, final  # 36 planned samples / batch 4, per epoch
+assert final["steps"] == 2 * 5, final  # 18 samples (the bad files left out at open) / batch 4
 PY
 echo "ok: 18 bad files named once and left out; the log counts them"
 
@@ -60,16 +60,16 @@ if [[ -n ${SPRITEFS_PACK:-} ]]; then
 	echo "ok: --preload over the tree trains as its store does ($hp)"
 fi
 
-# Batches of one: most are empty; with --accum 2 an empty batch ends half the
-# groups, which must still be applied and counted as steps.
+# Batches of one with --accum 2: the bad files are left out at open (as the
+# packer leaves them out), so no batch is empty: 18 samples, 9 steps an epoch.
 "$HNTRAIN" "${COMMON[@]}" --batch 1 --accum 2 --epochs 2 --log "$TMP/acc.json" \
 	>/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "--batch 1 --accum 2 exited $?"; }
 python3 - "$TMP/acc.json" <<'PY' || fail "--batch 1 --accum 2 miscounted"
 import json, sys
 final = [json.loads(l) for l in open(sys.argv[1])][-1]
-assert final["steps"] == 36 and final["samples"] == 36, final
+assert final["steps"] == 18 and final["samples"] == 36, final
 PY
-echo "ok: empty batches keep the step count (36 steps over 2 epochs)"
+echo "ok: batches of one, accum 2: 18 steps over 2 epochs"
 
 # The tile shape comes from the first file that decodes, past a bad first one.
 mkdir -p "$TMP/first/a" "$TMP/first/b"
