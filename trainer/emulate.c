@@ -454,9 +454,12 @@ int hn_emulate_run(const struct hn_opts *o, hn_source *src)
 	char err[HN_ERR_MAX];
 	int ok = emu_setup(&E) == 0;
 	/* Every rank sets up alike; one that cannot stops them all (its message said why). */
-	if (E.nranks > 1 && hn_dist_agree(ok, 0, err) < 0) {
+	int agreed = E.nranks > 1 ? hn_dist_agree(ok, 0, err) : 0;
+	if (agreed < 0) {
 		if (ok && E.rank == 0)
 			fprintf(stderr, "%s: %s\n", HN_PROG, err);
+		if (agreed == -EINVAL) /* every rank answered: leave together */
+			hn_dist_finalize();
 		emu_free(&E);
 		return -1;
 	}
