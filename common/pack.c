@@ -170,6 +170,7 @@ struct ring {
 	uint32_t th, tw, tc;
 	enum sprite_fit fit;
 	int one_size; /* no tile size given: images are decoded whole, to be compared */
+	char *tree;   /* the source's real path: files opened outside it are refused */
 	size_t tile_bytes;
 	size_t nslots, chunk;
 	uint8_t *tiles;
@@ -185,7 +186,7 @@ static void decode_item(struct ring *R, struct sprite_sample_buf *wb, size_t i)
 	struct slot *sl = &R->slots[i % R->nslots];
 	uint8_t *tile = R->tiles + (i % R->nslots) * R->tile_bytes;
 	/* A scaled decode could make a larger JPEG look the size of the others. */
-	struct sprite_sample_spec spec = {R->th, R->tw, R->tc, R->fit, R->one_size};
+	struct sprite_sample_spec spec = {R->th, R->tw, R->tc, R->fit, R->one_size, R->tree};
 	struct sprite_sample_got got;
 	int r = sprite_sample_load(R->items->v[i].path, &spec, wb, tile, &got, sl->why);
 	sl->bad = r < 0;
@@ -310,6 +311,7 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 	R.tc = o->tile_c ? o->tile_c : c;
 	R.fit = o->fit;
 	R.one_size = one_size;
+	R.tree = realpath(src, NULL); /* NULL (out of memory): the listing's check alone */
 	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
 
 	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);
@@ -484,6 +486,7 @@ out:
 	free(tids);
 	free(R.tiles);
 	free(R.slots);
+	free(R.tree);
 	source_free(&s);
 	return r;
 }

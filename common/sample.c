@@ -15,6 +15,7 @@
 #include "common/image.h"
 #include "common/rows.h"
 #include "common/store.h"
+#include "common/util.h"
 
 #define SAMPLE_MAX_FILE (1ull << 30) /* larger source files are not samples */
 
@@ -76,6 +77,10 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 	} else if ((uint64_t)st.st_size > SAMPLE_MAX_FILE) {
 		snprintf(why, SPRITE_ERR_MAX, "file too large (%lld bytes)", (long long)st.st_size);
 		r = -EFBIG;
+	} else if (sp->tree && sprite_fd_inside(fd, sp->tree) == 0) {
+		snprintf(why, SPRITE_ERR_MAX, "opened out of the source tree (a link swapped in "
+					      "after the listing): not read");
+		r = -EPERM;
 	}
 	size_t len = 0;
 	if (r == 0) {

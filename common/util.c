@@ -696,14 +696,32 @@ int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
 	return r;
 }
 
+/* Whether the resolved path real lies inside (or is) the resolved folder top_real. */
+static int real_inside(const char *real, const char *top_real)
+{
+	size_t n = strlen(top_real);
+	if (n == 1 && top_real[0] == '/')
+		return real[0] == '/';
+	return !strncmp(real, top_real, n) && (real[n] == '/' || !real[n]);
+}
+
+int sprite_fd_inside(int fd, const char *top_real)
+{
+	char link[64], real[PATH_MAX];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, real, sizeof real - 1);
+	if (n < 0)
+		return -errno;
+	real[n] = 0;
+	return real_inside(real, top_real);
+}
+
 int sprite_path_inside(const char *path, const char *top_real)
 {
 	char *real = realpath(path, NULL);
 	if (!real)
 		return -errno;
-	size_t n = strlen(top_real);
-	int in = !strncmp(real, top_real, n) &&
-		 (real[n] == '/' || !real[n] || (n == 1 && top_real[0] == '/'));
+	int in = real_inside(real, top_real);
 	free(real);
 	return in;
 }

@@ -143,6 +143,12 @@ void sprite_dirents_free(struct sprite_dirent **v, size_t n);
  * (or is top itself): 1, 0, or -errno when path cannot be resolved.
  */
 int sprite_path_inside(const char *path, const char *top_real);
+/*
+ * The same for the file open at fd, by its real path (/proc/self/fd): a
+ * check on what was opened, so that a link swapped into the tree after it
+ * was listed cannot lead out of it. 1, 0, or -errno (no /proc).
+ */
+int sprite_fd_inside(int fd, const char *top_real);
 int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
 		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
 		      void *ctx, char *err, size_t errcap);

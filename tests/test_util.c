@@ -2,9 +2,14 @@
  * test_util - the helpers of common/util.c and strerror.c that the store
  * and every message rely on: the checksum against libxxhash, UTF-8 lengths
  * and cuts, sprite_escape, sprite_list_dir, the mountinfo reader's
- * unescaping, and sprite_strerror for the store's own codes.
+ * unescaping, and sprite_strerror for the store's own codes; and
+ * common/safe_open.c's writes (a planted link at the temporary's name and
+ * at the final name, stale temporaries, a folder anyone may write, logs
+ * through links, FIFOs) and the tree checks of sprite_path_inside and
+ * sprite_fd_inside.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"
 #include "tests/check.h"
@@ -205,6 +211,7 @@ static void check_list_dir(void)
 		{"to-b", 'f', NULL},
 		{"to-sub", 'd', NULL},
 	};
+	static const char links[] = {0, 0, 0, 0, 1, 1, 0, 1, 1}; /* want[i] is a symbolic link */
 	struct sprite_dirent **v = NULL;
 	size_t n = 0;
 	int r = sprite_list_dir(d, &v, &n);
@@ -219,10 +226,107 @@ static void check_list_dir(void)
 		if (want[i].why && v[i]->why)
 			CHECK(!strcmp(v[i]->why, want[i].why), "list entry %zu: why \"%s\"", i,
 			      v[i]->why);
+		CHECK(v[i]->link == links[i], "list entry %zu: link %d", i, v[i]->link);
 	}
 	sprite_dirents_free(v, n);
 	snprintf(q, sizeof q, "%s/nosuch", d);
 	CHECK(sprite_list_dir(q, &v, &n) == -ENOENT, "list of a missing folder");
+}
+
+static int file_is(const char *path, const char *want)
+{
+	char buf[256] = "";
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	return f && !strcmp(buf, want);
+}
+
+/* common/safe_open.c, and the tree checks the source walk and sample loads make. */
+static void check_safe_open(void)
+{
+	char d[300], p[400], q[400], err[SPRITE_ERR_MAX];
+	snprintf(d, sizeof d, "%s/safe", dir);
+	mkdir(d, 0755);
+	snprintf(q, sizeof q, "%s/outside", dir);
+	FILE *f = fopen(q, "w");
+	fputs("untouched", f);
+	fclose(f);
+	/* a link planted at our temporary's name, and one at the final name */
+	snprintf(p, sizeof p, "%s/x.tmp.%d", d, (int)getpid());
+	CHECK(symlink(q, p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/x", d);
+	CHECK(symlink(q, p) == 0, "symlink");
+	CHECK(sprite_write_file_atomic(p, "new", 3, err) == 0, "write_file_atomic: %s", err);
+	CHECK(file_is(q, "untouched"), "a planted link was written through");
+	struct stat st;
+	CHECK(lstat(p, &st) == 0 && S_ISREG(st.st_mode) && file_is(p, "new"),
+	      "the final name is not the new regular file");
+	snprintf(p, sizeof p, "%s/x.tmp.%d", d, (int)getpid());
+	CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode), "the planted link was removed");
+	/* stale temporaries: a dead writer's regular file goes, ours and a link stay */
+	snprintf(p, sizeof p, "%s/y.tmp.999999999", d);
+	fclose(fopen(p, "w"));
+	snprintf(p, sizeof p, "%s/y.tmp.999999998.0123456789abcdef", d);
+	fclose(fopen(p, "w"));
+	snprintf(p, sizeof p, "%s/y.tmp.999999997", d);
+	CHECK(symlink(q, p) == 0, "symlink");
+	snprintf(p, sizeof p, "%s/y.tmp.%d", d, (int)getpid());
+	fclose(fopen(p, "w"));
+	int dfd = open(d, O_RDONLY | O_DIRECTORY);
+	CHECK(sprite_outfile_sweep(dfd, "y") == 2, "sweep did not remove exactly the 2 stale files");
+	CHECK(access(p, F_OK) == 0, "sweep removed a live writer's temporary");
+	close(dfd);
+	/* a folder anyone may write, not sticky: refused; sticky: taken */
+	snprintf(p, sizeof p, "%s/open", dir);
+	mkdir(p, 0755);
+	chmod(p, 0777);
+	snprintf(p, sizeof p, "%s/open/z", dir);
+	CHECK(sprite_write_file_atomic(p, "z", 1, err) == -EPERM && strstr(err, "not sticky"),
+	      "world-writable folder: %s", err);
+	CHECK(sprite_outfile_check(p, err) == -EPERM, "outfile_check: world-writable folder");
+	snprintf(p, sizeof p, "%s/open", dir);
+	chmod(p, 01777);
+	snprintf(p, sizeof p, "%s/open/z", dir);
+	CHECK(sprite_write_file_atomic(p, "z", 1, err) == 0, "sticky folder: %s", err);
+	/* logs: never through a link, never a FIFO or a hard-linked file */
+	snprintf(p, sizeof p, "%s/log", d);
+	CHECK(symlink(q, p) == 0, "symlink");
+	CHECK(sprite_open_append(p, err) == -ELOOP, "append through a link: %s", err);
+	snprintf(p, sizeof p, "%s/fifo", d);
+	CHECK(mkfifo(p, 0644) == 0, "mkfifo");
+	CHECK(sprite_open_append(p, err) < 0, "append to a FIFO was taken");
+	CHECK(sprite_open_regular(p, err) == -EINVAL && strstr(err, "FIFO"), "read a FIFO: %s", err);
+	snprintf(p, sizeof p, "%s/hard", d);
+	CHECK(link(q, p) == 0, "link");
+	CHECK(sprite_open_append(p, err) == -EINVAL, "append to a hard link: %s", err);
+	snprintf(p, sizeof p, "%s/new.log", d);
+	int fd = sprite_open_append(p, err);
+	CHECK(fd >= 0, "append to a new log: %s", err);
+	if (fd >= 0)
+		close(fd);
+	CHECK(file_is(q, "untouched"), "a log was written through a link");
+	/* the tree checks: a link out of a folder, a file opened through one */
+	char *top = realpath(d, NULL);
+	snprintf(p, sizeof p, "%s/out", d);
+	CHECK(symlink("../outside", p) == 0, "symlink");
+	CHECK(sprite_path_inside(p, top) == 0, "a link out of the folder counts as inside");
+	snprintf(p, sizeof p, "%s/x", d);
+	CHECK(sprite_path_inside(p, top) == 1, "a file of the folder counts as outside");
+	snprintf(p, sizeof p, "%s/out", d);
+	fd = open(p, O_RDONLY);
+	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 0, "a file opened through a link counts as inside");
+	if (fd >= 0)
+		close(fd);
+	snprintf(p, sizeof p, "%s/x", d);
+	fd = open(p, O_RDONLY);
+	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 1, "a file of the folder opened counts as outside");
+	if (fd >= 0)
+		close(fd);
+	CHECK(sprite_path_inside("/", "/") == 1, "/ inside /");
+	free(top);
 }
 
 /* sprite_mountinfo_unescape and _next: mount points and sources with odd bytes. */
@@ -301,6 +405,7 @@ int main(void)
 	check_mountinfo_unescape();
 	check_escape();
 	check_list_dir();
+	check_safe_open();
 	check_strerror();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

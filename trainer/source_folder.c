@@ -47,6 +47,7 @@ struct folder_src {
 	void (*on_skip)(void *ctx, const char *why);
 	void (*on_ignore)(void *ctx, const char *path, const char *why);
 	void *skip_ctx;
+	char *tree; /* the folder's real path: a file opened outside it is refused */
 };
 
 /*
@@ -131,7 +132,7 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile, char
 	char why[SPRITE_ERR_MAX], msg[2 * SPRITE_ERR_MAX];
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
 	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
-					  (enum sprite_fit)fs->fit, fs->first != NULL};
+					  (enum sprite_fit)fs->fit, fs->first != NULL, fs->tree};
 	int rc = sprite_sample_load(f->path, &spec, NULL, tile, NULL, why);
 	if (rc == 0)
 		return 0;
@@ -167,7 +168,7 @@ static void *check_worker(void *arg)
 	hn_source *s = c->s;
 	struct folder_src *fs = s->priv;
 	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
-					  (enum sprite_fit)fs->fit, fs->first != NULL};
+					  (enum sprite_fit)fs->fit, fs->first != NULL, fs->tree};
 	struct sprite_sample_buf buf = {0};
 	uint8_t *tile = malloc(s->info.h * (size_t)s->info.w * s->info.c);
 	char why[SPRITE_ERR_MAX];
@@ -263,6 +264,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (!fs)
 		return sprite_fail(err, -ENOMEM, "out of memory");
 	s->priv = fs;
+	fs->tree = realpath(path, NULL); /* NULL: the listing's check alone */
 	fs->strict = o->strict;
 	fs->fit = o->fit;
 	fs->on_skip = o->on_skip;
@@ -418,6 +420,7 @@ static void images_close(hn_source *s)
 		free(fs->bad[k]);
 	}
 	free(fs->first);
+	free(fs->tree);
 	free(fs);
 	s->priv = NULL;
 }
