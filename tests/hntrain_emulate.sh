@@ -5,8 +5,9 @@
 # sleeps go to absolute deadlines, so nothing adds up). A real slow medium
 # (the store read under a cgroup's block-device read limit, its pages
 # evicted): AU falls below 90%, near the compute time over the time the
-# limit lets the store be read in. Bad input: an unknown profile, a compute
-# time <= 0, a batch that does not split over the ranks, --batch against a
+# limit lets the store be read in. A profile of the table (cosmoflow-h100:
+# batch 1, 3.5 ms, AU 70% to pass) as the log records it. Bad input: an
+# unknown profile, a compute time <= 0, a batch that does not split over the ranks, --batch against a
 # profile's, model options; each named with what would work. The two-rank
 # part (disjoint shares whose union is each epoch) is in hntrain_mpi_emulate.sh.
 source "$(dirname "$0")/hntrain_common.sh"
@@ -79,6 +80,18 @@ for e in (json.loads(l) for l in open(sys.argv[1])):
     # the second epoch's batches are read ahead, the first may wait at start
     extra = e["wall_s"] - e["compute_s"] - e["data_wait_s"]
     assert 0 <= extra < 0.02, f"epoch {e['epoch']}: {extra:.4f} s beyond compute + wait"
+PY
+
+# --- a profile of the table: its batch, compute time and AU to pass -------------
+"$HNTRAIN" --data "$TMP/s.sprites" --emulate cosmoflow-h100 --limit 200 --quiet \
+	--log "$TMP/cosmo.jsonl" >"$TMP/cosmo.out" 2>&1 || { cat "$TMP/cosmo.out"; fail "cosmoflow-h100 exited $?"; }
+/usr/bin/python3 - "$TMP/cosmo.jsonl" <<'PY' || fail "cosmoflow-h100's log"
+import json, sys
+e, f = (json.loads(l) for l in open(sys.argv[1]))
+assert e["batch"] == 1 and e["steps"] == 200 and e["compute_per_batch_s"] == 0.0035, e
+assert f["au_min"] == 0.7 and f["emulate"] == "cosmoflow-h100", f
+assert abs(e["compute_s"] - 200 * 0.0035) < 1e-9 and e["wall_s"] >= e["compute_s"], e
+print(f"cosmoflow-h100: 200 steps of 1 sample, AU {f['au']:.3f} (passes at {f['au_min']})")
 PY
 
 # --- a slow medium: the store read under a block-device read limit --------------
