@@ -566,6 +566,33 @@ static int decode_pnm(const void *data, size_t len, const char *name, struct spr
 
 /* ---- entry points ------------------------------------------------------ */
 
+/*
+ * Image kinds users have that are not decoded, named so that the reason
+ * says which (an SVG is a drawing, not pixels); NULL for anything else.
+ */
+static const char *unsupported_kind(const uint8_t *p, size_t len)
+{
+	size_t i = 0;
+	if (len >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF)
+		i = 3; /* UTF-8 byte order mark */
+	while (i < len && i < 64 && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+		i++;
+	const char *t = (const char *)p + i;
+	size_t n = len - i;
+	if ((n >= 4 && !memcmp(t, "<svg", 4)) ||
+	    (n >= 5 && !memcmp(t, "<?xml", 5) && memmem(t, n < 4096 ? n : 4096, "<svg", 4)))
+		return "SVG (a vector drawing)";
+	if (len >= 6 && (!memcmp(p, "GIF87a", 6) || !memcmp(p, "GIF89a", 6)))
+		return "GIF";
+	if (len >= 2 && p[0] == 'B' && p[1] == 'M')
+		return "BMP";
+	if (len >= 12 && !memcmp(p + 4, "ftyp", 4) &&
+	    (!memcmp(p + 8, "heic", 4) || !memcmp(p + 8, "heix", 4) || !memcmp(p + 8, "avif", 4) ||
+	     !memcmp(p + 8, "mif1", 4)))
+		return "HEIF/AVIF";
+	return NULL;
+}
+
 int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 			char *err)
 {
@@ -592,7 +619,13 @@ int sprite_image_decode_for(const void *data, size_t len, const char *name, uint
 	if (len >= 3 && p[0] == 'P' && (p[1] == '5' || p[1] == '6' || p[1] == '7') &&
 	    (p[2] == ' ' || p[2] == '\t' || p[2] == '\n' || p[2] == '\r'))
 		return decode_pnm(data, len, name, out, err);
-	sprite_image_err(err, name, "not a PNG/TIFF/JPEG/PNM file");
+	if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+		return sprite_webp_decode(data, len, name, out, err);
+	const char *kind = unsupported_kind(p, len);
+	if (kind)
+		sprite_image_err(err, name, "%s: not supported (PNG, TIFF, JPEG, WebP, PNM are)", kind);
+	else
+		sprite_image_err(err, name, "not a PNG/TIFF/JPEG/PNM file");
 	return -ENOTSUP;
 }
 

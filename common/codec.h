@@ -70,6 +70,10 @@ int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct spri
 		     char *err);
 void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out);
 
+/* The WebP decoder (webp.c), as sprite_image_decode calls it on RIFF....WEBP. */
+int sprite_webp_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
+		       char *err);
+
 /* The TIFF decoder (tiff.c), as sprite_image_decode calls it on TIFF magic. */
 int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 		       char *err);

@@ -1,8 +1,8 @@
 /*
- * image.h - decode TIFF, PNG, JPEG, binary Netpbm (P5/P6/P7) and IDX images
+ * image.h - decode TIFF, PNG, JPEG, WebP, binary Netpbm (P5/P6/P7) and IDX images
  * and fit them to a tile.
  *
- * Decoders are safe on malicious input (libtiff, libpng, libturbojpeg do the
+ * Decoders are safe on malicious input (libtiff, libpng, libturbojpeg, libwebp do the
  * parsing; this code checks every dimension against caps before allocating)
  * and return -SPRITE_ECORRUPT / -ENOTSUP with a message naming the file and
  * the problem in err (SPRITE_ERR_MAX bytes).

@@ -4,8 +4,8 @@
 # an empty file and unsupported GIF and BMP files trains to the same weights
 # from the folder as from the store spritefs-pack makes of it; both name the
 # same files. Without --tile, a folder whose first image is a large photo is
-# refused with the --tile to give; --limit takes a spread of the split, the
-# same from the folder as from its store.
+# refused with the --tile to give; --limit takes the same samples from the
+# folder as from its store.
 source "$(dirname "$0")/hntrain_common.sh"
 : "${SPRITEFS_PACK:?SPRITEFS_PACK not set}"
 /usr/bin/python3 -c 'import PIL, numpy' 2>/dev/null || { echo "SKIP: no PIL/numpy"; exit 77; }
@@ -34,6 +34,11 @@ open(f"{r}/train/bee/004a.svg", "w").write('<svg xmlns="http://www.w3.org/2000/s
 open(f"{r}/train/bee/005a-empty.png", "wb").close()
 Image.new("RGB", (10, 10)).save(f"{r}/train/cow/006a.gif")
 Image.new("RGB", (10, 10)).save(f"{r}/test/cow/007a.bmp")
+# WebP: one with alpha (a sample), one cut short (not)
+a = (rng.integers(0, 255, (30, 40, 4))).astype(np.uint8)
+Image.fromarray(a, "RGBA").save(f"{r}/train/cow/008a.webp", lossless=True)
+Image.fromarray(a[:, :, :3]).save(f"{r}/test/ant/009a.webp", quality=80)
+open(f"{r}/test/ant/010a-truncated.webp", "wb").write(open(f"{r}/test/ant/009a.webp", "rb").read()[:60])
 PY
 
 ph=(--model mlp --epochs 1 --batch 16 --lr 0.05 --seed 5)
@@ -50,11 +55,12 @@ for fit in crop pad; do
 	diff <(sed -n 's/^spritefs-pack: skipped \([^:]*\):.*/\1/p' "$TMP/pack.err" | sort) \
 		<(sed -n 's/^hntrain: skipped \([^:]*\):.*/\1/p' "$TMP/out" | sort) ||
 		fail "spritefs-pack and hntrain skip different files"
-	[[ $(grep -c '^hntrain: skipped' "$TMP/out") -eq 7 ]] || fail "hntrain named $(grep -c '^hntrain: skipped' "$TMP/out") files, not 7"
+	[[ $(grep -c '^hntrain: skipped' "$TMP/out") -eq 8 ]] || fail "hntrain named $(grep -c '^hntrain: skipped' "$TMP/out") files, not 8"
+	grep -q "skipped .*/004a.svg: SVG (a vector drawing): not supported" "$TMP/out" || fail "the SVG is not named as one"
+	grep -q "008a.webp\|009a.webp" "$TMP/pack.err" && fail "a good WebP was skipped: $(cat "$TMP/pack.err")"
 done
 
-# --limit: a spread of the split by the seed (not the first files, all of class
-# ant), the same samples from the folder and from its store.
+# --limit: the same samples from the folder and from its store.
 lim=(--model mlp --epochs 1 --batch 8 --lr 0.05 --seed 5 --limit 30 --test-limit 9)
 a=$(hash_of --data "$TMP/p-crop.sprites" "${lim[@]}")
 b=$(hash_of --data "$TMP/photos" --tile 24x24x3 --fit crop "${lim[@]}")
