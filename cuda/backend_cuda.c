@@ -63,6 +63,7 @@
 #include "cuda/cuda_int.h"
 #include "cuda/kernels.h"
 #include "cuda/plugin.h"
+#include "cuda/ranks.h"
 #include "trainer/backend.h"
 
 /* ---- error helpers ---- */
@@ -364,22 +365,19 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return -ENODEV;
 	}
-	if (cfg->device_index < 0 || cfg->device_index >= count) {
-		snprintf(err, HN_ERR_MAX,
-			 "gpu: device %d does not exist (%d found; each rank on a machine takes "
-			 "the GPU of its local rank, so run at most %d ranks per machine)",
-			 cfg->device_index, count, count);
-		return -ENODEV;
-	}
+	int dev = cu_pick_device(cfg->device_index, cfg->device_ranks, count,
+				 getenv("CUDA_VISIBLE_DEVICES"), getenv("HNTRAIN_GPU_SHARE"), err);
+	if (dev < 0)
+		return dev;
 	if (cfg->amp != 0 && cfg->amp != HN_AMP_FP16 && cfg->amp != HN_AMP_BF16) {
 		snprintf(err, HN_ERR_MAX, "gpu: unknown amp kind %d", cfg->amp);
 		return -EINVAL;
 	}
 	int major = 0, minor = 0;
 	if (cfg->amp == HN_AMP_BF16 &&
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cfg->device_index) ==
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
 		    cudaSuccess &&
-	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cfg->device_index) ==
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) ==
 		    cudaSuccess &&
 	    major < 8) {
 		snprintf(err, HN_ERR_MAX,
@@ -397,7 +395,7 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->o = *o;
 	st->cfg = *cfg;
 	st->staged = -1;
-	st->dev = cfg->device_index;
+	st->dev = dev;
 	st->amp = cfg->amp;
 	st->profile = getenv("HNTRAIN_CUDA_PROFILE") && *getenv("HNTRAIN_CUDA_PROFILE");
 	st->dt = !st->amp ? CUDNN_DATA_FLOAT : cu_bf16(st) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;

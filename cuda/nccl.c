@@ -9,7 +9,15 @@
  *
  * The set-up follows NCCL's own recipe over MPI: rank 0 makes the unique
  * id, the trainer sends its bytes to every rank (hn_dist_share_bytes), and
- * each rank joins with ncclCommInitRank on its own device.
+ * each rank joins with ncclCommInitRankConfig on its own device.
+ *
+ * No rank waits forever, as on the cpu path (dist_mpi.c): the communicator
+ * is non-blocking (blocking = 0), so its set-up and every group of sends
+ * and receives return at once; their completion, and then the stream's, is
+ * polled (ncclCommGetAsyncError, cudaStreamQuery) for at most
+ * HNTRAIN_DIST_TIMEOUT seconds (cuda/ranks.c), after which the
+ * communicator is aborted (ncclCommAbort) and the call fails with
+ * -ETIMEDOUT; the trainer then names the rank that does not answer.
  *
  * The sum is the cpu path's (trainer/dist_mpi.c), on the device: the
  * gradient block is cut in N slices; with grouped ncclSend/ncclRecv each
@@ -30,10 +38,13 @@
 
 #include "cuda/cuda_int.h"
 #include "cuda/kernels.h"
+#include "cuda/ranks.h"
 
 static struct {
 	__typeof__(ncclGetUniqueId) *GetUniqueId;
-	__typeof__(ncclCommInitRank) *CommInitRank;
+	__typeof__(ncclCommInitRankConfig) *CommInitRankConfig;
+	__typeof__(ncclCommGetAsyncError) *CommGetAsyncError;
+	__typeof__(ncclCommAbort) *CommAbort;
 	__typeof__(ncclCommDestroy) *CommDestroy;
 	__typeof__(ncclGetErrorString) *GetErrorString;
 	__typeof__(ncclGetVersion) *GetVersion;
@@ -62,7 +73,9 @@ static int nccl_load(char *err)
 		const char *name;
 	} syms[] = {
 		{(void **)&api.GetUniqueId, "ncclGetUniqueId"},
-		{(void **)&api.CommInitRank, "ncclCommInitRank"},
+		{(void **)&api.CommInitRankConfig, "ncclCommInitRankConfig"},
+		{(void **)&api.CommGetAsyncError, "ncclCommGetAsyncError"},
+		{(void **)&api.CommAbort, "ncclCommAbort"},
 		{(void **)&api.CommDestroy, "ncclCommDestroy"},
 		{(void **)&api.GetErrorString, "ncclGetErrorString"},
 		{(void **)&api.GetVersion, "ncclGetVersion"},
@@ -75,7 +88,7 @@ static int nccl_load(char *err)
 		*syms[i].fn = dlsym(h, syms[i].name);
 		if (!*syms[i].fn) {
 			snprintf(err, HN_ERR_MAX,
-				 "gpu: libnccl.so.2 has no %s (NCCL 2.7 or later is needed)",
+				 "gpu: libnccl.so.2 has no %s (NCCL 2.14 or later is needed)",
 				 syms[i].name);
 			return -ENOENT;
 		}
@@ -93,9 +106,63 @@ static int nccl_fail(ncclResult_t r, const char *what, char *err)
 #define NCCL(call, what, err)                                                                      \
 	do {                                                                                       \
 		ncclResult_t r_ = (call);                                                          \
-		if (r_ != ncclSuccess)                                                             \
+		if (r_ != ncclSuccess && r_ != ncclInProgress) /* non-blocking: polled after */   \
 			return nccl_fail(r_, what, err);                                           \
 	} while (0)
+
+/* The communicator's own state: 1 while a call is in progress, 0 done, -errno failed. */
+static int poll_comm(void *ctx, char *err)
+{
+	ncclComm_t comm = ctx;
+	ncclResult_t state = ncclSuccess;
+	ncclResult_t r = api.CommGetAsyncError(comm, &state);
+	if (r != ncclSuccess)
+		return nccl_fail(r, "ncclCommGetAsyncError", err);
+	if (state == ncclInProgress)
+		return 1;
+	return state == ncclSuccess ? 0 : nccl_fail(state, "a rank's NCCL call failed", err);
+}
+
+static void abort_comm(void *ctx)
+{
+	api.CommAbort((ncclComm_t)ctx);
+}
+
+/* Wait, bounded, for the communicator's call in progress (init, a group). */
+static int wait_comm(struct hn_cuda *st, ncclComm_t comm, const char *what, char *err)
+{
+	struct cu_wait w = {.poll = poll_comm,
+			    .abort = abort_comm,
+			    .ctx = comm,
+			    .timeout_s = cu_dist_timeout(),
+			    .what = what};
+	int rc = cu_wait_bounded(&w, err);
+	if (rc < 0 && st->dist_comm == comm)
+		st->dist_comm = NULL; /* aborted: nothing left to destroy */
+	return rc;
+}
+
+/* The stream's work (the group's sends and receives, the sum): done, failed, or pending. */
+static int poll_stream(void *ctx, char *err)
+{
+	struct hn_cuda *st = ctx;
+	cudaError_t e = cudaStreamQuery(st->stream);
+	if (e == cudaSuccess)
+		return 0;
+	if (e != cudaErrorNotReady) {
+		snprintf(err, HN_ERR_MAX, "gpu: summing the gradients: %s", cudaGetErrorString(e));
+		return -EIO;
+	}
+	return poll_comm(st->dist_comm, err) < 0 ? -EIO : 1; /* a peer's failure shows here */
+}
+
+static void abort_stream(void *ctx)
+{
+	struct hn_cuda *st = ctx;
+	if (st->dist_comm)
+		api.CommAbort(st->dist_comm);
+	st->dist_comm = NULL;
+}
 
 /* First element of slice s of n split in size parts (dist_mpi.c's rule). */
 static size_t slice_lo(size_t n, int s, int size)
@@ -133,8 +200,11 @@ int cu_dist_join(void *state, const void *id, size_t len, int rank, int size, ch
 			 "gradient slices"));
 	ncclUniqueId u;
 	memcpy(&u, id, sizeof u);
-	ncclComm_t comm;
-	NCCL(api.CommInitRank(&comm, size, u, rank), "ncclCommInitRank", err);
+	ncclComm_t comm = NULL;
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	config.blocking = 0;
+	NCCL(api.CommInitRankConfig(&comm, size, u, rank, &config), "ncclCommInitRankConfig", err);
+	TRY(wait_comm(st, comm, "joining the other ranks (ncclCommInitRankConfig)", err));
 	st->dist_comm = comm;
 	st->dist_rank = rank;
 	st->dist_size = size;
@@ -173,6 +243,7 @@ int cu_dist_sum_grads(void *state, char *err)
 		     "ncclRecv", err);
 	}
 	NCCL(api.GroupEnd(), "ncclGroupEnd (gradient slices)", err);
+	TRY(wait_comm(st, comm, "summing the gradients (sending the slices)", err));
 	CU(hn_k_sum_parts(parts, N, most, len, g + lo, st->stream), err);
 	/* the summed slices to every rank */
 	NCCL(api.GroupStart(), "ncclGroupStart", err);
@@ -184,9 +255,14 @@ int cu_dist_sum_grads(void *state, char *err)
 		NCCL(api.Recv(g + qlo, qlen, ncclFloat, q, comm, st->stream), "ncclRecv", err);
 	}
 	NCCL(api.GroupEnd(), "ncclGroupEnd (summed slices)", err);
-	/* waited for here, so that the trainer times the sum as communication */
-	CU(cudaStreamSynchronize(st->stream), err);
-	return 0;
+	TRY(wait_comm(st, comm, "summing the gradients (the summed slices)", err));
+	/* waited for here, so that the trainer times the sum as communication; bounded */
+	struct cu_wait w = {.poll = poll_stream,
+			    .abort = abort_stream,
+			    .ctx = st,
+			    .timeout_s = cu_dist_timeout(),
+			    .what = "summing the gradients (waiting for the other ranks' slices)"};
+	return cu_wait_bounded(&w, err);
 }
 
 void cu_dist_destroy(struct hn_cuda *st)

@@ -156,8 +156,8 @@ int hn_agree_settings(const struct hn_opts *o, const hn_source *src, const struc
 				char *cut = strstr(err, " (hash ");
 				if (cut)
 					*cut = 0;
-				snprintf(e2, sizeof e2, "%.100s", cut ? err : "");
-				snprintf(err, HN_ERR_MAX, "%s%srank %d differs in %.120s (rank 0's)",
+				snprintf(e2, sizeof e2, "%.120s", cut ? err : "");
+				snprintf(err, HN_ERR_MAX, "%.120s%srank %d differs in %.90s (rank 0's)",
 					 e2, e2[0] ? ": " : "", r, s[i]);
 				r = N;
 				break;

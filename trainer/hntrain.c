@@ -174,6 +174,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.amp = o->amp,
 		.fast = o->fast,
 		.device_index = hn_dist()->local_rank, /* one GPU per rank of a machine */
+		.device_ranks = hn_dist()->local_size,
 		.seed = o->seed,
 		.rank = hn_dist()->rank,
 	};

@@ -317,6 +317,25 @@ static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
 }
 
 /*
+ * A gradient sum on the devices failed (NCCL gave up after
+ * HNTRAIN_DIST_TIMEOUT, cuda/ranks.c): NCCL cannot say which rank did not
+ * answer, the cpu path can. Every rank that is still here calls this; the
+ * one that does not answer is named ("; no answer from rank 1 ..."), or ""
+ * when every rank answers.
+ */
+static const char *roll_call(const struct hn_train *t)
+{
+	static char why[HN_ERR_MAX + 2];
+	char err[HN_ERR_MAX];
+	double here = 1, *all = malloc((size_t)t->nranks * sizeof here);
+	why[0] = 0;
+	if (all && hn_dist_gather_doubles(&here, 1, all, err) < 0)
+		snprintf(why, sizeof why, "; %s", err);
+	free(all);
+	return why;
+}
+
+/*
  * One batch b of the epoch: wait for it (data wait), hand it to the backend
  * (compute), count it. The batch that ends its --accum group applies the
  * summed gradients and takes an optimizer step.
@@ -381,7 +400,8 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 		ep->compute += tc - t2;
 		if (g ? hn_dist_sum_floats(g, t->m->nparams, err) < 0
 		      : t->be->dist_sum_grads(t->st, err) < 0) /* on the device (hntrain.c) */
-			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s", ep->e + 1, b, err);
+			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s%s", ep->e + 1, b, err,
+			       g ? "" : roll_call(t));
 		double t3 = sprite_now();
 		ep->comm += t3 - tc;
 		rc = t->be->train_step(t->st, NULL, NULL, 0, group, 1, (float)ep->lr, sidx, NULL);
