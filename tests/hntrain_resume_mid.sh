@@ -6,7 +6,8 @@
 # inside a group of --accum, the last partial group, a stop during the
 # evaluation, a SIGKILL after a --checkpoint-every checkpoint, a real SIGTERM
 # from outside at whatever moment it lands, SIGUSR1 (checkpoint and go on),
-# and a resume on other --threads. With dropout and --augment, for adam and
+# a resume on other --threads, and across media (stopped on the store,
+# resumed from a spritefs mount of it, and back). With dropout and --augment, for adam and
 # momentum. A stop exits 75 and says where; a second signal kills at once;
 # a mid-epoch checkpoint is refused where the run would end inside it.
 source "$(dirname "$0")/hntrain_common.sh"
@@ -137,10 +138,28 @@ for delay in 0 0.3; do
 	[[ $got == "$full" ]] || fail "SIGTERM ($where), resumed: $got; uninterrupted: $full"
 done
 echo "uninterrupted: $full"
+cp "$TMP/c.ckpt" "$TMP/big.ckpt"
+
+# Across media: stopped reading the store, resumed from a spritefs mount of it (its epoch
+# views, starting at the checkpoint's batch), and the other way; the same weights.
+if [[ -n ${SPRITEFS:-} && -x ${SPRITEFS:-} && -e /dev/fuse ]]; then
+	mount_store "$TMP/d.sprites" "$TMP/mnt"
+	margs=(--model c8k3-r-m2-d32-r --optim adam --lr 0.002 --epochs 3 --batch 32 --accum 2 --seed 7)
+	full=$(hash_of "${D[@]}" "${margs[@]}")
+	stop_at 20 "${D[@]}" "${margs[@]}" >/dev/null
+	got=$(hash_of --data "$TMP/mnt" --resume "$TMP/c.ckpt")
+	[[ $got == "$full" ]] || fail "stopped on the store, resumed on the mount: $got; uninterrupted $full"
+	stop_at 37 --data "$TMP/mnt" "${margs[@]}" >/dev/null
+	got=$(hash_of "${D[@]}" --resume "$TMP/c.ckpt")
+	[[ $got == "$full" ]] || fail "stopped on the mount, resumed on the store: $got; uninterrupted $full"
+	echo "store -> mount and mount -> store, stopped inside an epoch: $got"
+else
+	echo "(no spritefs or /dev/fuse: the mount case is left out)"
+fi
 
 # A checkpoint keeps the data's fingerprint: other data of the same shape and count is refused.
 "$MKSTORE" "$TMP/other.sprites" --count-train 4000 --count-test 200 --tile 16x16x1 --classes 4 \
 	--sheet 256 --seed 9 >/dev/null || fail "mkstore other"
 expect_fail "the checkpoint was trained on other data than $TMP/other.sprites" \
-	--data "$TMP/other.sprites" --resume "$TMP/c.ckpt"
+	--data "$TMP/other.sprites" --resume "$TMP/big.ckpt"
 echo "PASS"
