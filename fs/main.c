@@ -784,8 +784,11 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	}
 	fs->info = sprite_store_info(fs->store);
-	if (stat(fs->store_path, &st) == 0)
+	if (stat(fs->store_path, &st) == 0) {
 		fs->mtime = st.st_mtim;
+		fs->store_dev = st.st_dev;
+		fs->store_ino = st.st_ino;
+	}
 	r = sfs_tree_init(fs, err);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
@@ -843,6 +846,8 @@ int main(int argc, char *argv[])
 			err[0] ? err : sprite_strerror(-r));
 		goto out_prefetch;
 	}
+	if (fs->store_ino)
+		sfs_watch_start(fs); /* the store replaced at its path: said, not missed */
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		goto out_prefetch;
@@ -856,6 +861,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_prefetch:
+	sfs_watch_stop(fs);
 	sfs_prefetch_stop(fs);
 out_unmount:
 	fuse_session_unmount(se);

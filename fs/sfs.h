@@ -7,7 +7,8 @@
  * read.c (each file's bytes, assembled from cached sheets; readahead; the
  * label table), cache.c (decoded sheets under a memory budget), prefetch.c
  * (io_uring reads + decode workers), epoch.c (seeded epoch views), stats.c
- * (counters, stats.json, logging). spritefs-pack.c is another program.
+ * (counters, stats.json, logging), watch.c (the store replaced at its path).
+ * spritefs-pack.c is another program.
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -135,6 +136,8 @@ struct sfs {
 	uint64_t max_raw;      /* largest decoded sheet */
 	uint64_t max_stored;   /* largest stored sheet */
 	struct timespec mtime; /* of the store file: every file's mtime */
+	uint64_t store_dev, store_ino; /* the store file as opened (watch.c) */
+	struct sfs_watch *watch;       /* watch.c; NULL when not watched */
 	struct sfs_split splits[SPRITE_MAX_SPLITS];
 	char **class_dir; /* directory name of each class under by-class/ */
 	char *dataset_json;
@@ -204,6 +207,14 @@ void sfs_log_to_syslog(int on);
  */
 int sfs_log_open(const char *path, char *err);
 void sfs_log_close(void);
+/*
+ * watch.c: a thread that says once, through sfs_log, when the store file is
+ * replaced at its path, removed, or written to in place while mounted (the
+ * mount keeps serving what it opened: unmount and mount again). Start after
+ * the daemon detaches; a failure to watch is logged, never fatal.
+ */
+void sfs_watch_start(struct sfs *fs);
+void sfs_watch_stop(struct sfs *fs);
 /*
  * A malloc'd JSON snapshot of the counters, padded with spaces to
  * SFS_STATS_SIZE bytes and ending in a newline; *len set. NULL on ENOMEM.
