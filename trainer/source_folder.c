@@ -205,8 +205,11 @@ static int check_split(hn_source *s, int split, char *err)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, started = 0, rc = 0;
 	pthread_t tid[64];
-	if (!c.why || !c.hw)
-		c.oom = 1;
+	if (!c.why || !c.hw) {
+		free(c.why);
+		free(c.hw);
+		return sprite_fail(err, -ENOMEM, "out of memory checking the files of %s", s->root);
+	}
 	for (; !c.oom && started < nt && (uint64_t)started < n; started++)
 		if (pthread_create(&tid[started], NULL, check_worker, &c) != 0)
 			break;
