@@ -8,8 +8,9 @@
 # from outside at whatever moment it lands, SIGUSR1 (checkpoint and go on),
 # a resume on other --threads, and across media (stopped on the store,
 # resumed from a spritefs mount of it, and back). With dropout and --augment, for adam and
-# momentum. A stop exits 75 and says where; a second signal kills at once;
-# a mid-epoch checkpoint is refused where the run would end inside it.
+# momentum. A stop exits 75 and says where; a mid-epoch checkpoint is
+# refused where the run would end inside it, and on other data of the same
+# shape.
 source "$(dirname "$0")/hntrain_common.sh"
 
 "$MKSTORE" "$TMP/d.sprites" --count-train 500 --count-test 100 --tile 12x12x1 --classes 4 \

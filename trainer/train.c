@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -38,22 +39,30 @@
 /*
  * The signals that ask for a checkpoint (with --checkpoint): SIGTERM and
  * SIGINT stop the run at the next step boundary (stop_sig: which), SIGUSR1
- * asks for one and the run goes on. A second SIGTERM or SIGINT kills at
- * once, as without --checkpoint.
+ * asks for one and the run goes on. Another SIGTERM or SIGINT at least
+ * HN_KILL_AFTER_S seconds after the first kills at once, as without
+ * --checkpoint; copies that come together are one request (a scheduler
+ * signals every process of a job, and mpirun passes its copy on too).
  */
-static volatile sig_atomic_t stop_sig, save_req;
+#define HN_KILL_AFTER_S 2
+static volatile sig_atomic_t stop_sig, save_req, stop_when;
 
 static void on_signal(int sig)
 {
+	struct timespec ts;
 	if (sig == SIGUSR1) {
 		save_req = 1;
 		return;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
 	if (stop_sig) {
-		signal(sig, SIG_DFL);
-		raise(sig);
+		if (ts.tv_sec - stop_when >= HN_KILL_AFTER_S) {
+			signal(sig, SIG_DFL);
+			raise(sig);
+		}
 		return;
 	}
+	stop_when = (sig_atomic_t)ts.tv_sec;
 	stop_sig = sig;
 }
 

@@ -80,8 +80,9 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
  *
  * With --checkpoint, SIGTERM and SIGINT stop the run at the next optimizer
  * step boundary (every rank at the same one) after writing the checkpoint:
- * then t->stopped is set and the caller exits HN_EXIT_STOPPED; a second one
- * kills at once. SIGUSR1 writes a checkpoint there and goes on, as
+ * then t->stopped is set and the caller exits HN_EXIT_STOPPED; another one
+ * 2 s or more after the first kills at once (copies that come together,
+ * from a scheduler and mpirun both, are one). SIGUSR1 writes a checkpoint there and goes on, as
  * --checkpoint-every does.
  */
 void hn_train_run(struct hn_train *t);
