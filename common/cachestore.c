@@ -162,6 +162,11 @@ int sprite_cache_remove_stale(const char *dir)
 		 */
 		if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
+		/* our own regular files only: not a link, not another user's (a shared /tmp) */
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue;
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			n++;
 	}

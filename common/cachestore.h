@@ -27,7 +27,9 @@ int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w
 /*
  * Remove the "<name>.sprites.tmp.<pid>" files in a cache folder whose writer
  * process no longer exists (a pack killed by SIGKILL or a power loss); only
- * names of exactly that form are touched. Returns the number removed, or
+ * names of exactly that form (or safe_open.c's "<pid>.<16 hex>" one), and
+ * only regular files of our own user, are touched: in a shared folder
+ * another user's file or link stays. Returns the number removed, or
  * -errno when dir cannot be read.
  */
 int sprite_cache_remove_stale(const char *dir);

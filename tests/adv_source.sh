@@ -5,7 +5,8 @@
 # to a root-only folder outside the tree. spritefs-pack, the daemon's
 # first-use pack and hntrain's image folder source each pack or read classes a
 # and b with 3 images each, never the root-only pixels, never c, and name each
-# refused link.
+# refused link. In a shared sticky cache folder the daemon sweeps its own
+# dead temporaries only.
 source "$(dirname "$0")/mount_lib.sh"
 source "$(dirname "$0")/adv_lib.sh"
 : "${HNTRAIN:?HNTRAIN not set (run through meson test)}"
@@ -52,7 +53,14 @@ done < <(find "$T/out" -type f)
 echo "spritefs-pack: a and b, 3 images each; 3 refused links named"
 
 # ---- the daemon's first-use pack of the folder --------------------------------
+# (into a shared sticky cache folder, where a dead pack's temporary of root's
+# is swept and the attacker's file of the same form is not root's to remove)
+mkdir -m 1777 "$T/cache"
+: >"$T/cache/mine.sprites.tmp.999999998"
+as_user touch "$T/cache/theirs.sprites.tmp.999999999"
 sfs_mount "$T/daemon.log" "$TREE" "$T/mnt" -o "cachedir=$T/cache"
+[[ -e $T/cache/mine.sprites.tmp.999999998 ]] && fail "mount: a dead pack's temporary was left"
+[[ -e $T/cache/theirs.sprites.tmp.999999999 ]] || fail "mount: another user's file was removed"
 n_a=$(ls "$T/mnt/train/by-class/a" | wc -l)
 n_b=$(ls "$T/mnt/train/by-class/b" | wc -l)
 [[ -e $T/mnt/train/by-class/c ]] && fail "mount: class c (outside the tree) is served"

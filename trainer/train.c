@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/safe_open.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/backend.h"
@@ -314,15 +315,21 @@ static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
 			   0,
 			   (uint8_t)(total - 10),
 			   (uint8_t)((total - 10) >> 8)};
-	FILE *f = fopen(path, "wb");
+	/* written as every output is (safe_open.h): never through a link planted at FILE */
+	struct sprite_outfile o;
+	char why[SPRITE_ERR_MAX];
 	size_t bytes = (size_t)b->n * si->h * si->w * si->c;
-	int bad = !f || fwrite(pre, 1, 10, f) != 10 ||
-		  fwrite(hdr, 1, (size_t)(total - 10), f) != (size_t)(total - 10) ||
-		  fwrite(b->tiles, 1, bytes, f) != bytes;
-	if (f && fclose(f) != 0)
-		bad = 1;
-	if (bad)
-		hn_die(1, "HNTRAIN_DUMP_BATCH %s: cannot write it", path);
+	int r = sprite_outfile_open(&o, path, 0644, 0, why);
+	if (r == 0 && ((r = sprite_write_full(o.fd, pre, 10)) < 0 ||
+		       (r = sprite_write_full(o.fd, hdr, (size_t)(total - 10))) < 0 ||
+		       (r = sprite_write_full(o.fd, b->tiles, bytes)) < 0)) {
+		snprintf(why, sizeof why, "%s", strerror(-r));
+		sprite_outfile_abort(&o);
+	} else if (r == 0) {
+		r = sprite_outfile_commit(&o, why);
+	}
+	if (r < 0)
+		hn_die(1, "HNTRAIN_DUMP_BATCH %s: cannot write it: %s", path, why);
 }
 
 /*
