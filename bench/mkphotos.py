@@ -2,8 +2,9 @@
 """mkphotos.py - a seeded folder of photo-like JPEGs for spritefs-bench.
 
 Writes OUT/train/<class>/NNNNN.jpg and OUT/test/<class>/NNNNN.jpg (--eval-name): images of
-every size and aspect ratio (each side drawn from 200-640 px), JPEG quality
-90, 4:2:0, as a camera folder would hold. Each class is a learnable pattern:
+every size and aspect ratio (each side drawn from 200-640 px; with --sizes imagenet, ImageNet's
+shapes: the long side mostly 500 px, 4:3 and 3:2 most often, about 500x375 on average), JPEG
+quality 90, 4:2:0, as a camera folder would hold. Each class is a learnable pattern:
 an ellipse of the class's hue, at a random place, size and tilt, over a
 smooth random background with noise, so a model must find the object, not
 read a pixel. The same --seed gives the same bytes (numpy's PCG64 and PIL's
@@ -12,6 +13,18 @@ encoder). Run with Debian's /usr/bin/python3 (python3-numpy, python3-pil).
 import argparse
 import os
 import sys
+
+
+# ImageNet's shapes: most images are 500 px on the long side, 4:3 or 3:2, landscape
+ASPECTS = ((4 / 3, 0.55), (3 / 2, 0.2), (1.0, 0.1), (5 / 4, 0.1), (16 / 9, 0.05))
+
+
+def imagenet_shape(rng):
+    """(h, w) of an ImageNet-like photo: about 500x375 on average."""
+    long_ = 500 if rng.uniform() < 0.7 else int(rng.integers(300, 801))
+    aspect = ASPECTS[int(rng.choice(len(ASPECTS), p=[p for _, p in ASPECTS]))][0]
+    short = max(8, int(round(long_ / aspect)))
+    return (short, long_) if rng.uniform() < 0.9 else (long_, short)
 
 
 def main():
@@ -24,6 +37,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-side", type=int, default=200)
     ap.add_argument("--max-side", type=int, default=640)
+    ap.add_argument("--sizes", choices=("range", "imagenet"), default="range",
+                    help="range: each side from --min-side to --max-side; imagenet: "
+                         "ImageNet-like shapes (about 500x375 on average)")
     a = ap.parse_args()
     if a.count < 2 * a.classes or not 2 <= a.classes <= 64 or not 0 < a.val < 1:
         ap.error("--count must be at least 2 x --classes, --classes 2-64, --val in (0, 1)")
@@ -48,12 +64,17 @@ def main():
     for i in range(a.count):
         k = i % a.classes
         split = a.eval_name if i >= a.count - nval else "train"
-        h = int(rng.integers(a.min_side, a.max_side + 1))
-        w = int(rng.integers(a.min_side, a.max_side + 1))
+        if a.sizes == "imagenet":
+            h, w = imagenet_shape(rng)
+        else:
+            h = int(rng.integers(a.min_side, a.max_side + 1))
+            w = int(rng.integers(a.min_side, a.max_side + 1))
         # background: a coarse random field, upscaled (smooth), plus noise
         coarse = rng.integers(40, 200, size=(4, 4, 3), dtype=np.uint8)
         bg = Image.fromarray(coarse, "RGB").resize((w, h), Image.BILINEAR)
-        img = np.asarray(bg, dtype=np.int16) + rng.integers(-12, 13, size=(h, w, 3))
+        # ImageNet's JPEGs hold more texture (about 110 KB each): more noise
+        amp = 30 if a.sizes == "imagenet" else 12
+        img = np.asarray(bg, dtype=np.int16) + rng.integers(-amp, amp + 1, size=(h, w, 3))
         im = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
         # the object: an ellipse of the class's hue covering 30-70% of the short side
         hue = int(255 * k / a.classes)

@@ -8,6 +8,14 @@ view), as a PyTorch user would write it: default PIL loader, (with
 shuffle off (order does not change the bytes read), N workers, batch B.
 It only iterates: no model. Prints one JSON line with samples/s, so the
 bench can set it against spritefs-readbench's decoded samples/s (target T3).
+
+With --emulate BATCH:SECONDS it is the PyTorch peer of hntrain --emulate
+(spritefs-bench --dataset accelerators): one emulated accelerator that takes
+its share (--rank R of --world N) of every global batch of N x BATCH samples
+and sleeps SECONDS per batch, to absolute deadlines, in place of the maths;
+its JSON line adds AU (compute over wall time, the first step of each epoch
+left out of both, as MLPerf Storage and hntrain count it). --resize-short S
+with --crop C is torchvision's Resize(S) + CenterCrop(C), ImageNet's recipe.
 Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 """
 import argparse
@@ -27,6 +35,14 @@ def main():
     ap.add_argument("--resize", default="", metavar="HxW",
                     help="Resize(shorter side) + CenterCrop to HxW first, as for photos of "
                          "every size (spritefs-pack's crop fit)")
+    ap.add_argument("--emulate", default="", metavar="BATCH:SECONDS",
+                    help="an emulated accelerator: BATCH samples per step, SECONDS of sleep each")
+    ap.add_argument("--rank", type=int, default=0, help="this accelerator (with --emulate)")
+    ap.add_argument("--world", type=int, default=1, help="accelerators in all (with --emulate)")
+    ap.add_argument("--epochs", type=int, default=1, help="epochs (with --emulate)")
+    ap.add_argument("--resize-short", type=int, default=0, metavar="S",
+                    help="Resize(S) (the shorter side) then CenterCrop(--crop)")
+    ap.add_argument("--crop", type=int, default=224, metavar="C")
     a = ap.parse_args()
     try:
         import torch
@@ -54,9 +70,13 @@ def main():
             print(f"torch_loader: --resize {a.resize}: expected HxW", file=sys.stderr)
             return 2
         steps = [transforms.Resize(min(h, w)), transforms.CenterCrop((h, w))]
+    if a.resize_short:
+        steps = [transforms.Resize(a.resize_short), transforms.CenterCrop(a.crop)]
     ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]))
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
+    if a.emulate:
+        return emulate(a, ds, torch)
     # Batches of large images (224x224x3 floats: 38 MB for 64) now and then
     # fail to pass between processes by descriptor ("unable to resize file",
     # EBADF in DupFd); named files in /dev/shm carry them reliably, if more
@@ -78,6 +98,61 @@ def main():
         "setup_s": round(t0 - t_setup, 6), "samples_s": round(n / wall, 1),
         "label_sum": int(checksum), "torch": torch.__version__,
     }))
+    return 0
+
+
+def emulate(a, ds, torch):
+    """One emulated accelerator over its share of every global batch: the JSON line."""
+    try:
+        batch, secs = a.emulate.split(":")
+        batch, secs = int(batch), float(secs)
+        if batch < 1 or secs <= 0 or not 0 <= a.rank < a.world:
+            raise ValueError
+    except ValueError:
+        print(f"torch_loader: --emulate {a.emulate}: expected BATCH:SECONDS (batch >= 1, "
+              "seconds > 0), with 0 <= --rank < --world", file=sys.stderr)
+        return 2
+    n, gb = len(ds), batch * a.world
+    share = [i for g in range(0, n - gb + 1, gb) for i in range(g + a.rank * batch, g + (a.rank + 1) * batch)]
+    if not share:
+        print(f"torch_loader: a global batch of {gb} does not fit the {n} samples", file=sys.stderr)
+        return 1
+    if ds[0][0].numel() > 64 * 64 * 3:
+        torch.multiprocessing.set_sharing_strategy("file_system")
+    dl = torch.utils.data.DataLoader(torch.utils.data.Subset(ds, share), batch_size=batch, shuffle=False,
+                                     num_workers=a.workers, persistent_workers=a.workers > 0)
+    total = {"samples": 0, "wall_s": 0.0, "compute_s": 0.0, "wait_s": 0.0, "first_step_s": 0.0}
+    aus = []
+    for _ in range(a.epochs):
+        t0 = time.perf_counter()
+        deadline = t0  # the accelerator's own time line: waits and compute move it
+        steps = first = comp = wait = 0.0
+        for x, _y in dl:
+            now = time.perf_counter()
+            w = max(0.0, now - deadline)
+            c = secs * x.shape[0] / batch
+            deadline = max(deadline, now) + c
+            time.sleep(max(0.0, deadline - time.perf_counter()))
+            steps += 1
+            total["samples"] += x.shape[0]
+            if steps == 1:
+                first = w + c
+            else:
+                comp, wait = comp + c, wait + w
+        wall = time.perf_counter() - t0
+        aus.append(comp / (wall - first) if steps > 1 and wall > first else (1.0 if steps else 0.0))
+        total["wall_s"] += wall
+        total["compute_s"] += comp
+        total["wait_s"] += wait
+        total["first_step_s"] += first
+    print(json.dumps({
+        "peer": "torch-imagefolder", "emulate": a.emulate, "rank": a.rank, "world": a.world,
+        "workers": a.workers, "epochs": a.epochs, "au": sum(aus) / len(aus), "au_epochs": aus,
+        "samples": total["samples"], "wall_s": round(total["wall_s"], 6),
+        "compute_s": round(total["compute_s"], 6), "data_wait_s": round(total["wait_s"], 6),
+        "first_step_s": round(total["first_step_s"], 6),
+        "samples_s": round(total["samples"] / total["wall_s"], 1) if total["wall_s"] else 0,
+        "torch": torch.__version__}))
     return 0
 
 

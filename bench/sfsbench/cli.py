@@ -10,6 +10,7 @@ every way out (SIGTERM and SIGINT become SystemExit, so `finally` and the
 import argparse
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,10 +19,12 @@ import types
 from . import core
 
 USAGE = """\
-usage: spritefs-bench [--quick] [--out DIR] [--dataset fashion-mnist|large|larger|photos]
-                      [--data PATH [--tile HxW[xC]]] [--keep]
+usage: spritefs-bench [--quick] [--out DIR]
+                      [--dataset fashion-mnist|large|larger|photos|accelerators]
+                      [--data PATH [--tile HxW[xC]]] [--profile P] [--keep]
                       [--no-torch] [--no-gpu] [--runs N] [--model M] [--epochs E] [--limit N]
        spritefs-bench larger [OPTIONS]    the same as --dataset larger
+       spritefs-bench accelerators [OPTIONS]  the same as --dataset accelerators
        spritefs-bench demo                mount Fashion-MNIST, train through it, compare
        spritefs-bench report DIR          results.json, report.md and plots of a run again
   --quick      small subsets, one short epoch: a few minutes on 2 cores
@@ -33,11 +36,18 @@ usage: spritefs-bench [--quick] [--out DIR] [--dataset fashion-mnist|large|large
                a sweep of the cache budget; model mlp and 1 epoch unless given), or photos
                (3,000 seeded photo-like JPEGs of 200-640 px, 600 with --quick, by
                bench/mkphotos.py, packed at 64x64x3 with the crop fit: the packing rate, and
-               the PyTorch loader with Resize+CenterCrop as the peer)
+               the PyTorch loader with Resize+CenterCrop as the peer), or accelerators (how
+               many emulated accelerators each medium keeps at AU >= 90%: hntrain --emulate
+               over spritefs cold and warm, the store on the disk and on tmpfs, and PyTorch
+               decoding the JPEGs; 8,000 photos with ImageNet's shapes, 800 with --quick,
+               packed at 224x224x3, the store at least 4x the spritefs budget)
   --data PATH  your own data instead: an ImageFolder tree (train/<class>/..., test/) or a
-               store file; copied to tmpfs and the disk, packed like the others
+               store file; copied to tmpfs and the disk, packed like the others; with
+               --dataset accelerators a photo folder (train/<class>/...), read in place
   --tile T     the tile --data is packed into (HxW or HxWxC, crop fit): needed when its
                images differ in size; photos use 64x64x3
+  --profile P  the accelerator of --dataset accelerators: resnet50-h100 (default: batch 400,
+               0.224 s per batch), resnet50-a100 (400, 0.435 s) or BATCH:SECONDS
   --keep       keep the prepared data (under /dev/shm and the disk folder) and print where
   --no-torch   skip the PyTorch peers
   --no-gpu     skip GPU runs even where hntrain finds a GPU
@@ -61,7 +71,7 @@ except those kept with --keep.
 environment:
   SPRITEFS_BENCH_DISK=DIR         the disk folder (default /var/tmp; must be on a disk, not tmpfs)
   SPRITEFS_BENCH_CACHE=SIZE       spritefs cache budget for the runs (default 512M, at least 1M;
-                                  larger --quick: 32M)
+                                  larger --quick: 32M; accelerators: a quarter of the store)
   SPRITEFS_BENCH_SMALL_CACHE=SIZE the budget of the smaller-than-the-data run (default 16M)
   SPRITEFS_FMNIST=DIR             Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)
   SPRITEFS_BUILD=DIR              take the programs from this meson build folder
@@ -78,7 +88,7 @@ Output: a Markdown table on stdout, DIR/results.json, DIR/report.md, DIR/*.png (
 out with a note where gnuplot is not installed). Progress lines go to stderr.
 """
 
-DATASETS = ("fashion-mnist", "large", "larger", "photos")
+DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators")
 # the programs, and the variables that name them
 PROGRAMS = (("spritefs", "spritefs", "SPRITEFS"), ("pack", "spritefs-pack", "SPRITEFS_PACK"),
             ("hntrain", "hntrain", "HNTRAIN"), ("readbench", "spritefs-readbench", "SPRITEFS_READBENCH"))
@@ -108,7 +118,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser():
     p = Parser(prog="spritefs-bench", add_help=False, allow_abbrev=False)
-    for o in ("--out", "--dataset", "--data", "--tile", "--runs", "--model", "--epochs", "--limit"):
+    for o in ("--out", "--dataset", "--data", "--tile", "--runs", "--model", "--epochs", "--limit", "--profile"):
         p.add_argument(o)
     for o in ("--quick", "--keep", "--no-torch", "--no-gpu"):
         p.add_argument(o, action="store_true")
@@ -136,15 +146,18 @@ def size_ok(name, v):
 
 def check_options(a):
     """The parsed options, checked and completed with their defaults."""
-    for o in ("out", "dataset", "data", "tile", "runs", "model", "epochs", "limit"):
+    for o in ("out", "dataset", "data", "tile", "runs", "model", "epochs", "limit", "profile"):
         if getattr(a, o) == "":
             usage_error(f"--{o} needs a value")
     c = types.SimpleNamespace(quick=a.quick, keep=a.keep, torch=not a.no_torch, gpu=not a.no_gpu,
                               out=a.out, data=a.data, tile=a.tile or "")
     c.dataset = a.dataset or "fashion-mnist"
     if c.dataset not in DATASETS:
-        usage_error(f"--dataset {c.dataset}: expected fashion-mnist, large, larger or photos")
-    if c.data:
+        usage_error(f"--dataset {c.dataset}: expected fashion-mnist, large, larger, photos or accelerators")
+    check_accel(a, c)
+    if c.data and c.dataset == "accelerators":
+        pass
+    elif c.data:
         if c.dataset != "fashion-mnist":
             usage_error(f"--data and --dataset {c.dataset}: give one of them")
         if not os.path.isdir(c.data) and not os.path.isfile(c.data):
@@ -178,6 +191,26 @@ def check_options(a):
     return c
 
 
+def check_accel(a, c):
+    """--profile and --data of --dataset accelerators; its sizes."""
+    from .accel import parse_profile
+    if a.profile is not None and c.dataset != "accelerators":
+        usage_error("--profile goes with --dataset accelerators")
+    c.profile = a.profile or "resnet50-h100"
+    if c.dataset != "accelerators":
+        return
+    if parse_profile(c.profile) is None:
+        usage_error(f"--profile {c.profile}: expected resnet50-h100, resnet50-a100 or BATCH:SECONDS "
+                    "(a batch of 1 to 65536, seconds above 0 and at most 3600)")
+    if c.data:
+        if not os.path.isdir(os.path.join(c.data, "train")):
+            usage_error(f"--data {c.data}: --dataset accelerators needs a photo folder with a train/ "
+                        "folder (train/<class>/<image>)")
+        c.data = os.path.realpath(c.data)
+    c.photos_accel = 800 if c.quick else 8000
+    c.max_accel = 4 if c.quick else 64
+
+
 def check_environment(c):
     env = os.environ.get
     c.disk = env("SPRITEFS_BENCH_DISK") or "/var/tmp"
@@ -195,6 +228,7 @@ def check_environment(c):
         if v and not (os.path.isfile(v) and os.access(v, os.X_OK)):
             usage_error(f"{var}={v}: not an executable file")
     c.fmnist = env("SPRITEFS_FMNIST") or "/usr/share/datasets/fashion-mnist"
+    c.accel_cache = env("SPRITEFS_BENCH_CACHE") if c.dataset == "accelerators" else None
 
 
 def find_programs(here):
@@ -233,13 +267,15 @@ def main(here, argv):
             usage_error("report needs the output folder of a run: spritefs-bench report DIR")
         from . import report
         return report.main(argv[1])
-    if argv and argv[0] == "larger":
-        argv = ["--dataset", "larger"] + argv[1:]
+    command = " ".join(["spritefs-bench"] + [shlex.quote(x) for x in argv])
+    if argv and argv[0] in ("larger", "accelerators"):
+        argv = ["--dataset", argv[0]] + argv[1:]
     a = parser().parse_args(argv)
     if a.help:
         sys.stdout.write(USAGE)
         return 0
     c = check_options(a)
+    c.command = command
     check_environment(c)
     p = find_programs(here)
     for attr, name in (("pack", "spritefs-pack"), ("readbench", "spritefs-readbench")):
@@ -270,7 +306,7 @@ def main(here, argv):
 
 def run(b):
     """The output folder is made: from here on the run is recorded."""
-    from . import larger, standard
+    from . import accel, larger, standard
     if not b.root:
         b.note("not root: the page cache cannot be dropped, so 'cold' runs read whatever is cached "
                "(state 'nodrop'); mounting is tried with fusermount3")
@@ -292,6 +328,8 @@ def run(b):
     check_fuse(b)
     if c.dataset == "larger":
         return larger.run(b)
+    if c.dataset == "accelerators":
+        return accel.run(b)
     return standard.run(b)
 
 

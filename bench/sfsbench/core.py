@@ -215,15 +215,17 @@ class Bench:
         return ",".join(str(c) for c in self.cpus[:n])
 
     # ---- spritefs -------------------------------------------------------------
-    def mount(self, store, cache=None):
-        """A fresh mount of STORE on self.mnt, waited for until it answers; None if not."""
+    def mount(self, store, cache=None, opts=""):
+        """A fresh mount of STORE on self.mnt (-o cache=,seed=1 and OPTS), waited for until it
+        answers; None if not."""
         log_path = self.path("logs", "spritefs.log")
         self.log_at = os.path.getsize(log_path) if os.path.exists(log_path) else 0
         os.makedirs(self.mnt, exist_ok=True)
         with open(log_path, "a") as log:
             try:
                 proc = subprocess.Popen([self.p.spritefs, "-f", "-o",
-                                         f"cache={cache or self.cfg.cache},seed=1", store, self.mnt],
+                                         f"cache={cache or self.cfg.cache},seed=1" + (f",{opts}" if opts else ""),
+                                         store, self.mnt],
                                         stdout=log, stderr=subprocess.STDOUT)
             except OSError as e:
                 log.write(f"cannot run {self.p.spritefs}: {e}\n")
@@ -260,7 +262,7 @@ class Bench:
             self.fail(f"spritefs did not mount {store} (see logs/spritefs.log)")
 
     @contextlib.contextmanager
-    def mounted(self, store, cache=None, cold=False):
+    def mounted(self, store, cache=None, cold=False, opts=""):
         """`with b.mounted(STORE) as m:` - m is the Mount, or None where it did not come
         up (said by mount_failed); unmounted on every way out of the block. cold: the page
         cache dropped first."""
@@ -268,7 +270,7 @@ class Bench:
         if self.have_mount:
             if cold:
                 self.drop_caches()
-            m = self.mount(store, cache)
+            m = self.mount(store, cache, opts)
             if m is None:
                 self.mount_failed(f"{store}" + (f" with cache={cache}" if cache else ""))
         try:
@@ -385,7 +387,8 @@ def machine_info(b, torch_version=""):
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename,
             "config": {"quick": int(c.quick), "dataset": c.dataset, "runs": c.runs,
                        "model": c.model, "epochs": c.epochs, "limit": c.limit,
-                       "train_limit": c.train_limit, "cache": c.cache, "threads": b.ncpu}}
+                       "train_limit": c.train_limit, "cache": c.cache, "threads": b.ncpu,
+                       "profile": c.profile, "command": c.command}}
 
 
 def cmd_out(cmd):

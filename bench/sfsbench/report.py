@@ -20,7 +20,7 @@ import shutil
 import sys
 
 from . import plots
-from .rutil import (MIB, fmt, fmt_acc, fmt_ratio, load_json, load_jsonl, med, parse_size, pct,
+from .rutil import (MIB, command_line, fmt, fmt_acc, fmt_ratio, load_json, load_jsonl, med, parse_size, pct,
                     per_epoch, ratio, summarize_train)
 
 
@@ -306,7 +306,7 @@ def table_header(machine, data, cfg):
          f"Data: {data.get('files', '?')} {data.get('format', '')} files "
          f"({(data.get('tree_bytes') or 0) / 1e6:.1f} MB), store {(store or 0) / 1e6:.1f} MB. "
          f"Medians of {cfg.get('runs', 1)} run(s); ratios are against the TIFF tree on tmpfs, "
-         "measured in the same run."]
+         "measured in the same run."] + command_line(cfg)
     if data.get("pack_s") and data.get("files"):
         L.append(f"Packing: {data['files']} files into the store"
                  + (f" at {data['tile']} tiles (crop fit)" if data.get("tile") else "")

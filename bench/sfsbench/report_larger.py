@@ -9,7 +9,7 @@ import sys
 
 from . import plots
 from .report import table_notes, write_report
-from .rutil import fmt, fmt_ratio, pct, ratio, summarize_train
+from .rutil import command_line, fmt, fmt_ratio, pct, ratio, summarize_train
 
 
 def fio_mb_s(res):
@@ -103,7 +103,7 @@ def table_main(s, machine, cfg):
          f"Data: Fashion-MNIST at 224x224x1, store {fmt((store or 0) / 1e6)} MB, train split "
          f"{fmt((dec or 0) / 1e6)} MB decoded, -o cache={ep.get('cache', '?')} "
          f"(decoded train split {fmt_ratio(s['decoded_over_budget'])} the budget, working set "
-         f"{fmt((ep.get('working_set') or 0) / 2**20)} MiB), every other option default.", "",
+         f"{fmt((ep.get('working_set') or 0) / 2**20)} MiB), every other option default."] + command_line(cfg) + ["",
          "| what | value |", "|---|---:|"]
     rows = [
         ("read amplification of a cold epoch (store bytes read / bytes it needs)",

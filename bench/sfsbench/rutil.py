@@ -131,3 +131,6 @@ def summarize_train(out_dir, rec):
     return s
 
 
+def command_line(cfg):
+    """The line that says which command produced a report ([] for a run that did not record it)."""
+    return [f"Command: `{cfg['command']}`."] if cfg.get("command") else []
