@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,97 @@ static int read_all(int fd, uint64_t size, struct sprite_sample_buf *buf, size_t
 		got += (size_t)n;
 	}
 	*len = got;
+	return 0;
+}
+
+/*
+ * Where a JPEG ends: the offset after its EOI marker, found by walking its
+ * segments (by their lengths) and, after each start of scan, the entropy-
+ * coded bytes to the next marker (0xFF then a byte that is neither 0 nor a
+ * restart). *at is where the walk stopped; 0 while more bytes are needed,
+ * SIZE_MAX when the bytes are not a JPEG's structure (then read it all).
+ */
+static size_t jpeg_end(const uint8_t *p, size_t n, size_t *at, int *in_scan)
+{
+	size_t i = *at;
+	for (;;) {
+		if (*in_scan) {
+			while (i + 1 < n && !(p[i] == 0xFF && p[i + 1] != 0 &&
+					      !(p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7)))
+				i++;
+			if (i + 1 >= n)
+				break;
+			*in_scan = 0;
+		}
+		while (i + 1 < n && p[i] == 0xFF && p[i + 1] == 0xFF)
+			i++; /* fill bytes */
+		if (i + 2 > n)
+			break;
+		if (p[i] != 0xFF)
+			return SIZE_MAX;
+		uint8_t m = p[i + 1];
+		if (m == 0xD9)
+			return i + 2;
+		if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+			i += 2;
+			continue;
+		}
+		if (i + 4 > n)
+			break;
+		size_t l = (size_t)p[i + 2] << 8 | p[i + 3];
+		if (l < 2)
+			return SIZE_MAX;
+		i += 2 + l;
+		if (m == 0xDA)
+			*in_scan = 1;
+	}
+	*at = i;
+	return 0;
+}
+
+/*
+ * A JPEG read no further than its EOI marker (libjpeg stops there too), so
+ * that bytes after it, a sparse tail, cost nothing; *len the bytes kept.
+ */
+static int read_jpeg(int fd, uint64_t size, struct sprite_sample_buf *buf, size_t *len, char *why)
+{
+	size_t have = 0, at = 2, end = 0;
+	int in_scan = 0;
+	while (have < size) {
+		size_t want = have + 65536 < size ? have + 65536 : (size_t)size;
+		if (want + 1 > buf->cap) {
+			size_t ncap = buf->cap ? buf->cap : 65536;
+			while (ncap < want + 1)
+				ncap *= 2;
+			if (ncap > size + 1)
+				ncap = (size_t)size + 1;
+			uint8_t *nb = realloc(buf->data, ncap);
+			if (!nb) {
+				snprintf(why, SPRITE_ERR_MAX, "out of memory for a file of %zu bytes",
+					 want);
+				return -ENOMEM;
+			}
+			buf->data = nb;
+			buf->cap = ncap;
+		}
+		ssize_t k = read(fd, buf->data + have, want - have);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			snprintf(why, SPRITE_ERR_MAX, "read error: %s", strerror(e));
+			return -e;
+		}
+		if (k == 0)
+			break; /* shrank while reading: decode what is there */
+		have += (size_t)k;
+		if (end != SIZE_MAX && (end = jpeg_end(buf->data, have, &at, &in_scan)) != 0 &&
+		    end != SIZE_MAX) {
+			have = end;
+			break;
+		}
+	}
+	*len = have;
 	return 0;
 }
 
@@ -95,8 +187,13 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 		if (r < 0)
 			snprintf(why, SPRITE_ERR_MAX, "cannot seek: %s", strerror(-r));
 	}
-	if (r == 0)
-		r = read_all(fd, (uint64_t)st.st_size, buf, &len, why);
+	if (r == 0) {
+		uint8_t m[3];
+		ssize_t k = pread(fd, m, 3, 0);
+		int jpeg = k == 3 && m[0] == 0xFF && m[1] == 0xD8 && m[2] == 0xFF;
+		r = jpeg ? read_jpeg(fd, (uint64_t)st.st_size, buf, &len, why)
+			 : read_all(fd, (uint64_t)st.st_size, buf, &len, why);
+	}
 	close(fd);
 	got->bytes = len;
 	struct sprite_image im = {0};

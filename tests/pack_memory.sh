@@ -60,11 +60,15 @@ for xs, ys, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (
 png(f"{t}/il/b/laced.png", w, h, rows, 1)
 PY
 [[ $(stat -c %s "$T/src/b/huge.png") -lt 4000000 ]] || fail "the 16000x16000 PNG is not small on disk"
+# a JPEG followed by a 600 MB sparse tail: read to its EOI marker only
+"$PY" -c 'from PIL import Image; Image.new("RGB", (40, 30), (200, 90, 10)).save("'"$T"'/src/a/tail.jpg")' \
+	2>/dev/null || fail "PIL writes no JPEG"
+truncate -s 600M "$T/src/a/tail.jpg" || fail "truncate"
 
 kb=$(peak_rss_kb "$PACK" --jobs 2 --tile 64x64x1 "$T/src" "$T/s.sprites") ||
 	fail "spritefs-pack: $(cat "$T/out")"
 echo "spritefs-pack: peak RSS $kb KiB"
-grep -q "found 3, packed 3, skipped 0" "$T/out" || fail "not all three packed: $(cat "$T/out")"
+grep -q "found 4, packed 4, skipped 0" "$T/out" || fail "not all four packed: $(cat "$T/out")"
 ((kb < 65536)) || fail "spritefs-pack peaked at $kb KiB (the files hold 600 MB and 256 MB of pixels)"
 
 kb=$(peak_rss_kb "$HN" --data "$T/src" --tile 64x64x1 --model mlp --epochs 1 --batch 2 \
