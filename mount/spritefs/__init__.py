@@ -37,8 +37,9 @@ import struct
 
 import numpy as np
 
+# (EpochDataset and MapDataset, spritefs.torch's, are reachable as spritefs.X too)
 __all__ = ["Mount", "SpritefsError", "perm", "perm_windowed", "epoch_order",
-           "read_batch", "shard_range", "EpochDataset", "MapDataset"]
+           "read_batch", "shard_range"]
 
 M64 = (1 << 64) - 1
 
@@ -324,6 +325,9 @@ def __getattr__(name):
     # spritefs.EpochDataset and spritefs.MapDataset: spritefs.torch's, imported (with
     # torch) on first use, so that the numpy reader does not pay for torch
     if name in ("EpochDataset", "MapDataset"):
-        from . import torch as _torch
+        try:
+            from . import torch as _torch
+        except ImportError as e:
+            raise ImportError(f"spritefs.{name} needs PyTorch: {e}") from None
         return getattr(_torch, name)
     raise AttributeError(f"module 'spritefs' has no attribute {name!r}")
