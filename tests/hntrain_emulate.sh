@@ -7,9 +7,10 @@
 # evicted): AU falls below 90%, near the compute time over the time the
 # limit lets the store be read in. A profile of the table (cosmoflow-h100:
 # batch 1, 3.5 ms, AU 70% to pass) as the log records it. Bad input: an
-# unknown profile, a compute time <= 0, a batch that does not split over the ranks, --batch against a
-# profile's, model options; each named with what would work. The two-rank
-# part (disjoint shares whose union is each epoch) is in hntrain_mpi_emulate.sh.
+# unknown profile, a compute time <= 0, a batch that does not split over the
+# ranks, --batch against a profile's, model options; each named with what
+# would work. The two-rank part (disjoint shares whose union is each epoch)
+# is in hntrain_mpi_emulate.sh.
 source "$(dirname "$0")/hntrain_common.sh"
 
 "$MKSTORE" "$TMP/s.sprites" --count-train 2000 --count-test 0 --tile 28x28x1 --classes 4 \
