@@ -65,7 +65,7 @@ static const char *check_layer(const struct hn_model *m, const struct hn_layer *
 			return "conv2d weight or bias size does not match its shape";
 		return NULL;
 	case HN_LAYER_MAXPOOL:
-		if (l->pad < 0 || 2 * l->pad > l->k || l->out_c != l->in_c)
+		if (l->pad < 0 || l->pad > l->k / 2 || l->out_c != l->in_c)
 			return "maxpool pads at most half its window and keeps channels";
 		if (!window_ok(l->in_h, l->k, l->stride, l->pad, l->out_h) ||
 		    !window_ok(l->in_w, l->k, l->stride, l->pad, l->out_w))
