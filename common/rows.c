@@ -33,10 +33,10 @@
 /* A buffered reader on a descriptor, from its start. */
 struct reader {
 	int fd;
-	uint8_t buf[65536];
+	int err;	/* errno of a failed read */
 	size_t pos, len;
 	uint64_t total; /* bytes read from fd */
-	int err;	/* errno of a failed read */
+	uint8_t buf[65536]; /* last: the fields above are zeroed, not it */
 };
 
 /* Up to n bytes into dst; returns how many (fewer at end of file or on error). */
@@ -234,7 +234,6 @@ int sprite_rows_decode(int fd, uint64_t size, const struct sprite_sample_spec *s
 		return -ENOMEM;
 	}
 	memset(r, 0, offsetof(struct reader, buf));
-	r->pos = r->len = 0;
 	r->fd = fd;
 	uint8_t head[8];
 	size_t n = rd(r, head, sizeof head);

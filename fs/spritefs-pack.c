@@ -184,8 +184,14 @@ static int do_pack(const char *src, const char *dst, struct sprite_pack_options 
 		fprintf(stderr, PROG ": no store written\n");
 		return 1;
 	}
-	if (quiet)
+	if (quiet) {
+		/* warnings are for -q too: a class with no sample in a split */
+		sprite_store *q = NULL;
+		if (sprite_store_open(dst, &q, err) == 0)
+			warn_empty_classes(q);
+		sprite_store_close(q);
 		return 0;
+	}
 	printf(PROG ": found %llu, packed %llu, skipped %llu, ignored %llu\n",
 	       (unsigned long long)rep.found, (unsigned long long)rep.packed,
 	       (unsigned long long)rep.skipped, (unsigned long long)rep.ignored);

@@ -70,6 +70,9 @@ kb=$(peak_rss_kb "$PACK" --jobs 2 --tile 64x64x1 "$T/src" "$T/s.sprites") ||
 echo "spritefs-pack: peak RSS $kb KiB"
 grep -q "found 4, packed 4, skipped 0" "$T/out" || fail "not all four packed: $(cat "$T/out")"
 ((kb < 65536)) || fail "spritefs-pack peaked at $kb KiB (the files hold 600 MB and 256 MB of pixels)"
+mb=$(sed -n 's/^spritefs-pack: \([0-9.]*\) MB of source files in.*/\1/p' "$T/out")
+[[ -n $mb ]] && awk -v m="$mb" 'BEGIN { exit !(m < 4) }' ||
+	fail "spritefs-pack read ${mb:-?} MB of the files (their tails and bodies are not needed)"
 
 kb=$(peak_rss_kb "$HN" --data "$T/src" --tile 64x64x1 --model mlp --epochs 1 --batch 2 \
 	--test-split none --quiet) || fail "hntrain: $(cat "$T/out")"

@@ -66,6 +66,8 @@ grep -q "^skipped: *12 source files" "$T/info" || fail "--info: skipped count: $
 for b in "${bad[@]}"; do
 	grep -q "^$b"$'\t'"." "$T/list" || fail "--info --skipped does not list $b"
 done
+grep -q $'^train/'"$c0"$'/z01-truncated.png\tbad PNG: read beyond end of data$' "$T/list" ||
+	fail "a truncated PNG's reason: $(cat "$T/list")"
 grep -q $'^train/'"$c2"$'/z07.svg\tSVG (a vector drawing): not supported' "$T/list" ||
 	fail "the SVG is not named as one: $(cat "$T/list")"
 # No list: a clean store and a version-2 store.
