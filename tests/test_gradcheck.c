@@ -482,7 +482,7 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 		train |= m.layers[k].kind == HN_LAYER_BATCHNORM;
 	hn_backend_cpu.train_step(st, tiles, lab, n, n, 1, 1.0f, 1, &res);
 	hn_backend_cpu.get_params(st, p1);
-	const size_t most = bn_beta != 0.0f ? 120 : 200; /* residual models: deeper, slower */
+	const size_t most = bn_beta != 0.0f ? 80 : 200; /* residual models: deeper, slower */
 	size_t count = m.nparams < most ? m.nparams : most, bad = 0, first = 0;
 	double worst_a = 0, worst_n = 0;
 	const float eps = train ? 1e-3f : 1e-4f; /* batchnorm: float noise ~1e-3 at 1e-4 */
@@ -646,7 +646,7 @@ int main(void)
 	bn_beta = 1.5f;
 	check_model("c4k3p1nb-bn-r-res4-res6s2p-gap", 1, 8, 8, 5, 5, 1);
 	check_model("c4k3s2p1nb-bn-r-m3s2p1-res4x2-gap", 2, 11, 11, 3, 4, 3);
-	check_model("c4k3p1nb-bn-r-bot2p-bot2-bot3s2p-gap", 1, 6, 6, 4, 5, 1);
+	check_model("c4k3p1nb-bn-r-bot2p-bot2-gap", 1, 6, 6, 4, 5, 1);
 	setenv("HN_CPU_CHUNK", "2", 1);
 	check_model("c4k3p1nb-bn-r-res4-res6s2p-gap", 1, 8, 8, 5, 5, 3);
 	check_model("c4k3p1nb-bn-r-bot2p-bot3s2p-gap-d6-r", 1, 6, 6, 4, 5, 3);
