@@ -248,6 +248,9 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
 	t->first_batch = o->resume ? ck->batch_in_epoch : 0;
 	t->ck = ck;
 	t->stopped = 0;
+	t->next_check = 0; /* at the first step boundary */
+	t->check_step = t->step;
+	t->check_time = sprite_now();
 	t->micro = 0;
 	t->pending = 0;
 	t->wall_s = t->compute_s = t->data_wait_s = t->comm_s = 0;
@@ -520,18 +523,35 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
 /*
  * Whether any rank was asked to stop (*stop) or to checkpoint (*save): the
  * ranks decide together, at the same step boundary, since a signal or a
- * clock reaches each at another time. One sum of two floats over the ranks.
+ * clock reaches each at another time. One sum of three floats over the
+ * ranks, which also carries rank 0's choice of the step of the next one
+ * (t->next_check): about HN_CHECK_S seconds of steps later, so that the
+ * exchange costs little where steps are short (a stop then comes within
+ * that time plus a step).
  */
-static void agree_requests(const struct hn_train *t, int *stop, int *save)
+#define HN_CHECK_S 0.02
+static void agree_requests(struct hn_train *t, int *stop, int *save)
 {
 	char err[HN_ERR_MAX];
 	if (t->nranks < 2)
 		return;
-	float f[2] = {(float)(*stop != 0), (float)(*save != 0)};
-	if (hn_dist_sum_floats(f, 2, err) < 0)
+	double now = sprite_now();
+	uint64_t every = 1;
+	if (t->rank == 0 && t->step > t->check_step && now > t->check_time) {
+		double per_step = (now - t->check_time) / (double)(t->step - t->check_step);
+		double k = ceil(HN_CHECK_S / per_step);
+		every = k < 1 ? 1 : k > 1000 ? 1000 : (uint64_t)k;
+	}
+	/* a rank with HNTRAIN_RAISE_AT_BATCH asks for every step: the stop lands where tests put it */
+	float f[4] = {(float)(*stop != 0), (float)(*save != 0), t->rank == 0 ? (float)every : 0,
+		      (float)(raise_at != UINT64_MAX)};
+	if (hn_dist_sum_floats(f, 4, err) < 0)
 		hn_die(1, "%s", err);
 	*stop = f[0] > 0;
 	*save = f[1] > 0;
+	t->check_step = t->step;
+	t->check_time = now;
+	t->next_check = t->step + (f[3] > 0 ? 1 : (uint64_t)f[2]);
 }
 
 /* The run stops after its checkpoint: say where, and how to go on. */
@@ -565,14 +585,19 @@ static int step_boundary(struct hn_train *t, const struct epoch *ep, uint64_t do
 	const struct hn_opts *o = t->o;
 	if (!o->checkpoint)
 		return 0;
-	int stop = stop_sig != 0, save = save_req != 0;
-	if (save)
-		save_req = 0;
+	int stop = 0, save = 0;
+	if (t->nranks < 2 || t->step >= t->next_check) { /* the ranks' turn to compare */
+		stop = stop_sig != 0;
+		save = save_req != 0;
+		if (save)
+			save_req = 0;
+		if (o->ckpt_every_s > 0 && t->rank == 0 &&
+		    sprite_now() - t->last_save >= o->ckpt_every_s)
+			save = 1;
+		agree_requests(t, &stop, &save);
+	}
 	if (o->ckpt_every_steps && t->step % o->ckpt_every_steps == 0)
-		save = 1;
-	if (o->ckpt_every_s > 0 && t->rank == 0 && sprite_now() - t->last_save >= o->ckpt_every_s)
-		save = 1;
-	agree_requests(t, &stop, &save);
+		save = 1; /* every rank knows: nothing to compare */
 	if (!stop && (!save || done == t->nb_train))
 		return 0;
 	save_checkpoint(t, ep->e, done, ep, stop ? HN_CKPT_SIGNAL : HN_CKPT_EVERY);

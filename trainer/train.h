@@ -43,6 +43,10 @@ struct hn_train {
 	const struct hn_checkpoint *ck; /* the --resume checkpoint (zeroed: none) */
 	double last_save;		/* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
 	int stopped;			/* a signal stopped the run after a checkpoint */
+	/* several ranks: the step of the next comparison of stop and checkpoint requests,
+	 * and the step and time of the last one (train.c: agree_requests) */
+	uint64_t next_check, check_step;
+	double check_time;
 	uint64_t data_fp;		/* hn_data_fingerprint, kept in the checkpoint; 0 none */
 	uint64_t micro;		    /* batches handed to the backend in this process */
 	int pending;		    /* batches summed into a group's gradients, not applied */
