@@ -25,9 +25,12 @@
  * and differs for another step; stage() (the next batch copied while the
  * current call computes) gives the results of unstaged calls, and really
  * copies during the call before (a batch changed after it is announced and
- * that call has returned is trained on as it was then). Prints the model, layer, tensor and errors
+ * that call has returned is trained on as it was then); and a residual
+ * model (resnet-fm) is refused at create with a message naming residual
+ * blocks, as the plugin does not run them yet. Prints the model, layer, tensor and errors
  * of any failure. Skips (77) only when the plugin finds no GPU.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -676,6 +679,27 @@ int main(void)
 		} else {
 			printf("FAIL bf16 set-up: %s\n", err);
 			failures++;
+		}
+	}
+	/*
+	 * Residual models (issue 31) run on the cpu backend only for now: the
+	 * plugin must refuse them at create, by name, not run them half-done.
+	 */
+	{
+		struct hn_model m;
+		struct hn_optim sgd = {.kind = HN_OPT_SGD};
+		struct hn_backend_config cfg = {.max_batch = NB};
+		char err[HN_ERR_MAX] = "";
+		void *st = NULL;
+		if (hn_model_build("resnet-fm", 1, 28, 28, 10, &m, err) != 0) {
+			printf("FAIL resnet-fm did not build: %s\n", err);
+			failures++;
+		} else if (gpu->create(&m, &sgd, &cfg, NULL, &st, err) != -ENOTSUP ||
+			   !strstr(err, "residual blocks")) {
+			printf("FAIL the gpu backend did not refuse a residual model: '%s'\n", err);
+			failures++;
+			if (st)
+				gpu->destroy(st);
 		}
 	}
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
