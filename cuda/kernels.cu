@@ -262,18 +262,23 @@ extern "C" cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx,
 
 /* ---- maxpool ---- */
 
-/* Offset (within the channel plane) of the first maximum of output cell (oy, ox). */
+/*
+ * Offset (within the channel plane) of the first maximum of output cell (oy, ox);
+ * the window starts pad rows and columns before oy * stride, ox * stride, and
+ * its padding never wins (2 * pad <= k leaves a cell of the plane in it).
+ */
 __device__ static int pool_argmax(const float *plane, int ih, int iw, int oy, int ox, int k,
-				  int stride)
+				  int stride, int pad)
 {
-	int y0 = oy * stride, x0 = ox * stride;
-	int best = y0 * iw + x0;
+	int y0 = oy * stride - pad, x0 = ox * stride - pad;
+	int ys = y0 > 0 ? y0 : 0, xs = x0 > 0 ? x0 : 0;
+	int best = ys * iw + xs;
 	float bv = plane[best];
-	for (int dy = 0; dy < k; dy++) {
+	for (int dy = ys - y0; dy < k; dy++) {
 		int yy = y0 + dy;
 		if (yy >= ih)
 			break;
-		for (int dx = 0; dx < k; dx++) {
+		for (int dx = xs - x0; dx < k; dx++) {
 			int xx = x0 + dx;
 			if (xx >= iw)
 				break;
@@ -288,7 +293,7 @@ __device__ static int pool_argmax(const float *plane, int ih, int iw, int oy, in
 }
 
 __global__ void k_maxpool_fwd(const float *x, float *y, size_t total, int ih, int iw, int oh,
-			      int ow, int k, int stride)
+			      int ow, int k, int stride, int pad)
 {
 	GRID_LOOP(i, total)
 	{
@@ -296,12 +301,12 @@ __global__ void k_maxpool_fwd(const float *x, float *y, size_t total, int ih, in
 		int r = (int)(i % ((size_t)oh * ow));
 		int oy = r / ow, ox = r % ow;
 		const float *xp = x + plane * (size_t)ih * iw;
-		y[i] = xp[pool_argmax(xp, ih, iw, oy, ox, k, stride)];
+		y[i] = xp[pool_argmax(xp, ih, iw, oy, ox, k, stride, pad)];
 	}
 }
 
 __global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t total, int ih,
-			      int iw, int oh, int ow, int k, int stride)
+			      int iw, int oh, int ow, int k, int stride, int pad)
 {
 	GRID_LOOP(i, total)
 	{
@@ -310,11 +315,12 @@ __global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t
 		int yy = r / iw, xx = r % iw;
 		const float *xp = x + plane * (size_t)ih * iw;
 		const float *dyp = dy + plane * (size_t)oh * ow;
-		/* output cells whose window holds (yy, xx): o*stride <= yy < o*stride + k */
-		int oy0 = yy - k + 1 > 0 ? (yy - k + 1 + stride - 1) / stride : 0;
-		int oy1 = yy / stride;
-		int ox0 = xx - k + 1 > 0 ? (xx - k + 1 + stride - 1) / stride : 0;
-		int ox1 = xx / stride;
+		/* output cells whose window holds (yy, xx): o*stride <= yy + pad < o*stride + k */
+		int py = yy + pad, px = xx + pad;
+		int oy0 = py - k + 1 > 0 ? (py - k + 1 + stride - 1) / stride : 0;
+		int oy1 = py / stride;
+		int ox0 = px - k + 1 > 0 ? (px - k + 1 + stride - 1) / stride : 0;
+		int ox1 = px / stride;
 		if (oy1 > oh - 1)
 			oy1 = oh - 1;
 		if (ox1 > ow - 1)
@@ -322,32 +328,49 @@ __global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t
 		float acc = 0.0f;
 		for (int oy = oy0; oy <= oy1; oy++)
 			for (int ox = ox0; ox <= ox1; ox++)
-				if (pool_argmax(xp, ih, iw, oy, ox, k, stride) == r)
+				if (pool_argmax(xp, ih, iw, oy, ox, k, stride, pad) == r)
 					acc += dyp[oy * ow + ox];
 		dx[i] = acc;
 	}
 }
 
 extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw,
-					int oh, int ow, int k, int stride, cudaStream_t s)
+					int oh, int ow, int k, int stride, int pad, cudaStream_t s)
 {
 	size_t total = (size_t)n * c * oh * ow;
 	if (total == 0)
 		return cudaSuccess;
 	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, ih, iw, oh, ow, k,
-								stride);
+								stride, pad);
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c,
-					int ih, int iw, int oh, int ow, int k, int stride,
+					int ih, int iw, int oh, int ow, int k, int stride, int pad,
 					cudaStream_t s)
 {
 	size_t total = (size_t)n * c * ih * iw;
 	if (total == 0)
 		return cudaSuccess;
 	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, dy, dx, total, ih, iw, oh, ow, k,
-								stride);
+								stride, pad);
+	return cudaGetLastError();
+}
+
+/* ---- residual blocks ---- */
+
+__global__ void k_add(const float *a, const float *b, float *y, size_t count)
+{
+	GRID_LOOP(i, count)
+	y[i] = a[i] + b[i];
+}
+
+extern "C" cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count,
+				cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_add<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(a, b, y, count);
 	return cudaGetLastError();
 }
 

@@ -80,14 +80,18 @@ cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s
 cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count, cudaStream_t s);
 
 /*
- * Max pooling, k x k window, stride, no padding (out = (in - k) / stride + 1).
- * Ties go to the first maximum in row-major window order. Backward gathers
- * per input element (no atomics), so it is deterministic.
+ * Max pooling, k x k window, stride, padding that never wins (2 * pad <= k;
+ * out = (in + 2 * pad - k) / stride + 1). Ties go to the first maximum in
+ * row-major window order. Backward gathers per input element (no atomics),
+ * so it is deterministic.
  */
 cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw, int oh, int ow,
-			     int k, int stride, cudaStream_t s);
+			     int k, int stride, int pad, cudaStream_t s);
 cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c, int ih,
-			     int iw, int oh, int ow, int k, int stride, cudaStream_t s);
+			     int iw, int oh, int ow, int k, int stride, int pad, cudaStream_t s);
+
+/* Residual blocks: y = a + b elementwise (y may be a or b). */
+cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count, cudaStream_t s);
 
 /*
  * Inverted dropout with rate p: keep with probability 1 - p, scale kept

@@ -4,8 +4,12 @@
  * deterministic by default, cuda/algo.h, timed with --fast, and the one
  * workspace they share), dense layers through cuBLAS, each in fp32 or, with
  * --amp, fp16 on tensor cores; pooling, activations, dropout, batch
- * normalisation and the loss are kernels.cu's. At the end, the check of a
- * model description the plugin is handed (cu_check_model).
+ * normalisation and the loss are kernels.cu's. Residual blocks: every slot
+ * has its own buffer (a save copies its input), the add is a kernel, and a
+ * save's shortcut reader (the add, or a projection conv reading the save's
+ * output) writes the gradient of X into the save's input slot, to which the
+ * save's backward adds the main path's (its output slot's). At the end, the
+ * check of a model description the plugin is handed (cu_check_model).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -314,7 +318,7 @@ int cu_conv_forward(struct hn_cuda *st, int i, int n)
 	const struct hn_layer *l = &st->m.layers[i];
 	struct hn_conv *c = &st->conv[i];
 	const float one = 1.0f, zero = 0.0f;
-	float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+	float *x = cu_act(st, l->from ? l->from : i), *y = cu_act(st, i + 1);
 	if (!st->amp) {
 		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x, c->w, st->params + l->w_off,
 					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y),
@@ -341,7 +345,14 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 	const struct hn_layer *l = &st->m.layers[i];
 	struct hn_conv *c = &st->conv[i];
 	const float one = 1.0f, zero = 0.0f;
-	float *x = cu_act(st, i), *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
+	/*
+	 * A projection (from: a save's output slot) reads the block's input X and
+	 * gives its gradient to the save's input slot, which the save's backward
+	 * then adds the main path's gradient to (cu_backward).
+	 */
+	float *x = cu_act(st, l->from ? l->from : i), *dy = cu_dact(st, i + 1);
+	float *dx = cu_dact(st, l->from ? l->from - 1 : i);
+	const int want_dx = i > 0 || l->from;
 	if (l->b_len)
 		CU(hn_k_bias_grad(dy, st->grads + l->b_off, n, l->out_c, l->out_h * l->out_w,
 				  st->chan_scratch, st->stream),
@@ -351,7 +362,7 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 						   st->ws, st->ws_bytes, &one, c->w,
 						   st->grads + l->w_off),
 		    st->err);
-		if (i > 0)
+		if (want_dx)
 			DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, st->params + l->w_off,
 							 c->y, dy, c->cd, c->da, st->ws,
 							 st->ws_bytes, &zero, c->x, dx),
@@ -369,7 +380,7 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 	    st->err);
 	CU(hn_k_half_accumulate(dw16, st->grads + l->w_off, l->w_len, cu_bf16(st), st->stream),
 	   st->err);
-	if (i > 0) {
+	if (want_dx) {
 		DNN(cudnnConvolutionBackwardData(st->dnn, &one, c->w, cu_w16(st, l->w_off), c->y,
 						 dy16, c->cd, c->da, st->ws, st->ws_bytes, &zero,
 						 c->x, dx16),
@@ -467,7 +478,7 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 			break;
 		case HN_LAYER_MAXPOOL:
 			CU(hn_k_maxpool_fwd(x, y, n, l->in_c, l->in_h, l->in_w, l->out_h, l->out_w,
-					    l->k, l->stride, st->stream),
+					    l->k, l->stride, l->pad, st->stream),
 			   st->err);
 			break;
 		case HN_LAYER_RELU:
@@ -505,9 +516,14 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 					    st->stream),
 			   st->err);
 			break;
-		case HN_LAYER_SAVE: /* refused by cu_check_model */
+		case HN_LAYER_SAVE: /* its own slot: its gradient slot must differ from its input's */
+			CU(cudaMemcpyAsync(y, x, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
+					   st->stream),
+			   st->err);
+			break;
 		case HN_LAYER_ADD:
-			return -ENOTSUP;
+			CU(hn_k_add(x, cu_act(st, l->shortcut), y, cnt, st->stream), st->err);
+			break;
 		}
 	}
 	return 0;
@@ -530,7 +546,7 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 		case HN_LAYER_MAXPOOL:
 			if (i > 0)
 				CU(hn_k_maxpool_bwd(x, dy, dx, n, l->in_c, l->in_h, l->in_w,
-						    l->out_h, l->out_w, l->k, l->stride,
+						    l->out_h, l->out_w, l->k, l->stride, l->pad,
 						    st->stream),
 				   st->err);
 			break;
@@ -569,9 +585,22 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 				CU(hn_k_avgpool_bwd(dy, dx, (size_t)n * l->in_c, l->in_h * l->in_w,
 						    st->stream),
 				   st->err);
-			break;		case HN_LAYER_SAVE: /* refused by cu_check_model */
-		case HN_LAYER_ADD:
-			return -ENOTSUP;
+			break;
+		case HN_LAYER_SAVE: /* the skip reader wrote dx already: add the main path's */
+			CU(hn_k_add(dx, dy, dx, cnt, st->stream), st->err);
+			break;
+		case HN_LAYER_ADD: {
+			/* a save's output: to the save's input slot (see the save); else the slot */
+			int j = l->shortcut;
+			float *ds = cu_dact(st, st->m.layers[j - 1].kind == HN_LAYER_SAVE ? j - 1 : j);
+			CU(cudaMemcpyAsync(ds, dy, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
+					   st->stream),
+			   st->err);
+			CU(cudaMemcpyAsync(dx, dy, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
+					   st->stream),
+			   st->err);
+			break;
+		}
 		}
 	}
 	return 0;
@@ -582,7 +611,7 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 /*
  * The shared check (trainer/model_check.c) trusts nothing in m; on top of it,
  * what this backend's libraries take (cuBLAS's int dimensions for the dense
- * products) and what it does not run yet (residual networks' layers).
+ * products) and what its residual wiring assumes (no save right after a save).
  */
 int cu_check_model(const struct hn_model *m, char *err)
 {
@@ -592,17 +621,13 @@ int cu_check_model(const struct hn_model *m, char *err)
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		/*
-		 * Residual networks (issue 31) run on the cpu backend only for now:
-		 * the plugin has no add kernel, shortcut slots, bias-free convs or
-		 * padded max-pooling yet, so it refuses them up front.
+		 * A save's shortcut gradient goes to the save's input slot, which
+		 * must have no other reader than the save: not a save's output.
 		 */
-		if (l->kind == HN_LAYER_SAVE || l->kind == HN_LAYER_ADD || l->from ||
-		    (l->kind == HN_LAYER_CONV2D && !l->b_len) ||
-		    (l->kind == HN_LAYER_MAXPOOL && l->pad)) {
+		if (l->kind == HN_LAYER_SAVE && i > 0 && m->layers[i - 1].kind == HN_LAYER_SAVE) {
 			snprintf(err, HN_ERR_MAX,
-				 "gpu: layer %d: residual blocks, bias-free convolutions and "
-				 "padded max-pooling (resnet18, resnet50, resnet-fm) are not "
-				 "supported by the gpu backend yet; use --device cpu",
+				 "gpu: layer %d: a shortcut save right after another is not "
+				 "supported by the gpu backend",
 				 i);
 			return -ENOTSUP;
 		}
