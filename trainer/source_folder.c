@@ -347,9 +347,24 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 			i++;
 		if (rc == -ENOMEM)
 			return sprite_fail(err, rc, "%s: out of memory", path);
-		if (i == s->info.full_count[0])
+		if (i == s->info.full_count[0]) {
+			/* every file named with why, as the check below would name them */
+			for (uint64_t k = 0; fs->on_skip && k < s->info.full_count[0]; k++) {
+				char why[SPRITE_ERR_MAX], shown[192], msg[2 * SPRITE_ERR_MAX];
+				struct sprite_sample_spec one = {1, 1, 1, SPRITE_FIT_STRETCH, 1,
+								 fs->tree};
+				uint8_t px;
+				if (sprite_sample_load(fs->files[0][k].path, &one, NULL, &px, NULL,
+						       why) == 0)
+					continue;
+				snprintf(msg, sizeof msg, "%s: %s",
+					 sprite_escape(fs->files[0][k].path, shown, sizeof shown), why);
+				s->nskipped++;
+				fs->on_skip(fs->skip_ctx, msg);
+			}
 			return sprite_fail(err, -EINVAL,
 					   "%s: no file of the training split decodes", path);
+		}
 		if (!s->info.c)
 			s->info.c = im.c;
 		if (!s->info.h || !s->info.w) {
