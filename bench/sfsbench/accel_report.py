@@ -82,7 +82,9 @@ def summarize(out, recs, machine):
              "tiles_mb_s": min(bounds) if bounds else None,
              "by": None if not bounds else ("disk" if min(bounds) == disk else "decode"),
              "accelerators": min(bounds) / need_mb if bounds and need_mb else None}
-    return {"profile": {"name": cfg.get("profile"), "batch": batch, "compute_s": compute,
+    workers = {r.get("workers"): (r.get("result") or {}).get("samples_s") for r in recs
+               if r.get("kind") == "decode" and r.get("medium") == "torch-jpeg"}
+    return {"torch_workers_samples_s": workers, "profile": {"name": cfg.get("profile"), "batch": batch, "compute_s": compute,
                         "samples_s_per_accelerator": need, "mb_s_per_accelerator": need_mb, "au_min": AU_MIN},
             "data": data, "store_bytes": store, "cache_budget_bytes": budget,
             "store_over_budget": ratio(store, budget), "rows": rows, "bound": bound,
@@ -145,6 +147,9 @@ def table_main(s, machine, cfg):
                  f"{fmt(r['daemon_cpu_s_per_gb'], 2)} | {fmt(r['reader_cpu_s_per_gb'], 2)} |")
     L.append("")
     L += [f"* {m}: {MEDIUM_TEXT[m]}" for m in MEDIA if any(r["medium"] == m for r in s["rows"])]
+    if s["torch_workers_samples_s"]:
+        L.append("* PyTorch's decode rate (samples/s, no compute step) by DataLoader workers: "
+                 + ", ".join(f"{w}: {fmt(v)}" for w, v in sorted(s["torch_workers_samples_s"].items())))
     return L + [""]
 
 

@@ -320,8 +320,8 @@ def run(b):
         torchv = core.cmd_out([core.PY, "-c", "import torch; print(torch.__version__)"]).strip()
     core.write_json(b.path("machine.json"), core.machine_info(b, torchv))
     c = b.cfg
-    b.msg(f"spritefs-bench: {c.dataset}, {'quick' if c.quick else 'full'} mode, {c.runs} run(s) "
-          f"each, output in {b.out}")
+    each = f"profile {c.profile}" if c.dataset == "accelerators" else f"{c.runs} run(s) each"
+    b.msg(f"spritefs-bench: {c.dataset}, {'quick' if c.quick else 'full'} mode, {each}, output in {b.out}")
     if not core.shutil.which("gnuplot"):
         b.note("gnuplot not installed: the plots (throughput.png, epoch_split.png) will be skipped; "
                "the tables and results.json are written (apt-get install gnuplot-nox)")
