@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/batch.h"
@@ -461,9 +462,33 @@ static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
  * our buffer, one copy instead of two, and the kernel's page cache is not
  * filled with files nobody reads again. FUSE takes O_DIRECT reads of any
  * length into any buffer; a filesystem that refuses them (EINVAL at open or
- * at read) is read the plain way.
+ * at read) is read the plain way. One preadv puts the view's head (header,
+ * labels, ids) in a small buffer and its tiles straight into the batch:
+ * no bounce buffer of the whole view to fault in, and no second copy.
  */
-static int view_load(const char *path, uint8_t *buf, size_t need, int *opened)
+static int preadv_full(int fd, struct iovec *iov, int n)
+{
+	uint64_t off = 0;
+	while (n > 0) {
+		ssize_t r = preadv(fd, iov, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ENODATA;
+		off += (uint64_t)r;
+		for (; n > 0 && (size_t)r >= iov->iov_len; iov++, n--)
+			r -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + r;
+			iov->iov_len -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+static int view_load(const char *path, const struct iovec *want, int *opened)
 {
 	int rc = -EINVAL;
 	*opened = 0;
@@ -474,7 +499,8 @@ static int view_load(const char *path, uint8_t *buf, size_t need, int *opened)
 			continue;
 		}
 		*opened = 1;
-		rc = sprite_pread_full(fd, buf, need, 0);
+		struct iovec iov[2] = {want[0], want[1]}; /* preadv_full moves them on */
+		rc = preadv_full(fd, iov, 2);
 		close(fd);
 	}
 	return rc;
@@ -509,12 +535,13 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 		 s->root, m->train_split, m->seed, bt->epoch, bt->view);
 	struct sprite_batch_header hdr;
 	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
-	size_t need = hdr.total_size;
-	uint8_t *buf = malloc(need);
+	size_t head = hdr.tiles_offset;
+	uint8_t *buf = malloc(head);
 	if (!buf)
 		return sprite_fail(err, -ENOMEM, "%s: out of memory", path);
 	int opened;
-	int rc = view_load(path, buf, need, &opened);
+	struct iovec want[2] = {{buf, head}, {bt->tiles, (size_t)n * s->tile_bytes}};
+	int rc = view_load(path, want, &opened);
 	if (rc < 0) {
 		free(buf);
 		if (is_gone(rc)) /* not a view that is missing: every file is gone */
@@ -525,26 +552,29 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 				   rc == -ENODATA ? "shorter than its batch" : strerror(-rc),
 				   eio_hint(rc));
 	}
-	struct sprite_batch b;
-	char why[SPRITE_ERR_MAX] = "";
-	if (rc == 0 && (rc = sprite_batch_parse(buf, need, &b, why)) < 0)
-		rc = sprite_fail(err, rc, "%s: %s", path, why);
-	else if (rc == 0 && (b.count != (uint32_t)n || b.h != s->info.h || b.w != s->info.w ||
-			     b.c != s->info.c))
+	/*
+	 * The head must be the layout of exactly this batch (the split index
+	 * aside): then its labels and ids lie where the layout says, and the
+	 * tiles read into the batch are the view's.
+	 */
+	struct sprite_batch_header got;
+	memcpy(&got, buf, sizeof got);
+	got.split = hdr.split;
+	if (memcmp(&got, &hdr, sizeof hdr) != 0)
 		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path,
-				 b.count, b.h, b.w, b.c, n);
+				 got.count, got.h, got.w, got.c, n);
+	const uint16_t *labels = (const uint16_t *)(buf + hdr.labels_offset);
+	const uint32_t *ids = (const uint32_t *)(buf + hdr.ids_offset);
 	for (int k = 0; rc == 0 && k < n; k++) {
-		if (b.ids[k] != idx[k])
+		if (ids[k] != idx[k])
 			rc = sprite_fail(err, -EINVAL,
 					 "%s: sample %d is %u, the permutation says %u", path, k,
-					 b.ids[k], idx[k]);
-		else if (b.labels[k] >= s->info.nclasses)
+					 ids[k], idx[k]);
+		else if (labels[k] >= s->info.nclasses)
 			rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
 		else
-			bt->labels[k] = b.labels[k];
+			bt->labels[k] = labels[k];
 	}
-	if (rc == 0)
-		memcpy(bt->tiles, b.tiles, (size_t)n * s->tile_bytes);
 	free(buf);
 	return rc;
 }
