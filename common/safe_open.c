@@ -303,6 +303,14 @@ int sprite_outfile_check(const char *path, char *err)
 	return r;
 }
 
+/* A folder only its owner, root or we, may change: a link in it was not planted by another user. */
+static int trusted_dirfd(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
 int sprite_open_append(const char *path, char *err)
 {
 	char dir[PATH_MAX];
@@ -313,29 +321,34 @@ int sprite_open_append(const char *path, char *err)
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return sprite_fail(err, -errno, "folder %s: %s", dir, strerror(errno));
+	const int flags = O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
 	r = check_dirfd(dfd, dir, err);
-	int fd = r < 0 ? -1
-		       : openat(dfd, name,
-				O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-					O_NOCTTY,
-				0644);
-	int e = errno;
+	int fd = r < 0 ? -1 : openat(dfd, name, flags | O_CREAT | O_NOFOLLOW, 0644);
+	int e = errno, linked = 0;
+	if (fd < 0 && r == 0 && e == ELOOP && trusted_dirfd(dfd)) {
+		/* /dev/stderr and the like: a link nobody else could plant, to no regular file */
+		fd = openat(dfd, name, flags);
+		e = errno;
+		linked = 1;
+	}
 	close(dfd);
 	if (r < 0)
 		return r;
 	if (fd < 0)
 		return sprite_fail(err, -e, "%s: %s", path,
 				   e == ELOOP ? "a symbolic link: a log is not written through one"
-				   : e == ENXIO ? "not a regular file"
+				   : e == ENXIO ? "a FIFO nobody reads"
 						: strerror(e));
 	struct stat st;
-	int ok = fstat(fd, &st) == 0;
-	if (!ok || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
-		int regular = ok && S_ISREG(st.st_mode);
+	const char *bad = fstat(fd, &st) < 0		   ? strerror(errno)
+			  : S_ISREG(st.st_mode) && linked	   ? "a symbolic link: a log is not written through one"
+			  : S_ISREG(st.st_mode) && st.st_nlink != 1 ? "has other names (hard links): not appended to"
+			  : !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)
+				  ? "not a file, a FIFO or a terminal"
+				  : NULL;
+	if (bad) {
 		close(fd);
-		return sprite_fail(err, -EINVAL, "%s: %s", path,
-				   regular ? "has other names (hard links): not appended to"
-					   : "not a regular file");
+		return sprite_fail(err, -EINVAL, "%s: %s", path, bad);
 	}
 	if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
 		e = errno;

@@ -19,7 +19,8 @@
  *     kill -9, power loss) are removed first, if they are regular files of
  *     ours; other users' files and links are left alone.
  * Logs are appended to, so they are opened in place instead: without
- * following a link, and only when the file is a regular file with one name.
+ * following a link another user could have planted, and only when the file
+ * is a regular file with one name (or a FIFO, a terminal: /dev/stderr).
  *
  * Reading a file named on a command line (--verify, --info, --resume, a
  * store to mount): opened without blocking and refused unless it is a
@@ -89,10 +90,12 @@ int sprite_outfile_sweep(int dirfd, const char *name);
 int sprite_outfile_check(const char *path, char *err);
 
 /*
- * Open path for appending (a log), creating it with mode 0644 if missing: not
- * through a symbolic link, in a folder sprite_outfile_check accepts, and only
- * a regular file with one name (a FIFO, a device or a hard link to another
- * file is refused). Returns the descriptor (O_APPEND, close-on-exec).
+ * Open path for appending (a log), creating it with mode 0644 if missing, in a
+ * folder sprite_outfile_check accepts: a regular file with one name (a hard
+ * link to another file is refused), a FIFO someone reads, or a character
+ * device (a terminal, /dev/null). Not through a symbolic link, except one in
+ * a folder that only root or we may change (/dev/stderr) and that leads to no
+ * regular file. Returns the descriptor (O_APPEND, close-on-exec).
  */
 int sprite_open_append(const char *path, char *err);
 

@@ -294,7 +294,17 @@ static void check_safe_open(void)
 	/* logs: never through a link, never a FIFO or a hard-linked file */
 	snprintf(p, sizeof p, "%s/log", d);
 	CHECK(symlink(q, p) == 0, "symlink");
-	CHECK(sprite_open_append(p, err) == -ELOOP, "append through a link: %s", err);
+	CHECK(sprite_open_append(p, err) < 0 && strstr(err, "symbolic link"),
+	      "append through a link to a file: %s", err);
+	snprintf(p, sizeof p, "%s/null", d); /* as /dev/stderr is: a link to no regular file */
+	CHECK(symlink("/dev/null", p) == 0, "symlink");
+	int nfd = sprite_open_append(p, err);
+	CHECK(nfd >= 0, "append through a link to /dev/null in our own folder: %s", err);
+	if (nfd >= 0)
+		close(nfd);
+	snprintf(p, sizeof p, "%s/open/null", dir); /* the same link where anyone may write */
+	CHECK(symlink("/dev/null", p) == 0, "symlink");
+	CHECK(sprite_open_append(p, err) < 0, "append through a link in a folder anyone may write");
 	snprintf(p, sizeof p, "%s/fifo", d);
 	CHECK(mkfifo(p, 0644) == 0, "mkfifo");
 	CHECK(sprite_open_append(p, err) < 0, "append to a FIFO was taken");
