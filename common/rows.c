@@ -241,12 +241,18 @@ int sprite_rows_decode(int fd, uint64_t size, const struct sprite_sample_spec *s
 	int rc;
 	if (n >= 8 && !memcmp(head, "\x89PNG\r\n\x1a\n", 8))
 		rc = png_rows(r, sp, tile, got, why);
+	else if (n >= 4 && ((head[0] == 'I' && head[1] == 'I' && (head[2] == 42 || head[2] == 43) &&
+			     head[3] == 0) ||
+			    (head[0] == 'M' && head[1] == 'M' && head[2] == 0 &&
+			     (head[3] == 42 || head[3] == 43))))
+		rc = sprite_tiff_rows(fd, size, sp, tile, got, why);
 	else if (n >= 3 && head[0] == 'P' && (head[1] == '5' || head[1] == '6' || head[1] == '7') &&
 		 (head[2] == ' ' || head[2] == '\t' || head[2] == '\n' || head[2] == '\r'))
 		rc = pnm_rows(r, size, sp, tile, got, why);
 	else
 		rc = -EAGAIN;
-	got->bytes = r->total;
+	if (got->bytes < r->total) /* (TIFF counts its own reads) */
+		got->bytes = r->total;
 	free(r);
 	return rc;
 }

@@ -19,4 +19,13 @@
 int sprite_rows_decode(int fd, uint64_t size, const struct sprite_sample_spec *sp, uint8_t *tile,
 		       struct sprite_sample_got *got, char *why);
 
+/*
+ * The same for TIFF (tiff.c): contiguous strips of 8 or 16-bit gray, RGB or
+ * palette pixels, top-left, read strip by strip through libtiff from fd;
+ * -EAGAIN for every other layout (tiles, separate planes, other
+ * orientations and depths, YCbCr...), which is then read whole.
+ */
+int sprite_tiff_rows(int fd, uint64_t size, const struct sprite_sample_spec *sp, uint8_t *tile,
+		     struct sprite_sample_got *got, char *why);
+
 #endif

@@ -34,6 +34,7 @@
 #include <tiffio.h>
 
 #include "common/codec.h"
+#include "common/rows.h"
 #include "common/safe_open.h"
 #include "common/store.h"
 
@@ -310,11 +311,12 @@ done:
 }
 
 /*
- * Fast path: contiguous strips, 8 or 16 bits. Returns 1 when the layout is
- * not one it handles (the caller falls back), 0 on success, < 0 on error.
+ * The fast path's layouts: 8 or 16 bits, top-left, gray, RGB or palette,
+ * with at most one extra sample as alpha. Fills L (cout, alpha, cmap) and
+ * *gather (tiles or separate planes: read whole by tiff_gather); 1 when the
+ * layout is not one of them.
  */
-static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const char *name,
-		     struct sprite_image *out, char *err)
+static int tiff_fast_layout(TIFF *t, struct tiff_layout *L, int *gather)
 {
 	uint16_t planar = PLANARCONFIG_CONTIG, orient = ORIENTATION_TOPLEFT;
 	uint16_t nextra = 0, *extra = NULL;
@@ -366,14 +368,17 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 		/* Unspecified extra samples are taken as associated, as libtiff does. */
 		L->unassoc = extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
 	}
+	*gather = TIFFIsTiled(t) ? 1 : planar == PLANARCONFIG_SEPARATE && L->spp > 1 ? 2 : 0;
+	return 0;
+}
 
-	if (TIFFIsTiled(t) || (planar == PLANARCONFIG_SEPARATE && L->spp > 1))
-		return tiff_gather(t, L, msg, planar == PLANARCONFIG_SEPARATE && L->spp > 1, name,
-				   out, err);
-
-	tmsize_t rowsize = TIFFScanlineSize(t);
+/* Contiguous strips: their scanline size and rows per strip, checked; 0 or -SPRITE_ECORRUPT. */
+static int tiff_strips(TIFF *t, const struct tiff_layout *L, const char *name, tmsize_t *rowsize,
+		       uint32_t *rps_out, char *err)
+{
+	tmsize_t rs = TIFFScanlineSize(t);
 	uint64_t want_row = (uint64_t)L->w * L->spp * (L->bps / 8);
-	if (rowsize <= 0 || (uint64_t)rowsize != want_row) {
+	if (rs <= 0 || (uint64_t)rs != want_row) {
 		sprite_image_err(err, name, "inconsistent scanline size");
 		return -SPRITE_ECORRUPT;
 	}
@@ -387,8 +392,29 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 				 rps, L->h);
 		return -SPRITE_ECORRUPT;
 	}
+	*rowsize = rs;
+	*rps_out = rps;
+	return 0;
+}
 
-	int r = sprite_image_alloc(out, L->h, L->w, L->cout, name, err);
+/*
+ * Fast path: contiguous strips, 8 or 16 bits. Returns 1 when the layout is
+ * not one it handles (the caller falls back), 0 on success, < 0 on error.
+ */
+static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const char *name,
+		     struct sprite_image *out, char *err)
+{
+	int gather;
+	if (tiff_fast_layout(t, L, &gather) == 1)
+		return 1;
+	if (gather)
+		return tiff_gather(t, L, msg, gather == 2, name, out, err);
+	tmsize_t rowsize;
+	uint32_t rps;
+	int r = tiff_strips(t, L, name, &rowsize, &rps, err);
+	if (r < 0)
+		return r;
+	r = sprite_image_alloc(out, L->h, L->w, L->cout, name, err);
 	if (r < 0)
 		return r;
 	/* Samples that are already output bytes are decoded in place. */
@@ -475,6 +501,184 @@ static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
 	return 0;
 }
 
+/* Size, samples and photometric of the first directory into L, checked. */
+static int tiff_layout_read(TIFF *t, struct tiff_layout *L, const char *name, char *err)
+{
+	uint32_t w = 0, h = 0;
+	TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
+	TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
+	int r = sprite_image_check_dims(h, w, name, err);
+	if (r < 0)
+		return r;
+	L->w = w;
+	L->h = h;
+	L->bps = 1;
+	L->spp = 1;
+	TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &L->bps);
+	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &L->spp);
+	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &L->photo))
+		L->photo = L->spp >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK;
+	if (L->spp == 0 || L->spp > 16) {
+		sprite_image_err(err, name, "bad samples per pixel %u", L->spp);
+		return -SPRITE_ECORRUPT;
+	}
+	return 0;
+}
+
+/* ---- TIFF by strips from a descriptor ------------------------------------ */
+
+/* libtiff's I/O on a descriptor by pread: only the strips asked for are read. */
+struct tiff_fd {
+	int fd;
+	toff_t size, pos;
+	uint64_t bytes; /* read */
+};
+
+static tmsize_t tf_read(thandle_t h, void *buf, tmsize_t n)
+{
+	struct tiff_fd *f = h;
+	if (n < 0 || f->pos >= f->size)
+		return n < 0 ? -1 : 0;
+	tmsize_t got = 0;
+	while (got < n) {
+		ssize_t k = pread(f->fd, (uint8_t *)buf + got, (size_t)(n - got), (off_t)f->pos);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += k;
+		f->pos += (toff_t)k;
+	}
+	f->bytes += (uint64_t)got;
+	return got;
+}
+
+static tmsize_t tf_write(thandle_t h, void *buf, tmsize_t n)
+{
+	(void)h;
+	(void)buf;
+	(void)n;
+	return -1;
+}
+
+static toff_t tf_seek(thandle_t h, toff_t off, int whence)
+{
+	struct tiff_fd *f = h;
+	toff_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? f->pos : f->size;
+	f->pos = base + off;
+	return f->pos;
+}
+
+static int tf_close(thandle_t h)
+{
+	(void)h;
+	return 0;
+}
+
+static toff_t tf_size(thandle_t h)
+{
+	return ((struct tiff_fd *)h)->size;
+}
+
+static int tf_map(thandle_t h, void **base, toff_t *size)
+{
+	(void)h;
+	(void)base;
+	(void)size;
+	return 0;
+}
+
+static void tf_unmap(thandle_t h, void *base, toff_t size)
+{
+	(void)h;
+	(void)base;
+	(void)size;
+}
+
+/* The strips of t, converted row by row into a fit stream of sp's tile. */
+static int tiff_strip_rows(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
+			   const struct sprite_sample_spec *sp, uint8_t *tile, char *why)
+{
+	tmsize_t rowsize;
+	uint32_t rps;
+	int r = tiff_strips(t, L, "", &rowsize, &rps, why);
+	if (r < 0)
+		return r;
+	uint8_t *buf = malloc((size_t)rowsize * rps), *row = malloc((size_t)L->w * L->cout);
+	struct sprite_fit_stream *fs = NULL;
+	r = buf && row ? sprite_fit_stream_begin(&fs, L->h, L->w, L->cout, sp->th, sp->tw, sp->tc,
+						 sp->fit, tile)
+		       : -ENOMEM;
+	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
+		uint32_t rows = L->h - y < rps ? L->h - y : rps;
+		tmsize_t want = (tmsize_t)rows * rowsize;
+		tmsize_t got = TIFFReadEncodedStrip(t, s, buf, want);
+		if (got < 0) {
+			sprite_image_err(why, "", "strip %u: %s", s, tiff_reason(msg, "read error"));
+			r = -SPRITE_ECORRUPT;
+		} else if (got < want) {
+			sprite_image_err(why, "", "truncated strip %u (%lld of %lld bytes)", s,
+					 (long long)got, (long long)want);
+			r = -SPRITE_ECORRUPT;
+		}
+		for (uint32_t k = 0; r == 0 && k < rows; k++) {
+			tiff_convert_row(L, buf + (size_t)k * rowsize, row);
+			r = sprite_fit_stream_row(fs, row);
+		}
+	}
+	if (r == 0) {
+		r = sprite_fit_stream_end(fs);
+		fs = NULL;
+	}
+	sprite_fit_stream_free(fs);
+	free(buf);
+	free(row);
+	if (r == -ENOMEM)
+		snprintf(why, SPRITE_ERR_MAX, "out of memory for a strip of %u rows", rps);
+	return r;
+}
+
+int sprite_tiff_rows(int fd, uint64_t size, const struct sprite_sample_spec *sp, uint8_t *tile,
+		     struct sprite_sample_got *got, char *why)
+{
+	struct tiff_fd f = {fd, (toff_t)size, 0, 0};
+	struct tiff_msg msg;
+	TIFFOpenOptions *opts = tiff_options(&msg);
+	if (!opts) {
+		snprintf(why, SPRITE_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	/* "m": no memory map, strips read as asked; strip chopping splits a one-strip image */
+	TIFF *t = TIFFClientOpenExt("", "rm", &f, tf_read, tf_write, tf_seek, tf_close, tf_size,
+				    tf_map, tf_unmap, opts);
+	TIFFOpenOptionsFree(opts);
+	if (!t) {
+		sprite_image_err(why, "", "bad TIFF: %s", tiff_reason(&msg, "cannot parse header"));
+		got->bytes = f.bytes;
+		return -SPRITE_ECORRUPT;
+	}
+	struct tiff_layout *L = calloc(1, sizeof *L);
+	int r = L ? tiff_layout_read(t, L, "", why) : -ENOMEM, gather = 0;
+	if (r == 0) {
+		got->h = L->h;
+		got->w = L->w;
+		/* other layouts (tiles, planes, orientations, odd depths): read whole */
+		r = tiff_fast_layout(t, L, &gather) == 1 || gather ? -EAGAIN : 0;
+	}
+	if (r == 0)
+		r = tiff_strip_rows(t, L, &msg, sp, tile, why);
+	if (r == 0 && msg.warned) {
+		sprite_image_err(why, "", "damaged TIFF: %s", msg.warn);
+		r = -SPRITE_ECORRUPT;
+	}
+	if (r == -ENOMEM && !why[0])
+		snprintf(why, SPRITE_ERR_MAX, "out of memory");
+	free(L);
+	TIFFClose(t);
+	got->bytes = f.bytes;
+	return r;
+}
+
 int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 		       char *err)
 {
@@ -499,25 +703,9 @@ int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sp
 		sprite_image_err(err, name, "out of memory");
 		goto done;
 	}
-	uint32_t w = 0, h = 0;
-	TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
-	TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
-	r = sprite_image_check_dims(h, w, name, err);
+	r = tiff_layout_read(t, L, name, err);
 	if (r < 0)
 		goto done;
-	L->w = w;
-	L->h = h;
-	L->bps = 1;
-	L->spp = 1;
-	TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &L->bps);
-	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &L->spp);
-	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &L->photo))
-		L->photo = L->spp >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK;
-	if (L->spp == 0 || L->spp > 16) {
-		sprite_image_err(err, name, "bad samples per pixel %u", L->spp);
-		r = -SPRITE_ECORRUPT;
-		goto done;
-	}
 	r = tiff_fast(t, L, &msg, name, out, err);
 	if (r == 1)
 		r = tiff_rgba(t, L, &msg, name, out, err);

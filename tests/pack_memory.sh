@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # pack_memory.sh - an image costs memory by its rows and the tile, not by its
 # file size (issue 29, item 9): a PGM whose header says 1x1 in front of a
-# 600 MB sparse body, and a 16000x16000 PNG (1.7 MB on disk, 256 MB of
-# pixels), are packed by spritefs-pack and trained on by hntrain from the
-# folder with a peak RSS far below either size; both are samples. An
+# 600 MB sparse body, a 16000x16000 PNG (1.7 MB on disk, 256 MB of pixels),
+# a 10000x10000 TIFF in deflated strips and a JPEG followed by a 600 MB
+# sparse tail are packed by spritefs-pack and trained on by hntrain from the
+# folder with a peak RSS far below any of their sizes; all are samples. An
 # interlaced PNG (decoded whole, as the row decoder cannot) gives the tile
 # its non-interlaced twin gives.
 # Usage: pack_memory.sh SPRITEFS_PACK HNTRAIN
@@ -64,11 +65,19 @@ PY
 "$PY" -c 'from PIL import Image; Image.new("RGB", (40, 30), (200, 90, 10)).save("'"$T"'/src/a/tail.jpg")' \
 	2>/dev/null || fail "PIL writes no JPEG"
 truncate -s 600M "$T/src/a/tail.jpg" || fail "truncate"
+# a 10000x10000 deflated TIFF in strips (1.5 MB on disk, 100 MB of pixels)
+"$PY" -c '
+import sys
+import numpy as np
+from PIL import Image
+a = (np.arange(10000, dtype=np.uint32)[None, :] // 40 % 256).astype(np.uint8).repeat(10000, 0)
+Image.fromarray(a).save(sys.argv[1], compression="tiff_deflate")' "$T/src/b/big.tif" ||
+	fail "making the TIFF"
 
 kb=$(peak_rss_kb "$PACK" --jobs 2 --tile 64x64x1 "$T/src" "$T/s.sprites") ||
 	fail "spritefs-pack: $(cat "$T/out")"
 echo "spritefs-pack: peak RSS $kb KiB"
-grep -q "found 4, packed 4, skipped 0" "$T/out" || fail "not all four packed: $(cat "$T/out")"
+grep -q "found 5, packed 5, skipped 0" "$T/out" || fail "not all five packed: $(cat "$T/out")"
 ((kb < 65536)) || fail "spritefs-pack peaked at $kb KiB (the files hold 600 MB and 256 MB of pixels)"
 mb=$(sed -n 's/^spritefs-pack: \([0-9.]*\) MB of source files in.*/\1/p' "$T/out")
 [[ -n $mb ]] && awk -v m="$mb" 'BEGIN { exit !(m < 4) }' ||
