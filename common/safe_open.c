@@ -176,8 +176,11 @@ int sprite_outfile_openat(struct sprite_outfile *o, int dirfd, const char *dir, 
 		if (o->fd >= 0 || e != EEXIST)
 			break;
 	}
-	if (o->fd < 0)
-		return sprite_fail(err, -e, "creating %s/%s: %s", dir, o->tmp, strerror(e));
+	if (o->fd < 0) {
+		r = sprite_fail(err, -e, "creating %s/%s: %s", dir, o->tmp, strerror(e));
+		o->tmp[0] = 0; /* not ours: an abort must not remove it */
+		return r;
+	}
 	if ((size_t)snprintf(o->tmp_path, sizeof o->tmp_path, "%s/%s", dir, o->tmp) >=
 	    sizeof o->tmp_path) {
 		sprite_outfile_abort(o);
