@@ -202,8 +202,12 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, siz
 	char **top;
 	size_t ntop;
 	char *real = realpath(root, NULL); /* links below it must stay inside */
-	if (!real)
-		return seterr(err, errcap, -errno, "%s: cannot open: %s", root, strerror(errno));
+	if (!real) {
+		int e = errno;
+		char shown[SPRITE_ERR_MAX];
+		return seterr(err, errcap, -e, "%s: cannot open: %s",
+			      sprite_escape(root, shown, sizeof shown), strerror(e));
+	}
 	int r = list_dir(root, real, &top, &ntop, &f->outside, err, errcap);
 	if (r < 0) {
 		free(real);
