@@ -612,8 +612,14 @@ static int tiff_strip_rows(TIFF *t, const struct tiff_layout *L, struct tiff_msg
 	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
 		tmsize_t want = (tmsize_t)rows * rowsize;
-		tmsize_t got = TIFFReadEncodedStrip(t, s, buf, want);
-		if (got < 0) {
+		/* as libtiff says of a memory-mapped file (the whole-file path), not of a descriptor */
+		tmsize_t got = TIFFGetStrileByteCount(t, s) == 0 ? -2
+							       : TIFFReadEncodedStrip(t, s, buf, want);
+		if (got == -2) {
+			sprite_image_err(why, "", "strip %u: Invalid strip byte count 0, strip %u", s,
+					 s);
+			r = -SPRITE_ECORRUPT;
+		} else if (got < 0) {
 			sprite_image_err(why, "", "strip %u: %s", s, tiff_reason(msg, "read error"));
 			r = -SPRITE_ECORRUPT;
 		} else if (got < want) {

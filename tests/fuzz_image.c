@@ -3,7 +3,9 @@
  * through libpng, JPEG through libturbojpeg, Netpbm P5/P6/P7 parsed by codec.c itself; the kind
  * found from magic bytes), then the tile fit (fit.c), gray and RGB, shrinking and enlarging. An
  * image that decodes must have sides and pixel count within image.h's caps and 1 or 3 channels;
- * otherwise the decoder must say why.
+ * otherwise the decoder must say why. The same bytes as a file through sprite_sample_load
+ * (common/sample.c: PNG, Netpbm and TIFF strips decoded row by row into the fit) must agree
+ * with the decode from memory: both refuse, or both give the same tile to the bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +16,59 @@
 #include <turbojpeg.h>
 
 #include "common/image.h"
+#include "common/sample.h"
 #include "common/store.h"
 #include "tests/fuzz.h"
+
+/* The file path (by rows where it can) against the memory path, for one tile. */
+static void rows_agree(const uint8_t *data, size_t size, const struct sprite_image *im)
+{
+	const char *path = fuzz_path(data, size);
+	if (!path)
+		return;
+	static const struct sprite_sample_spec specs[] = {
+		{11, 13, 3, SPRITE_FIT_CROP, 0, NULL},
+		{5, 40, 1, SPRITE_FIT_PAD, 0, NULL},
+	};
+	for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+		const struct sprite_sample_spec *sp = &specs[k];
+		uint8_t a[40 * 40 * 3], b[40 * 40 * 3];
+		char why[SPRITE_ERR_MAX] = "";
+		size_t n = (size_t)sp->th * sp->tw * sp->tc;
+		int ra = -1;
+		struct sprite_image jm = {0};
+		/* the memory path as sample.c takes it: JPEG DCT scaling for the tile */
+		if (im && sprite_image_decode_for(data, size, "", sp->th, sp->tw, sp->fit, &jm,
+						  why) == 0) {
+			ra = sprite_image_fit(&jm, sp->th, sp->tw, sp->tc, sp->fit, a);
+			sprite_image_free(&jm);
+		}
+		int rb = sprite_sample_load(path, sp, NULL, b, NULL, why);
+		if (rb < 0 && !why[0]) {
+			fprintf(stderr, "fuzz_image: sprite_sample_load refused without a reason\n");
+			abort();
+		}
+		if ((ra == 0) != (rb == 0) || (ra == 0 && memcmp(a, b, n))) {
+			/* FUZZ_IMAGE_DUMP=FILE keeps the input for a look */
+			const char *keep = getenv("FUZZ_IMAGE_DUMP");
+			FILE *dump = keep ? fopen(keep, "wb") : NULL;
+			if (dump) {
+				fwrite(data, 1, size, dump);
+				fclose(dump);
+			}
+			fprintf(stderr, "fuzz_image: from memory %d, from the file %d (%s)%s\n", ra,
+				rb, why, ra == 0 && rb == 0 ? ": tiles differ" : "");
+			abort();
+		}
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sprite_image im = {0};
 	char err[SPRITE_ERR_MAX] = "";
 	if (sprite_image_decode(data, size, "input", &im, err) < 0) {
+		rows_agree(data, size, NULL);
 		if (!err[0] || im.px) {
 			fprintf(stderr, "fuzz_image: a refused image left %s\n",
 				im.px ? "pixels allocated" : "no message");
@@ -43,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			im.w, im.c);
 		abort();
 	}
+	rows_agree(data, size, &im);
 	sprite_image_free(&im);
 	fuzz_accepted++;
 	return 0;
