@@ -1,7 +1,7 @@
 /*
  * fuzz_image.c - fuzz target: image files (common/codec.c and tiff.c: TIFF through libtiff, PNG
- * through libpng, JPEG through libturbojpeg, Netpbm P5/P6/P7 parsed by codec.c itself; the kind
- * found from magic bytes), then the tile fit (fit.c), gray and RGB, shrinking and enlarging. An
+ * through libpng, JPEG through libturbojpeg, WebP through libwebp, Netpbm P5/P6/P7 parsed by
+ * codec.c itself; the kind found from magic bytes), then the tile fit (fit.c), gray and RGB, shrinking and enlarging. An
  * image that decodes must have sides and pixel count within image.h's caps and 1 or 3 channels;
  * otherwise the decoder must say why. The same bytes as a file through sprite_sample_load
  * (common/sample.c: PNG, Netpbm and TIFF strips decoded row by row into the fit) must agree
@@ -14,6 +14,7 @@
 
 #include <tiffio.h>
 #include <turbojpeg.h>
+#include <webp/encode.h>
 
 #include "common/image.h"
 #include "common/sample.h"
@@ -171,6 +172,23 @@ static int pnm(struct fuzz_buf *b, const char *name, const char *header, int byt
 	return 0;
 }
 
+/* A WebP seed through libwebp's encoder: lossy RGB, or lossless RGBA. */
+static int webp(struct fuzz_buf *b, const char *name, int alpha)
+{
+	uint8_t px[12 * 10 * 4];
+	pattern(px, 12, 10, 4);
+	uint8_t *enc = NULL;
+	size_t n = alpha ? WebPEncodeLosslessRGBA(px, 10, 12, 40, &enc)
+			 : WebPEncodeRGB(px, 10, 12, 40, 80.0f, &enc);
+	b->data = n ? malloc(n) : NULL;
+	if (b->data)
+		memcpy(b->data, enc, n);
+	WebPFree(enc);
+	b->len = n;
+	snprintf(b->name, sizeof b->name, "%s", name);
+	return b->data ? 0 : -1;
+}
+
 static int seeds(struct fuzz_buf **out, char *err)
 {
 	static const struct {
@@ -186,7 +204,7 @@ static int seeds(struct fuzz_buf **out, char *err)
 		{"rgb.png", {16, 20, 3, 0}},
 	};
 	enum { NF = sizeof files / sizeof files[0] };
-	struct fuzz_buf *b = calloc(NF + 5, sizeof *b);
+	struct fuzz_buf *b = calloc(NF + 7, sizeof *b);
 	if (!b)
 		return -1;
 	*out = b;
@@ -207,7 +225,11 @@ static int seeds(struct fuzz_buf **out, char *err)
 		snprintf(err, 256, "out of memory");
 		return -1;
 	}
-	return NF + 5;
+	if (webp(&b[NF + 5], "rgb.webp", 0) < 0 || webp(&b[NF + 6], "rgba.webp", 1) < 0) {
+		snprintf(err, 256, "libwebp cannot encode");
+		return -1;
+	}
+	return NF + 7;
 }
 
 const struct fuzz_target fuzz_target = {"fuzz_image", seeds, NULL};
