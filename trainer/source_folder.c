@@ -204,6 +204,10 @@ static int check_split(hn_source *s, int split, char *err)
 			  calloc(2 * (n ? n : 1), sizeof(uint32_t)), 0};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, started = 0, rc = 0;
+	/* a tile each: at most 256 MiB of them, as spritefs-pack's decode ring */
+	size_t tb = (size_t)s->info.h * s->info.w * s->info.c;
+	while (nt > 1 && (size_t)nt * tb > (256u << 20))
+		nt--;
 	pthread_t tid[64];
 	if (!c.why || !c.hw) {
 		free(c.why);
