@@ -153,6 +153,20 @@ def table_main(s, machine, cfg):
     return L + [""]
 
 
+def table_curve(curves, title, unit):
+    """AU per medium, a column per x tried (accelerators, or samples/s per accelerator)."""
+    xs = sorted({x for v in curves.values() for x, _ in v})
+    if not xs:
+        return []
+    L = [f"### {title}", "", "| medium | " + " | ".join(f"{fmt(x)}{unit}" for x in xs) + " |",
+         "|---|" + "---:|" * len(xs)]
+    for m in MEDIA:
+        if m in curves:
+            au = dict(curves[m])
+            L.append(f"| {m} | " + " | ".join(au_text(au.get(x)) for x in xs) + " |")
+    return L + [""]
+
+
 def table_targets(s):
     b = s["bound"]
     L = ["### The bound and the targets", "",
@@ -172,6 +186,11 @@ def main(out, recs, machine, notes, gnuplot):
     s = summarize(out, recs, machine)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"machine": machine, "notes": notes, "summary": s, "records": recs}, f, indent=1)
-    write_report(out, table_main(s, machine, cfg) + table_targets(s) + table_notes(notes))
+    write_report(out, table_main(s, machine, cfg)
+                 + table_curve(s["au_vs_accelerators"], "AU against the number of accelerators (the trials of "
+                               "the bisection)", " acc.")
+                 + table_curve(s["au_vs_speed"], "One accelerator's AU against its speed (the compute time "
+                               "swept)", " samples/s")
+                 + table_targets(s) + table_notes(notes))
     plots.accel(out, s["au_vs_accelerators"], s["au_vs_speed"], s["profile"], gnuplot)
     return 0
