@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """torch_train.py - the PyTorch CPU peer for hntrain's T4 (samples/s) comparison.
 
-Trains the same models hntrain builds ("cnn", "mlp", "lenet5", "cnn-bn";
+Trains the same models hntrain builds ("cnn", "mlp", "lenet5", "cnn-bn",
+"resnet-fm", and "resnet18" with the CIFAR stem hntrain gives 28x28 tiles;
 trainer/model.h)
 on Fashion-MNIST read straight from the IDX .gz files into tensors in RAM, so
 the timed loop is compute only: no DataLoader, no decoding, no I/O. Inputs are
@@ -76,7 +77,24 @@ def build(name, nclasses=10):
                              nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.BatchNorm1d(256),
                              nn.ReLU(), nn.Dropout(0.3), nn.Linear(256, nclasses))
-    raise SystemExit(f"torch_train.py: unknown model '{name}' (cnn, mlp, lenet5, cnn-bn)")
+    if name == "resnet-fm":  # c32k3p1nb-bn-r-m2-res32-res64s2p-res128s2p-gap
+        from torchvision.models.resnet import BasicBlock
+
+        def proj(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 1, 2, bias=False), nn.BatchNorm2d(o))
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32),
+                             nn.ReLU(), nn.MaxPool2d(2), BasicBlock(32, 32),
+                             BasicBlock(32, 64, 2, proj(32, 64)),
+                             BasicBlock(64, 128, 2, proj(64, 128)),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, nclasses))
+    if name == "resnet18":  # hntrain's resnet18 below 64x64 tiles: the CIFAR stem
+        import torchvision
+        m = torchvision.models.resnet18(num_classes=nclasses)
+        m.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+        m.maxpool = nn.Identity()
+        return m
+    raise SystemExit(f"torch_train.py: unknown model '{name}' "
+                     "(cnn, mlp, lenet5, cnn-bn, resnet-fm, resnet18)")
 
 
 def main():
