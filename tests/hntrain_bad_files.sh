@@ -5,7 +5,7 @@
 # from the folder as from the store spritefs-pack makes of it; both name the
 # same files. Without --tile, a folder whose first image is a large photo is
 # refused with the --tile to give; --limit takes the same samples from the
-# folder as from its store.
+# folder as from its store; a class with no test sample is said.
 source "$(dirname "$0")/hntrain_common.sh"
 : "${SPRITEFS_PACK:?SPRITEFS_PACK not set}"
 /usr/bin/python3 -c 'import PIL, numpy' 2>/dev/null || { echo "SKIP: no PIL/numpy"; exit 77; }
@@ -80,4 +80,12 @@ rc=0
 ((rc != 0)) || fail "a 3000x2000 tile was taken without --tile"
 grep -q -- "give --tile 64x64x3" "$TMP/big.out" || fail "no --tile to give: $(cat "$TMP/big.out")"
 grep -q "2^31" "$TMP/big.out" && fail "still the parameter-count message: $(cat "$TMP/big.out")"
+
+# A class with no sample in the test split is said, as spritefs-pack and a mount say it.
+rm -r "$TMP/photos/test/cow"
+"$HNTRAIN" --data "$TMP/photos" --tile 24x24x3 "${ph[@]}" >"$TMP/empty.out" 2>&1 ||
+	fail "hntrain with an empty class: $(tail -n 3 "$TMP/empty.out")"
+grep -q "note: class cow has no sample in split test" "$TMP/empty.out" ||
+	fail "no word of class cow's empty test split: $(cat "$TMP/empty.out")"
+grep -q "note: class ant has no sample" "$TMP/empty.out" && fail "a note for a class that has samples"
 echo "ok"

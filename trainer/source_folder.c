@@ -401,6 +401,22 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (s->info.full_count[0] == 0)
 		return sprite_fail(err, -ENOENT, "%s: no file of the training split decodes", path);
 	double checked = sprite_now() - t0;
+	/* As spritefs-pack and a mount warn: a class with no sample in a split read. */
+	uint64_t *per = o->on_note ? calloc(s->info.nclasses, sizeof *per) : NULL;
+	for (int k = 0; per && k < 2 && fs->files[k]; k++) {
+		memset(per, 0, s->info.nclasses * sizeof *per);
+		for (uint64_t i = 0; i < fs->nfiles[k]; i++)
+			per[fs->files[k][i].label]++;
+		for (uint32_t c = 0; c < s->info.nclasses; c++) {
+			char note[2 * HN_ERR_MAX];
+			if (per[c])
+				continue;
+			snprintf(note, sizeof note, "class %s has no sample in split %s",
+				 s->info.class_names[c], k ? o->test_split : o->train_split);
+			o->on_note(o->note_ctx, note);
+		}
+	}
+	free(per);
 	hn_source_default_order(s);
 	snprintf(s->describe, sizeof s->describe,
 		 "image folder %s: %" PRIu64 " + %" PRIu64 " files decoded on the loader threads "
