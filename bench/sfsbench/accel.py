@@ -79,6 +79,7 @@ class Accel:
         self.budget = None
         self.max_n = 1
         self.workers = 1
+        self.told = False
 
     # ---- data ---------------------------------------------------------------------
     def prepare(self):
@@ -177,6 +178,12 @@ class Accel:
         if res is None:
             b.fail(f"hntrain --emulate on {medium} with {n} accelerators (see {log[:-6]}.out)")
             return None
+        said = (res.get("batch"), res.get("compute_per_batch_s"))
+        off = said[0] != self.batch or not isinstance(said[1], (int, float)) or abs(said[1] - compute) > 1e-5 * compute
+        if off and not self.told:
+            self.told = True  # the bench's table of profiles and hntrain's disagree
+            b.fail(f"hntrain --emulate {prof} ran batch {said[0]}, {said[1]} s per batch; the bench "
+                   f"expected {self.batch}, {compute:.6g} s (bench/sfsbench/accel.py PROFILES)")
         return self.record(medium, n, compute, purpose, epochs, res, reader_cpu, daemon_cpu)
 
     def record(self, medium, n, compute, purpose, epochs, res, reader_cpu, daemon_cpu):
