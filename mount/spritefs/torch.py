@@ -17,7 +17,9 @@ samples of the order) is this rank's shard of it; DataLoader worker w of W
 reads the batches g with (g - start_batch) % W == w, and DataLoader, which
 takes one batch from each worker in turn, hands them out in the epoch's order.
 The epoch and start_batch live in shared memory, so set_epoch() before
-iterating reaches persistent workers too.
+iterating reaches persistent workers too. state_dict() and load_state_dict()
+(torchdata's Stateful convention) save the place in the epoch, so that a job
+stopped mid-epoch resumes in a new process at the same sample.
 
 MapDataset is map-style (ds[i] = sample i of the split, from images.npy and
 labels.npy through np.load(mmap_mode='r')), for samplers and batch_size > 1.
@@ -75,8 +77,9 @@ class EpochDataset(IterableDataset):
             raise ValueError(f"batch {batch}: at least 1")
         self.split, self.seed, self.batch, self.views = split, seed, batch, views
         self.rank, self.world = default_rank_world(rank, world)
-        # [epoch, start_batch], shared with the DataLoader's workers (persistent ones too)
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
+        # [epoch, start_batch, read by workers], shared with the DataLoader's workers
+        self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
+        self._taken = 0  # batches this process's own iteration handed out (no workers)
         self.set_epoch(epoch, start_batch)
 
     @property
@@ -95,6 +98,39 @@ class EpochDataset(IterableDataset):
         if epoch < 0:
             raise ValueError(f"epoch {epoch}: not below 0")
         self._state[0], self._state[1] = int(epoch), int(start_batch)
+        self._state[2], self._taken = 0, 0
+
+    def state_dict(self, batches=None):
+        """The place in the epoch, for load_state_dict() in a new process: the
+        epoch and the global batch to go on at, with what fixes the order
+        (split, seed, global batch). batches: the batches the training loop
+        has taken since the epoch's iteration began. Iterating in this process
+        (num_workers=0) counts them itself; DataLoader workers read ahead of
+        the loop (prefetch), so with workers pass it (ValueError if not)."""
+        if batches is None:
+            if int(self._state[2]):
+                raise ValueError("EpochDataset.state_dict(): DataLoader workers read ahead of "
+                                 "the loop; pass batches= (the batches it has taken this epoch)")
+            batches = self._taken
+        nb = self.mount.nbatches(self.split, self.batch, self.world)
+        epoch, start = self.epoch, self.start_batch + int(batches)
+        if not 0 <= start <= nb:
+            raise ValueError(f"batches {batches}: from batch {self.start_batch} the epoch has "
+                             f"{nb - self.start_batch} left")
+        if start == nb:  # the epoch is done: the next one
+            epoch, start = epoch + 1, 0
+        return {"split": self.split, "seed": self.seed, "global_batch": self.batch * self.world,
+                "epoch": epoch, "start_batch": start}
+
+    def load_state_dict(self, state):
+        """Go on where state_dict() was: the same split, seed and global batch
+        (batch x world: another world whose batch keeps it is fine)."""
+        for k, mine in (("split", self.split), ("seed", self.seed),
+                        ("global_batch", self.batch * self.world)):
+            if state.get(k) != mine:
+                raise ValueError(f"EpochDataset.load_state_dict(): {k} {state.get(k)!r}, this "
+                                 f"dataset has {mine!r}")
+        self.set_epoch(int(state["epoch"]), int(state["start_batch"]))
 
     def __len__(self):
         return self.mount.nbatches(self.split, self.batch, self.world) - self.start_batch
@@ -104,9 +140,15 @@ class EpochDataset(IterableDataset):
         w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         epoch, start = self.epoch, self.start_batch
         nb = self.mount.nbatches(self.split, self.batch, self.world)
+        if info is None:
+            self._taken = 0
+        else:
+            self._state[2] = 1  # counted by the loop: state_dict(batches=)
         for batch in self.mount.epoch_batches(self.split, epoch, range(start + w, nb, nw),
                                               self.seed, self.batch, self.rank, self.world,
                                               self.views):
+            if info is None:
+                self._taken += 1  # handed out: taken by the loop
             yield _tensors(*batch)
 
 
