@@ -264,7 +264,7 @@ int sfs_seed_slot(struct sfs *fs, uint64_t seed, uint32_t uid)
 	r = seed_take(fs, uid);
 	if (r >= 0) {
 		uint32_t k = (uint32_t)r;
-		fs->seeds[k] = seed;
+		__atomic_store_n(&fs->seeds[k], seed, __ATOMIC_RELAXED); /* read by epoch_get */
 		fs->seed_uid[k] = uid;
 		fs->seed_refs[k] = 1;
 		/* tree.c reads these without the lock: the seed is stored first */
@@ -372,11 +372,14 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 {
 	struct sfs_epochs *e = fs->ep;
 	struct sfs_split *sp = &fs->splits[split];
-	uint64_t seed = sfs_seed_of(fs, slot);
-	struct timespec until;
+	/*
+	 * No lock: the slot is live while the kernel holds the inode being
+	 * read, so its seed cannot change under this request.
+	 */
+	uint64_t seed =
+		slot < SFS_MAX_SEEDS ? __atomic_load_n(&fs->seeds[slot], __ATOMIC_RELAXED) : 0;
+	struct timespec until = {0};
 	int waited = 0, released = 0;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += SFS_ORDER_WAIT_S;
 	pthread_mutex_lock(&e->lock);
 	struct perm *victim;
 	for (;;) {
@@ -406,6 +409,10 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 		if (!e->building && !waited) {
 			waited = 1;
 			SFS_ADD(fs, order_waits, 1);
+		}
+		if (!until.tv_sec) {
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_sec += SFS_ORDER_WAIT_S;
 		}
 		e->waiters++;
 		int r = pthread_cond_timedwait(&e->cond, &e->lock, &until);
