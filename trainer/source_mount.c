@@ -99,38 +99,54 @@ static int gone(const hn_source *s, int rc, char *err)
 			   s->root, strerror(-rc), s->root);
 }
 
-/* Read a whole small file (<= cap bytes) into a NUL-terminated buffer. */
+/*
+ * The largest dataset.json taken: 65,535 classes whose 255-byte names are
+ * escaped in full, twice (classes, class_dirs), with the per-split tables.
+ */
+#define DSJSON_MAX (256u << 20)
+
+/*
+ * Read a whole small file (< cap bytes) into a NUL-terminated buffer that
+ * grows with what the file really holds, so that a generous cap costs
+ * nothing for the usual small file.
+ */
 static int read_small_file(const char *path, size_t cap, char **out, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	size_t n = 0;
+	char *buf = NULL;
+	size_t n = 0, size = 0;
+	int rc = 0;
 	for (;;) {
-		ssize_t r = read(fd, buf + n, cap - n);
+		if (n + 1 >= size) {
+			size_t want = size ? size * 2 : 64 << 10;
+			if (want > cap + 1)
+				want = cap + 1;
+			char *nb = n + 1 < want ? realloc(buf, want) : NULL;
+			if (!nb) {
+				rc = n + 1 >= want ? -EFBIG : -ENOMEM;
+				break;
+			}
+			buf = nb;
+			size = want;
+		}
+		ssize_t r = read(fd, buf + n, size - 1 - n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			int e = -errno;
-			free(buf);
-			close(fd);
-			return e;
+			rc = -errno;
+			break;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
-		if (n == cap) {
-			free(buf);
-			close(fd);
-			return -EFBIG;
-		}
 	}
 	close(fd);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
 	buf[n] = 0;
 	*out = buf;
 	*len = n;
@@ -240,13 +256,15 @@ static int mount_open(hn_source *s, const char *path, const struct hn_source_opt
 	size_t len = 0;
 	snprintf(s->info.kind, sizeof s->info.kind, "mount");
 	snprintf(p, sizeof p, "%s/dataset.json", path);
-	int rc = read_small_file(p, 1 << 20, &json, &len);
+	int rc = read_small_file(p, DSJSON_MAX, &json, &len);
 	if (rc < 0)
 		return is_gone(rc) ? gone(s, rc, err)
 				   : sprite_fail(err, rc, "%s: %s", p, strerror(-rc));
 	char *stats = NULL, *at;
+	size_t stats_len;
 	snprintf(p, sizeof p, "%s/.spritefs/stats.json", path);
-	if (read_small_file(p, 1 << 16, &stats, &len) == 0 && (at = strstr(stats, "\"pid\": ")))
+	if (read_small_file(p, 1 << 16, &stats, &stats_len) == 0 &&
+	    (at = strstr(stats, "\"pid\": ")))
 		m->pid = strtol(at + 7, NULL, 10);
 	free(stats);
 	snprintf(p, sizeof p, "%s/dataset.json", path);
