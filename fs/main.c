@@ -361,33 +361,6 @@ static int check_budget(struct sfs *fs)
 }
 
 /*
- * What the store leaves out, said at mount: each class with no sample in a
- * split (a model never sees it there), and how many source files the pack
- * skipped, with where they are named.
- */
-static void warn_store_gaps(const struct sfs *fs, const char *mnt)
-{
-	const struct sprite_store_info *in = fs->info;
-	uint64_t *n = calloc(in->nclasses, sizeof(*n));
-	for (uint32_t k = 0; n && k < in->nsplits; k++) {
-		if (sprite_store_class_counts(fs->store, k, n) < 0)
-			break;
-		for (uint32_t c = 0; c < in->nclasses; c++)
-			if (!n[c])
-				fprintf(stderr, "spritefs: warning: class %s has no sample in split %s\n",
-					in->class_names[c], in->splits[k].name);
-	}
-	free(n);
-	uint64_t skipped = sprite_store_skipped_count(fs->store);
-	if (skipped)
-		fprintf(stderr,
-			"spritefs: %s: %" PRIu64 " source file%s skipped at pack: %s/.spritefs/"
-			"skipped.txt names %s\n",
-			fs->store_path, skipped, skipped == 1 ? " was" : "s were", mnt,
-			skipped == 1 ? "it" : "them");
-}
-
-/*
  * The epoch views' orders against -o orders=: a store whose largest split
  * needs more than the budget for one order is refused, naming the budget
  * that would do and the samples this one serves; otherwise the number kept
@@ -481,6 +454,42 @@ static int path_public(const char *path)
 			return 0;
 	}
 	return 1;
+}
+
+/*
+ * What the store leaves out, said at mount: each class with no sample in a
+ * split (a model never sees it there), and how many source files the pack
+ * skipped, with where they are named.
+ */
+static void warn_store_gaps(const struct sfs *fs, const char *mnt)
+{
+	const struct sprite_store_info *in = fs->info;
+	uint64_t *n = calloc(in->nclasses, sizeof(*n));
+	for (uint32_t k = 0; n && k < in->nsplits; k++) {
+		if (sprite_store_class_counts(fs->store, k, n) < 0)
+			break;
+		uint32_t empty = 0;
+		for (uint32_t c = 0; c < in->nclasses; c++)
+			empty += !n[c];
+		if (!empty)
+			continue;
+		/* one line per split, naming the first few: a store of 65,535 classes
+		 * and a small test split would otherwise print thousands of lines */
+		fprintf(stderr, "spritefs: warning: %" PRIu32 " class%s no sample in split %s:", empty,
+			empty == 1 ? " has" : "es have", in->splits[k].name);
+		for (uint32_t c = 0, said = 0; c < in->nclasses && said < 8; c++)
+			if (!n[c])
+				fprintf(stderr, "%s %s", said++ ? "," : "", in->class_names[c]);
+		fprintf(stderr, "%s\n", empty > 8 ? ", ... (dataset.json's class_counts has all)" : "");
+	}
+	free(n);
+	uint64_t skipped = sprite_store_skipped_count(fs->store);
+	if (skipped)
+		fprintf(stderr,
+			"spritefs: %s: %" PRIu64 " source file%s skipped at pack: %s/.spritefs/"
+			"skipped.txt names %s\n",
+			fs->store_path, skipped, skipped == 1 ? " was" : "s were", mnt,
+			skipped == 1 ? "it" : "them");
 }
 
 static int apply_options(struct cli *c, struct sfs_opts *o)

@@ -81,7 +81,7 @@ sfs_mount "$T/mount.log" "$T/s.sprites" "$T/mnt"
 cmp -s "$T/list" "$T/mnt/.spritefs/skipped.txt" || fail ".spritefs/skipped.txt differs from --info --skipped"
 [[ $(stat -c %s "$T/mnt/.spritefs/skipped.txt") -eq $(stat -c %s "$T/list") ]] || fail "skipped.txt size"
 ls "$T/mnt/.spritefs" | grep -qx skipped.txt || fail "skipped.txt not listed in .spritefs"
-grep -q "warning: class $c2 has no sample in split test" "$T/mount.log" || fail "no warning at mount: $(cat "$T/mount.log")"
+grep -q "warning: 1 class has no sample in split test: $c2" "$T/mount.log" || fail "no warning at mount: $(cat "$T/mount.log")"
 grep -q "12 source files were skipped at pack: $T/mnt/.spritefs/skipped.txt" "$T/mount.log" ||
 	fail "the mount does not say where the skipped files are named: $(cat "$T/mount.log")"
 /usr/bin/python3 - "$T/mnt" "$c2" <<'PY' || fail "dataset.json counts"
