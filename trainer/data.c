@@ -376,14 +376,22 @@ void hn_source_default_order(hn_source *s)
 						   (uint64_t)s->info.h * s->info.w * s->info.c);
 }
 
-void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
-		    uint32_t *perm)
+int hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
+		   uint32_t *perm, char *err)
 {
 	uint32_t n = (uint32_t)s->info.count[0];
-	/* the permutation of a split of 2^32 samples fits; without memory, the full order */
-	if (sprite_order(seed, epoch, n, s->info.sheet_tiles ? s->info.sheet_tiles : 1024, window,
-			 perm) < 0)
-		sprite_perm(seed, epoch, n, perm);
+	/*
+	 * No fallback to the full order when the windowed one finds no memory:
+	 * that would train on another order than the mount's, without a word.
+	 */
+	int rc = sprite_order(seed, epoch, n, s->info.sheet_tiles ? s->info.sheet_tiles : 1024,
+			      window, perm);
+	if (rc < 0)
+		return sprite_fail(err, rc,
+				   "the training order of epoch %" PRIu64 " (%" PRIu32
+				   " samples, windows of %" PRIu32 " sheets): %s",
+				   epoch + 1, n, window, strerror(-rc));
+	return 0;
 }
 
 /* ---- --preload --------------------------------------------------------- */

@@ -224,8 +224,8 @@ const char *hn_source_describe(const hn_source *s);
 
 /* A folder's or IDX file's sheet_tiles and order_window: what spritefs-pack records. */
 void hn_source_default_order(hn_source *s);
-/* The training order of one epoch: full shuffle or windowed. */
-void hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
-		    uint32_t *perm);
+/* The training order of one epoch: full shuffle or windowed. 0, or -ENOMEM with err set. */
+int hn_source_perm(const hn_source *s, uint64_t seed, uint64_t epoch, uint32_t window,
+		   uint32_t *perm, char *err);
 
 #endif

@@ -323,6 +323,18 @@ static void print_header(const struct hn_opts *o, const struct hn_checkpoint *ck
 	printf("      %" PRIu64 " train + %" PRIu64 " %s samples, tiles %ux%ux%u, %u classes\n",
 	       t->ntrain, t->ntest, hn_source_no_test(o->test_split) ? "test" : o->test_split,
 	       di->h, di->w, di->c, di->nclasses);
+	/* the rule of sprite_perm_windowed: a window that covers the split is the full order */
+	uint32_t st = di->sheet_tiles ? di->sheet_tiles : 1024;
+	uint64_t nsheets = (t->ntrain + st - 1) / st;
+	if (o->window == 0)
+		printf("      order: full shuffle\n");
+	else if (o->window >= nsheets)
+		printf("      order: full shuffle (a window of %u sheets covers the split's %" PRIu64
+		       ")\n",
+		       o->window, nsheets);
+	else
+		printf("      order: windows of %u sheet%s of %u tiles, shuffled within\n",
+		       o->window, o->window == 1 ? "" : "s", st);
 	printf("model: %s, %zu parameters; %s, lr %g, batch %d x accum %d, seed %" PRIu64 "\n",
 	       o->model, t->m->nparams,
 	       o->optim.kind == HN_OPT_ADAM	  ? "adam"

@@ -95,8 +95,11 @@ static uint64_t share(const hn_loader *l, uint64_t k, uint64_t count, uint64_t *
 	return first + lo;
 }
 
-/* Fill slot q for sequence number seq; called with the lock held. */
-static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
+/*
+ * Fill slot q for sequence number seq; called with the lock held. 0, or
+ * < 0 with l->rc and l->err set and q left free.
+ */
+static int claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 {
 	uint64_t e = l->c.first_epoch + seq / l->per_epoch, r = seq % l->per_epoch;
 	q->seq = seq;
@@ -111,7 +114,17 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 		uint64_t first = share(l, r, l->ntrain, &n, &view);
 		q->b.view = view ? r * (uint64_t)l->c.nranks + (uint64_t)l->c.rank : HN_NO_VIEW;
 		if (!l->have_perm || l->perm_epoch != e) {
-			hn_source_perm(l->c.src, l->c.seed, e, l->c.window, l->perm);
+			char why[HN_ERR_MAX];
+			int rc = hn_source_perm(l->c.src, l->c.seed, e, l->c.window, l->perm, why);
+			if (rc < 0) {
+				q->state = SLOT_FREE;
+				l->have_perm = 0;
+				if (l->rc == 0) {
+					l->rc = rc;
+					snprintf(l->err, sizeof l->err, "%s", why);
+				}
+				return rc;
+			}
 			l->perm_epoch = e;
 			l->have_perm = 1;
 		}
@@ -128,6 +141,7 @@ static void claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 			q->b.idx[i] = (uint32_t)(first + i);
 		q->b.n = (int)n;
 	}
+	return 0;
 }
 
 static double thread_cpu_s(void)
@@ -184,7 +198,10 @@ static void *loader_main(void *arg)
 		}
 		if (!q)
 			break;
-		claim_locked(l, q, l->next_claim++);
+		if (claim_locked(l, q, l->next_claim++) < 0) {
+			pthread_cond_broadcast(&l->consumer_cv);
+			break;
+		}
 		pthread_mutex_unlock(&l->lock);
 
 		err[0] = 0;

@@ -641,6 +641,13 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 	m->note_ctx = o->note_ctx;
 	if (m->epochs_dir && !m->views_match && !o->limit)
 		views_note(m, m->views_why);
+	if (m->epochs_dir && o->limit) {
+		/* the views order the whole split; --limit orders its first N */
+		char why[HN_ERR_MAX];
+		snprintf(why, sizeof why, "--limit %" PRIu64 ": the views order the whole split",
+			 (uint64_t)o->limit);
+		views_note(m, why);
+	}
 	if (m->epochs_dir && m->views_match && !o->limit) {
 		/* The mount may refuse this seed (ENOSPC: too many seeds in use). */
 		char p[4400];
