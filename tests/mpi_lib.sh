@@ -5,6 +5,10 @@ if ! command -v mpirun >/dev/null 2>&1; then
 	echo "SKIP: mpirun not found (openmpi-bin)"
 	exit 77
 fi
+if ! "$HNTRAIN" -V 2>/dev/null | grep -q "^ranks: MPI"; then
+	echo "SKIP: hntrain built without MPI (-Dmpi=disabled, as the TSan build is)"
+	exit 77
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_env.sh"
 # No test waits forever on a rank: every mpirun is bounded.
 MPI_LIMIT=${MPI_LIMIT:-150}

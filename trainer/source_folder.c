@@ -245,7 +245,9 @@ static int check_split(hn_source *s, int split, char *err)
 			rc = sprite_fail(err, -SPRITE_ECORRUPT,
 					 "%s: %s (--strict stops at a file that does not decode)",
 					 shown, c.why[i]);
-		} else if (rc == 0 && c.why[i]) {
+		}
+		/* kept unless skipped: images_close frees what is kept, also on an error */
+		if (rc == 0 && c.why[i]) {
 			s->nskipped++;
 			if (fs->on_skip) {
 				snprintf(msg, sizeof msg, "%s: %s",
