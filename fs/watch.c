@@ -34,6 +34,7 @@ struct sfs_watch {
 	const char *path;	 /* fs->store_path */
 	char name[NAME_MAX + 1]; /* its last part, as inotify names it */
 	uint64_t dev, ino; /* the store as opened */
+	struct timespec mtime;
 	int said_replaced, said_written;
 };
 
@@ -110,6 +111,7 @@ void sfs_watch_start(struct sfs *fs)
 	w->path = fs->store_path;
 	w->dev = fs->store_dev;
 	w->ino = fs->store_ino;
+	w->mtime = fs->mtime;
 	char dir[sizeof fs->store_path];
 	snprintf(dir, sizeof dir, "%s", fs->store_path);
 	char *slash = strrchr(dir, '/');
@@ -128,14 +130,26 @@ void sfs_watch_start(struct sfs *fs)
 	if (w->ifd < 0 || w->efd < 0 ||
 	    inotify_add_watch(w->ifd, dir,
 			      IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |
-				      IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0 ||
-	    (errno = pthread_create(&w->tid, NULL, watch_main, w)) != 0) {
-		sfs_log("spritefs: %s: not watched for replacement: %s", fs->store_path,
-			strerror(errno));
-		watch_free(w);
-		return;
-	}
+				      IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0)
+		goto fail;
+	/*
+	 * The mount was visible (and fuse_daemonize let the caller go) before
+	 * this watch existed: a change made in that gap sent no event, so the
+	 * path is looked at once, now that later changes are queued, against
+	 * what was opened.
+	 */
+	struct stat st;
+	if (stat(w->path, &st) < 0 || st.st_ino != w->ino || st.st_dev != w->dev)
+		look(w, 0);
+	else if (st.st_mtim.tv_sec != w->mtime.tv_sec || st.st_mtim.tv_nsec != w->mtime.tv_nsec)
+		look(w, IN_MODIFY);
+	if ((errno = pthread_create(&w->tid, NULL, watch_main, w)) != 0)
+		goto fail;
 	fs->watch = w;
+	return;
+fail:
+	sfs_log("spritefs: %s: not watched for replacement: %s", fs->store_path, strerror(errno));
+	watch_free(w);
 }
 
 void sfs_watch_stop(struct sfs *fs)

@@ -51,7 +51,7 @@ size=$(stat -c %s "$T/d.sprites")
 # ---- a store replaced at its path, or written in place, is said by the daemon --
 # wait_log FILE TEXT: TEXT appears in FILE within 5 s
 wait_log() {
-	for _ in $(seq 100); do grep -q "$2" "$1" && return 0; sleep 0.05; done
+	for _ in $(seq 400); do grep -q "$2" "$1" && return 0; sleep 0.05; done
 	fail "no '$2' in $1: $(cat "$1")"
 }
 need_fuse
