@@ -33,6 +33,9 @@
 
 _Static_assert(HN_ERR_MAX == SPRITE_ERR_MAX, "one message size for sprite_fail");
 
+/* The generator stream of the --limit pick: (seed, this + split), apart from the epochs'. */
+#define HN_LIMIT_STREAM 0x4c494d4954000000ull /* "LIMIT" */
+
 const struct hn_source_info *hn_source_info(const hn_source *s)
 {
 	return &s->info;
@@ -75,10 +78,16 @@ void hn_source_mark_bad_sheet(hn_source *s, int split, uint64_t i, const char *w
 	uint64_t k = sheet_of(s, i), t = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
 	if (__atomic_exchange_n(&s->bad_sheet[split][k], 1, __ATOMIC_RELAXED))
 		return;
-	/* the samples of the sheet this run reads (--limit may end the split inside it) */
-	uint64_t lo = k * t, hi = lo + t < s->info.count[split] ? lo + t : s->info.count[split];
+	/* the samples of the sheet this run reads (--limit reads a sample of them) */
+	uint64_t n = s->info.full_count[split];
+	uint64_t lo = k * t, hi = lo + t < n ? lo + t : n, used = hi > lo ? hi - lo : 0;
+	if (s->pick[split]) {
+		used = 0;
+		for (uint64_t p = 0; p < s->info.count[split]; p++)
+			used += s->pick[split][p] >= lo && s->pick[split][p] < hi;
+	}
 	__atomic_add_fetch(&s->nbad_sheets, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&s->nbad_samples, hi > lo ? hi - lo : 0, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->nbad_samples, used, __ATOMIC_RELAXED);
 	if (s->on_skip) {
 		char msg[HN_ERR_MAX + 160];
 		snprintf(msg, sizeof msg,
@@ -132,15 +141,90 @@ int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names)
 	return 0;
 }
 
-static void apply_limits(hn_source *s, const struct hn_source_options *o)
+/*
+ * --limit N (and --test-limit) below the split's size: N ids drawn without
+ * replacement by selection sampling (Knuth's algorithm S) from a generator
+ * keyed by the seed and the split alone, so that they spread over the
+ * whole split (a folder sorted by class gives every class its share) and
+ * are the same on every medium of the same data set. Ascending, as a
+ * source reads best.
+ */
+static int pick_ids(uint64_t seed, int k, uint64_t want, uint64_t n, uint32_t **out)
 {
-	for (int k = 0; k < 2; k++)
+	uint32_t *ids = malloc((size_t)want * sizeof *ids);
+	if (!ids)
+		return -ENOMEM;
+	struct sprite_rng r;
+	sprite_rng_init(&r, seed, HN_LIMIT_STREAM + (uint64_t)k);
+	uint64_t got = 0;
+	for (uint64_t i = 0; i < n && got < want; i++)
+		if (sprite_rng_below(&r, n - i) < want - got)
+			ids[got++] = (uint32_t)i;
+	*out = ids;
+	return 0;
+}
+
+static int apply_limits(hn_source *s, const struct hn_source_options *o, char *err)
+{
+	const uint64_t limit[2] = {o->limit, o->test_limit};
+	for (int k = 0; k < 2; k++) {
 		s->info.count[k] = s->info.full_count[k];
-	if (o->limit && o->limit < s->info.count[0])
-		s->info.count[0] = o->limit;
-	if (o->test_limit && o->test_limit < s->info.count[1])
-		s->info.count[1] = o->test_limit;
+		if (!limit[k] || limit[k] >= s->info.count[k])
+			continue;
+		if (s->info.full_count[k] > UINT32_MAX ||
+		    pick_ids(o->seed, k, limit[k], s->info.full_count[k], &s->pick[k]) < 0)
+			return sprite_fail(err, -ENOMEM, "out of memory for the --%slimit sample",
+					   k ? "test-" : "");
+		s->info.count[k] = limit[k];
+	}
 	s->info.has_test = s->info.count[1] > 0;
+	return 0;
+}
+
+uint64_t hn_source_id(const hn_source *s, int k, uint64_t i)
+{
+	return s->ids_resolved && s->pick[k] ? s->pick[k][i] : i;
+}
+
+uint64_t hn_source_span(const hn_source *s, int k)
+{
+	uint64_t n = s->info.count[k];
+	return s->pick[k] && n ? (uint64_t)s->pick[k][n - 1] + 1 : n;
+}
+
+const uint32_t *hn_source_ids(const hn_source *s, int split)
+{
+	return s->pick[split];
+}
+
+/*
+ * Read positions b->idx[] of the run's samples: mapped to the source's ids
+ * through the --limit pick first. gather: the source's gather where it has
+ * one (index order, never a mount's epoch views).
+ */
+static int fetch(hn_source *s, const struct hn_batch *b, int gather, char *err)
+{
+	const struct hn_source_ops *ops = s->ops;
+	int (*fn)(hn_source *, const struct hn_batch *, char *) =
+		gather && ops->gather ? ops->gather : ops->read;
+	const uint32_t *pick = s->ids_resolved ? NULL : s->pick[b->split];
+	if (!pick)
+		return fn(s, b, err);
+	struct hn_batch m = *b;
+	uint32_t *ids = malloc((size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
+	if (!ids)
+		return sprite_fail(err, -ENOMEM, "out of memory");
+	for (int i = 0; i < b->n; i++) {
+		if (b->idx[i] >= s->info.count[b->split]) {
+			free(ids);
+			return sprite_fail(err, -ERANGE, "sample %u out of range", b->idx[i]);
+		}
+		ids[i] = pick[b->idx[i]];
+	}
+	m.idx = ids;
+	int rc = fn(s, &m, err);
+	free(ids);
+	return rc;
 }
 
 /* ---- opening ---------------------------------------------------------- */
@@ -325,8 +409,9 @@ int hn_source_open(const char *path, const struct hn_source_options *o, hn_sourc
 		rc = sprite_fail(err, -EINVAL, "%s: more than 2^32 training samples", path);
 	if (rc >= 0) {
 		s->tile_bytes = (size_t)s->info.h * s->info.w * s->info.c;
-		apply_limits(s, o);
-		rc = bad_sheets_start(s, o, err);
+		rc = apply_limits(s, o, err);
+		if (rc >= 0)
+			rc = bad_sheets_start(s, o, err);
 		if (rc >= 0 && s->ops->start)
 			rc = s->ops->start(s, o, err);
 	}
@@ -349,6 +434,8 @@ void hn_source_close(hn_source *s)
 	free(s->info.class_names);
 	free(s->bad_sheet[0]);
 	free(s->bad_sheet[1]);
+	free(s->pick[0]);
+	free(s->pick[1]);
 	free(s);
 }
 
@@ -358,7 +445,7 @@ int hn_source_read(hn_source *s, const struct hn_batch *b, char *err)
 {
 	if (b->split != HN_SPLIT_TRAIN && b->split != HN_SPLIT_TEST)
 		return sprite_fail(err, -EINVAL, "bad split");
-	return s->ops->read(s, b, err);
+	return fetch(s, b, 0, err);
 }
 
 void hn_source_stalled(hn_source *s, char *out, size_t cap)
@@ -436,8 +523,7 @@ static void *preload_worker(void *arg)
 				     .tiles = j->px[k] + first * j->s->tile_bytes,
 				     .labels = j->lab[k] + first};
 		/* Index order, so a mount is read through images.npy, not epoch views. */
-		const struct hn_source_ops *ops = j->s->ops;
-		int rc = ops->gather ? ops->gather(j->s, &b, err) : ops->read(j->s, &b, err);
+		int rc = fetch(j->s, &b, 1, err);
 		if (rc < 0) {
 			pthread_mutex_lock(&j->lock);
 			if (j->rc == 0) {
@@ -466,7 +552,7 @@ static uint64_t preload_compact(struct preload_job *j, int k, size_t tile_bytes)
 			uint64_t m = j->got[k][first / PRELOAD_CHUNK];
 			uint64_t end = first + PRELOAD_CHUNK < n ? first + PRELOAD_CHUNK : n;
 			for (uint64_t i = end; i-- > first && m > 0;) {
-				if (hn_source_on_bad_sheet(j->s, k, i))
+				if (hn_source_on_bad_sheet(j->s, k, hn_source_id(j->s, k, i)))
 					continue;
 				m--; /* packed sample m belongs at i (m <= i - first) */
 				if (first + m != i) {
@@ -494,7 +580,6 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 			    uint64_t *used, char *err)
 {
 	enum { CHUNK = 256 };
-	const struct hn_source_ops *ops = s->ops;
 	const uint64_t count = s->info.count[HN_SPLIT_TRAIN];
 	const uint64_t n = count < max_samples ? count : max_samples;
 	const uint32_t C = s->info.c;
@@ -519,7 +604,7 @@ int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, flo
 				     .idx = idx,
 				     .tiles = tiles,
 				     .labels = labels};
-		rc = ops->gather ? ops->gather(s, &b, err) : ops->read(s, &b, err);
+		rc = fetch(s, &b, 1, err);
 		if (rc < 0)
 			break;
 		for (int k = 0; k < rc; k++) { /* the samples read come first */
@@ -617,6 +702,7 @@ int hn_source_preload(hn_source *s, int nthreads, char *err)
 	}
 	s->ops = &hn_source_mem_ops;
 	s->priv = mem;
+	s->ids_resolved = 1; /* the memory holds the --limit pick by position */
 	if (s->info.count[0] == 0)
 		return sprite_fail(err, -ENODATA, "%s: no training sample decodes", s->root);
 	char d[sizeof s->describe];

@@ -65,8 +65,13 @@ struct hn_source_info {
 struct hn_source_options {
 	const char *train_split;	 /* "train" */
 	const char *test_split;		 /* "test"; NULL or "" or "none": no evaluation */
-	uint64_t limit;			 /* first N training samples; 0 = all */
-	uint64_t test_limit;		 /* first N test samples; 0 = all */
+	/*
+	 * --limit, --test-limit: N samples of the split, drawn without
+	 * replacement by seed (the same ids on every medium); 0 = all. The run
+	 * then reads positions 0..N of them (hn_source_ids).
+	 */
+	uint64_t limit;
+	uint64_t test_limit;
 	uint32_t tile_h, tile_w, tile_c; /* images: fit to this tile; 0 = from the first image */
 	uint32_t fit;			 /* images: enum sprite_fit, as spritefs-pack --fit */
 	uint32_t window; /* --window: sheets per window, 0 the full shuffle, HN_WINDOW_DATASET not
@@ -218,6 +223,13 @@ uint64_t hn_source_skipped(const hn_source *s);
 uint64_t hn_source_bad_sheets(const hn_source *s, uint64_t *samples);
 /* Entries of an image folder passed to on_ignore (0 for other sources). */
 uint64_t hn_source_ignored(const hn_source *s);
+
+/*
+ * The ids (sample numbers of the split) of the run's positions 0..count[k]
+ * after --limit or --test-limit, ascending; NULL when the run uses the
+ * whole split (position i is sample i).
+ */
+const uint32_t *hn_source_ids(const hn_source *s, int split);
 
 /* A line describing how the source is read ("mount /mnt/x: epoch views (batch 64)"). */
 const char *hn_source_describe(const hn_source *s);

@@ -109,6 +109,55 @@ static int open_source(const struct hn_opts *o, hn_source **src)
 	return 0;
 }
 
+/*
+ * A debugging aid, as HNTRAIN_DUMP_BATCH is: with HNTRAIN_DUMP_IDS=FILE, the
+ * training samples the run uses, one "ID LABEL" line each in id order (ID
+ * the sample number of the split, so that --limit's pick can be compared
+ * across media), read one by one before training; a sample that does not
+ * read is left out.
+ */
+static int dump_ids(hn_source *src)
+{
+	const char *path = getenv("HNTRAIN_DUMP_IDS");
+	if (!path || !*path)
+		return 0;
+	const struct hn_source_info *di = hn_source_info(src);
+	const uint32_t *ids = hn_source_ids(src, HN_SPLIT_TRAIN);
+	uint8_t *tile = malloc((size_t)di->h * di->w * di->c);
+	char *text = malloc(di->count[0] * 24 + 1), why[SPRITE_ERR_MAX] = "";
+	size_t len = 0;
+	int r = tile && text ? 0 : -ENOMEM;
+	for (uint64_t i = 0; r == 0 && i < di->count[0]; i++) {
+		uint32_t pos = (uint32_t)i;
+		uint16_t label;
+		struct hn_batch b = {.split = HN_SPLIT_TRAIN,
+				     .view = HN_NO_VIEW,
+				     .n = 1,
+				     .idx = &pos,
+				     .tiles = tile,
+				     .labels = &label};
+		int got = hn_source_read(src, &b, why);
+		if (got > 0)
+			len += (size_t)sprintf(text + len, "%" PRIu32 " %u\n", ids ? ids[i] : pos,
+					       label);
+		r = got < 0 ? got : 0;
+	}
+	struct sprite_outfile f;
+	if (r == 0 && (r = sprite_outfile_open(&f, path, 0644, 0, why)) == 0) {
+		if ((r = sprite_write_full(f.fd, text, len)) < 0) {
+			snprintf(why, sizeof why, "%s", strerror(-r));
+			sprite_outfile_abort(&f);
+		} else {
+			r = sprite_outfile_commit(&f, why);
+		}
+	}
+	free(tile);
+	free(text);
+	if (r < 0)
+		return hn_error("HNTRAIN_DUMP_IDS %s: %s", path, why[0] ? why : strerror(-r));
+	return 0;
+}
+
 /* --model fitted to the data; with --resume, the checkpoint must have been trained on the same. */
 static int build_model(const struct hn_opts *o, const struct hn_checkpoint *ck,
 		       const struct hn_source_info *di, struct hn_model *m)
@@ -543,6 +592,7 @@ int main(int argc, char **argv)
 
 	int ok = pick_test_split(&o) == 0;
 	ok = ok && open_source(&o, &src) == 0;
+	ok = ok && dump_ids(src) == 0;
 	t.src = src;
 	if (ok && !o.given_window) /* the order is the data set's */
 		o.window = hn_source_info(src)->order_window;

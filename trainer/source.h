@@ -68,6 +68,15 @@ struct hn_source {
 	void (*on_skip)(void *ctx, const char *why);
 	void *skip_ctx;
 	uint64_t nignored; /* entries of an image folder passed to on_ignore */
+	/*
+	 * --limit / --test-limit below the split's size: per split, the ids of
+	 * the samples the run uses (a seeded sample, ascending; NULL: all,
+	 * 0..count). Positions 0..count[k] of the run read through it: data.c
+	 * maps them to ids before a source's read, so that a source sees only
+	 * ids; ids_resolved once --preload holds the samples by position.
+	 */
+	uint32_t *pick[2];
+	int ids_resolved;
 };
 
 /* The samples of a source in memory (source_mem.c): px[k] and lab[k] per split. */
@@ -88,6 +97,18 @@ int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
  */
 int hn_source_on_bad_sheet(const hn_source *s, int split, uint64_t i);
 void hn_source_mark_bad_sheet(hn_source *s, int split, uint64_t i, const char *why);
+/*
+ * The id of position i of split k in the samples the run uses (i itself
+ * unless --limit picked, and the memory holds them by position after
+ * --preload): for a source that reads by position, the memory source.
+ */
+uint64_t hn_source_id(const hn_source *s, int k, uint64_t i);
+/*
+ * One past the highest id of split k the run reads (count[k] without a
+ * pick): how far a source must load what it holds per sample (a mount's
+ * labels).
+ */
+uint64_t hn_source_span(const hn_source *s, int k);
 /* An IDX folder reads as memory: source_mem.c's read and close. */
 int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err);
 void hn_source_mem_close(hn_source *s);

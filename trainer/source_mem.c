@@ -18,7 +18,7 @@ int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err)
 		if (i >= s->info.full_count[b->split])
 			return sprite_fail(err, -ERANGE, "sample %u out of range", i);
 		/* preloaded around unreadable sheets: they keep their places, empty */
-		if (hn_source_on_bad_sheet(s, b->split, i))
+		if (hn_source_on_bad_sheet(s, b->split, hn_source_id(s, b->split, i)))
 			continue;
 		memcpy(b->tiles + (size_t)w * s->tile_bytes,
 		       mem->px[b->split] + (size_t)i * s->tile_bytes, s->tile_bytes);

@@ -317,19 +317,24 @@ static uint16_t label_at(const uint8_t *p, int size)
 }
 
 /*
- * The labels of the samples this run uses (the first count[k]), read once at
- * open into m->lab[k]: 1-8 bytes a sample, and only their range, so that a
- * bad sheet past --limit does not stop the run. A range that fails is read
- * again sheet by sheet to name the samples it holds.
+ * The labels of the samples this run uses, read once at open into
+ * m->lab[k] by id: 1-8 bytes a sample, and only their range (ids up to
+ * hn_source_span), and with a --limit pick only the sheets holding a picked
+ * id, so that a bad sheet the run does not use does not stop it. A range
+ * that fails is read again sheet by sheet to name the samples it holds.
  */
 static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 {
 	struct mount_src *ms = s->priv;
-	uint64_t n = s->info.count[k], per = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
+	uint64_t n = hn_source_span(s, k), per = s->info.sheet_tiles ? s->info.sheet_tiles : 1024;
 	uint64_t chunk = per * (1 + (1u << 20) / (per * 8)); /* whole sheets, about 1 MiB */
+	const uint32_t *pick = hn_source_ids(s, k);
+	uint64_t p = 0;
+	if (pick)
+		chunk = per; /* sheet by sheet: those without a picked id are not read */
 	int ls = ms->lab_size[k];
 	uint8_t *buf = malloc((size_t)(chunk * (uint64_t)ls));
-	ms->lab[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+	ms->lab[k] = calloc((size_t)(n ? n : 1), sizeof(uint16_t));
 	if (!buf || !ms->lab[k]) {
 		free(buf);
 		return sprite_fail(err, -ENOMEM, "out of memory for %" PRIu64 " labels", n);
@@ -337,6 +342,10 @@ static int mount_load_labels(hn_source *s, int k, const char *split, char *err)
 	int rc = 0;
 	for (uint64_t first = 0; first < n && rc == 0; first += chunk) {
 		uint64_t m = n - first < chunk ? n - first : chunk;
+		while (pick && p < s->info.count[k] && pick[p] < first)
+			p++;
+		if (pick && (p == s->info.count[k] || pick[p] >= first + m))
+			continue;
 		rc = sprite_pread_full(ms->lab_fd[k], buf, (size_t)(m * (uint64_t)ls),
 				       ms->lab_off[k] + first * (uint64_t)ls);
 		uint64_t a = first, b = first + m;
@@ -429,7 +438,7 @@ static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
 		       !hn_source_on_bad_sheet(s, split, idx[k + run]))
 			run++;
 		uint64_t i = idx[k];
-		if (i + (uint64_t)run > s->info.count[split])
+		if (i + (uint64_t)run > hn_source_span(s, split))
 			return sprite_fail(err, -ERANGE, "%s: sample %" PRIu64 " out of range",
 					   s->root, i);
 		uint8_t *dst = b->tiles + (size_t)w * s->tile_bytes;
@@ -642,7 +651,7 @@ static int mount_start(hn_source *s, const struct hn_source_options *o, char *er
 	if (m->epochs_dir && !m->views_match && !o->limit)
 		views_note(m, m->views_why);
 	if (m->epochs_dir && o->limit) {
-		/* the views order the whole split; --limit orders its first N */
+		/* the views order the whole split; --limit orders a sample of it */
 		char why[HN_ERR_MAX];
 		snprintf(why, sizeof why, "--limit %" PRIu64 ": the views order the whole split",
 			 (uint64_t)o->limit);
