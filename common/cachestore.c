@@ -28,6 +28,7 @@
 
 #include <xxhash.h>
 
+#include "common/folder.h"
 #include "common/format.h"
 #include "common/store.h"
 #include "common/util.h"
@@ -385,4 +386,37 @@ int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id)
 	}
 	closedir(d);
 	return n;
+}
+
+void sprite_mountinfo_unescape(char *s)
+{
+	size_t k = 0;
+	for (const char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			s[k++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			s[k++] = *p;
+		}
+	}
+	s[k] = 0;
+}
+
+int sprite_mountinfo_next(FILE *f, struct sprite_mount *m)
+{
+	char line[8192];
+	while (fgets(line, sizeof line, f)) {
+		/* ID PARENT DEV ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS */
+		const char *sep = strstr(line, " - ");
+		if (sscanf(line, "%lu %*s %31s %4095s %4095s", &m->id, m->dev, m->root, m->point) !=
+			    4 ||
+		    !sep || sscanf(sep + 3, "%63s %4095s", m->type, m->source) != 2)
+			continue;
+		sprite_mountinfo_unescape(m->root);
+		sprite_mountinfo_unescape(m->point);
+		sprite_mountinfo_unescape(m->source);
+		return 1;
+	}
+	return 0;
 }

@@ -6,12 +6,15 @@
  * spritefs packs an image folder it is given into a store in its cache folder
  * (sprite_pack, pack.h) and reuses that store while the source is unchanged;
  * these functions hold that policy so the daemon and the tests share it.
+ * The reader of /proc/self/mountinfo that finds the mount holding a folder
+ * is here too (the daemon also uses it to find mounts of spritefs).
  * None of them prints; each returns >= 0 or -errno.
  */
 #ifndef SPRITE_CACHESTORE_H
 #define SPRITE_CACHESTORE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/format.h"
 
@@ -71,5 +74,29 @@ uint64_t sprite_cache_source_id(const char *path);
  * such a name, or -errno when dir or keep cannot be read.
  */
 int sprite_cache_prune(const char *dir, const char *keep, uint64_t source_id);
+
+/* ---- /proc/self/mountinfo, for finding the mount that holds a folder ---- */
+
+/*
+ * Undo /proc/self/mountinfo's escapes in place: space, tab, newline and
+ * backslash are written there as \ooo (three octal digits).
+ */
+void sprite_mountinfo_unescape(char *s);
+
+/* One line of /proc/self/mountinfo, the fields spritefs uses, unescaped. */
+struct sprite_mount {
+	unsigned long id;  /* the mount's ID (as /proc/PID/fdinfo's mnt_id names it) */
+	char dev[32];	   /* "major:minor" */
+	char root[4096];   /* the folder of its filesystem that is mounted ("/": all) */
+	char point[4096];  /* where it is mounted */
+	char type[64];	   /* "ext4", "fuse.spritefs" */
+	char source[4096]; /* what is mounted: a device, or spritefs's store path */
+};
+
+/*
+ * The next entry of a mountinfo file f (fopen'd by the caller): 1, or 0 at
+ * its end. Lines that do not parse are passed over.
+ */
+int sprite_mountinfo_next(FILE *f, struct sprite_mount *m);
 
 #endif

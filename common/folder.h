@@ -32,6 +32,10 @@
  * passes over in its own order: sprite_folder_list() reads the folders
  * above the class folders, sprite_folder_walk() the files of one split.
  * Functions return >= 0 or -errno with a message in err (paths escaped).
+ *
+ * Beneath the rule lie the listing of one folder (sprite_list_dir) and the
+ * depth-first walk of the files below one (sprite_walk_files), with the
+ * checks that keep a symbolic link inside its tree.
  */
 #ifndef SPRITE_FOLDER_H
 #define SPRITE_FOLDER_H
@@ -85,11 +89,11 @@ struct sprite_folder {
 /*
  * List root down to the class folders into *f (zeroed first; free it with
  * sprite_folder_free, also after an error). A folder that cannot be read
- * fails: -errno with "PATH: cannot open: REASON" in err (errcap bytes).
+ * fails: -errno with "PATH: cannot open: REASON" in err (SPRITE_ERR_MAX bytes).
  * Finding no split or no class is not an error here: the reader says what
  * it expected.
  */
-int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, size_t errcap);
+int sprite_folder_list(const char *root, struct sprite_folder *f, char *err);
 
 /*
  * Every file of split k (index into f->splits), class folder by class
@@ -103,8 +107,67 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err, siz
 int sprite_folder_walk(const struct sprite_folder *f, size_t k,
 		       int (*file)(void *ctx, char *path, uint16_t label),
 		       int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
-		       void *ctx, char *err, size_t errcap);
+		       void *ctx, char *err);
 
 void sprite_folder_free(struct sprite_folder *f);
+
+/* ---- the folder listing and walk below the rule ------------------------ */
+
+/* A visible entry of a folder, as sprite_list_dir gives it. */
+struct sprite_dirent {
+	char kind;	 /* 'd' a folder, 'f' a regular file (links followed), 0 neither */
+	char link;	 /* 1: the entry is a symbolic link (kind is its target's) */
+	const char *why; /* kind 0: what it is instead ("a dangling symbolic link", "a FIFO") */
+	char name[];
+};
+
+/*
+ * The entries of dir, names starting with '.' left out, sorted by name
+ * bytewise: *out a malloc'd array of *n entries, for sprite_dirents_free.
+ * Symbolic links are followed to tell a folder from a file; an entry that is
+ * neither (a link to nothing, a FIFO, a socket, a device, or one that stat()
+ * fails on) has kind 0 and why. Returns 0 or -errno (opendir's, -ENOMEM).
+ */
+int sprite_list_dir(const char *dir, struct sprite_dirent ***out, size_t *n);
+void sprite_dirents_free(struct sprite_dirent **v, size_t n);
+
+/*
+ * Every visible regular file under dir, the way the packer and hntrain read
+ * image folders: depth first, the entries of a folder in byte order of their
+ * names (files and folders mixed), names starting with '.' left out, symbolic
+ * links followed. file(ctx, path) gets each file's path (malloc'd, now the
+ * callee's); a negative return stops the walk and is returned. Entries passed
+ * over go to ignored(ctx, path, unreadable, why), when given, in the same
+ * order: a folder that is already open further up (a symbolic link loop) is
+ * not entered again (unreadable 0, why SPRITE_WALK_LOOP), and an entry that
+ * is neither a file nor a folder (sprite_list_dir's kind 0) is left out
+ * (unreadable 1); a negative return stops the walk and is returned. More
+ * than 32 folders deep is an error. Returns 0, a callback's negative value,
+ * or -errno with a message naming the folder (escaped) in err (SPRITE_ERR_MAX bytes).
+ */
+#define SPRITE_WALK_LOOP "a symbolic link back to a folder above it: not entered again"
+/*
+ * Symbolic links are followed only where they stay inside dir (the class
+ * folder): one that leads elsewhere, even to another folder of the same tree
+ * (a/zz -> .. would read class b again as class a), is passed over with
+ * unreadable 0 and why SPRITE_WALK_OUTSIDE, so a tree cannot lend its
+ * reader (root, for spritefs) a file the tree's owner may not read.
+ */
+#define SPRITE_WALK_OUTSIDE "a symbolic link out of its class folder: not followed"
+
+/*
+ * Whether path, resolved (realpath), lies inside the resolved folder top
+ * (or is top itself): 1, 0, or -errno when path cannot be resolved.
+ */
+int sprite_path_inside(const char *path, const char *top_real);
+/*
+ * The same for the file open at fd, by its real path (/proc/self/fd): a
+ * check on what was opened, so that a link swapped into the tree after it
+ * was listed cannot lead out of it. 1, 0, or -errno (no /proc).
+ */
+int sprite_fd_inside(int fd, const char *top_real);
+int sprite_walk_files(const char *dir, int (*file)(void *ctx, char *path),
+		      int (*ignored)(void *ctx, const char *path, int unreadable, const char *why),
+		      void *ctx, char *err);
 
 #endif

@@ -117,7 +117,7 @@ static int pass_over(struct source *s, const struct sprite_folder_entries *l)
 static int list_folder(const char *src, struct source *s, char *err)
 {
 	const struct sprite_folder *f = &s->f;
-	int r = sprite_folder_list(src, &s->f, err, SPRITE_ERR_MAX);
+	int r = sprite_folder_list(src, &s->f, err);
 	/* What a store can hold: split names and splits. */
 	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
 		char shown[SPRITE_ERR_MAX];
@@ -146,7 +146,7 @@ static int list_folder(const char *src, struct source *s, char *err)
 		sprite_seterr(err, "out of memory");
 	for (size_t k = 0; k < f->nsplits && r == 0; k++) {
 		struct walk_ctx wc = {s, (uint32_t)k};
-		r = sprite_folder_walk(f, k, walk_item, walk_ignored, &wc, err, SPRITE_ERR_MAX);
+		r = sprite_folder_walk(f, k, walk_item, walk_ignored, &wc, err);
 	}
 	return r;
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/format.h"
+#include "common/progress.h"
 #include "common/util.h"
 
 #define SPRITE_FMNIST_DIR "/usr/share/datasets/fashion-mnist"

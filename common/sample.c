@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/folder.h"
 #include "common/image.h"
 #include "common/rows.h"
 #include "common/store.h"

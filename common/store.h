@@ -9,7 +9,7 @@
  * may then trust the metadata. Sheet contents are verified when decoded.
  *
  * All functions return >= 0 on success or a negative errno (or -SPRITE_E*,
- * below). Errors that a user must see are given a precise message through an
+ * error.h). Errors that a user must see are given a precise message through an
  * out-parameter: a char buffer of SPRITE_ERR_MAX bytes that names what is
  * wrong ("bad magic", "version 7 is newer than 1", "index entry 12: offset
  * past end of file", "sheet 3: checksum mismatch"). A bare code is named by
@@ -25,23 +25,7 @@
 
 #include "common/format.h"
 
-#ifndef SPRITE_ERR_MAX
-#define SPRITE_ERR_MAX 256 /* bytes of an error message buffer (also in util.h) */
-#endif
-
-/* Error codes beyond errno for format problems. */
-#define SPRITE_EBADMAGIC 1000 /* not a store / not a batch file */
-#define SPRITE_EVERSION	 1001 /* version newer than this reader */
-#define SPRITE_ECORRUPT	 1002 /* a field is out of range / inconsistent */
-#define SPRITE_ECHECKSUM 1003 /* a checksum does not match */
-#define SPRITE_ETRUNC	 1004 /* file shorter than it claims */
-
-/*
- * A short text for err (positive): the SPRITE_E* codes above by name, any
- * other code as strerror(err) gives it. For when a failure has no message of
- * its own (an empty err buffer).
- */
-const char *sprite_strerror(int err);
+#include "common/error.h" /* SPRITE_E*, SPRITE_ERR_MAX, sprite_strerror */
 
 typedef struct sprite_store sprite_store;
 

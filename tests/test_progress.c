@@ -15,6 +15,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "common/progress.h"
 #include "common/util.h"
 #include "tests/check.h"
 

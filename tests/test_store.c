@@ -7,7 +7,7 @@
  * from several threads at once, and checks the writer's refusals (damaged
  * stores: test_store_damage.c). The writer must never leave anything under the
  * final name unless finished, and an aborted writer leaves no temp file.
- * (The helpers of util.c and strerror.c: test_util.c.)
+ * (The helpers of util.c, error.c and folder.c: test_util.c.)
  */
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 /*
- * test_util - the helpers of common/util.c and strerror.c that the store
- * and every message rely on: the checksum against libxxhash, UTF-8 lengths
+ * test_util - the helpers of common/util.c, error.c, folder.c and
+ * cachestore.c that the store and every message rely on: the checksum
+ * against libxxhash, UTF-8 lengths
  * and cuts, sprite_escape, sprite_list_dir, the mountinfo reader's
  * unescaping, and sprite_strerror for the store's own codes; and
  * common/safe_open.c's writes (a planted link at the temporary's name and
@@ -17,6 +18,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/cachestore.h"
+#include "common/folder.h"
 #include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"

@@ -321,7 +321,7 @@ static int list_splits(const char *path, int kind, char names[][SPRITE_SPLIT_NAM
 	} else {
 		struct sprite_folder f;
 		char e[SPRITE_ERR_MAX] = "";
-		int r = sprite_folder_list(path, &f, e, sizeof e);
+		int r = sprite_folder_list(path, &f, e);
 		if (r < 0) {
 			sprite_folder_free(&f);
 			return sprite_fail(err, r, "%s", e);

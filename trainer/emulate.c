@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "common/json.h"
+#include "common/progress.h"
 #include "common/util.h"
 #include "trainer/app.h"
 #include "trainer/data.h"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "common/perm.h"
 #include "trainer/model.h"
 
@@ -63,12 +64,6 @@ static const struct {
 	{"resnet50", STEM_LARGE RESNET50, STEM_SMALL RESNET50},
 };
 
-static void set_err(char *err, const char *fmt, const char *tok, const char *detail)
-{
-	if (err)
-		snprintf(err, HN_ERR_MAX, fmt, tok, detail);
-}
-
 /* Parse an unsigned decimal at *p into [lo, hi]; advances *p. */
 static int parse_int(const char **p, long lo, long hi, int *out)
 {
@@ -85,10 +80,9 @@ static int parse_int(const char **p, long lo, long hi, int *out)
 
 static int add_layer(struct hn_model *m, const struct hn_layer *proto, const char *tok, char *err)
 {
-	if (m->nlayers >= HN_MAX_LAYERS) {
-		set_err(err, "model: too many layers at '%s' (%s)", tok, "at most 64");
-		return -EINVAL;
-	}
+	if (m->nlayers >= HN_MAX_LAYERS)
+		return sprite_fail(err, -EINVAL, "model: too many layers at '%s' (at most 64)",
+				   tok);
 	struct hn_layer *l = &m->layers[m->nlayers];
 	const struct hn_layer *prev = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
 	*l = *proto;
@@ -111,14 +105,13 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 			char d[96];
 			snprintf(d, sizeof d, "a %dx%d window does not fit a %dx%d input", l->k,
 				 l->k, l->in_h, l->in_w);
-			set_err(err, "model: layer '%s': %s", tok, d);
-			return -EINVAL;
+			return sprite_fail(err, -EINVAL, "model: layer '%s': %s", tok, d);
 		}
-		if (l->pad >= l->k || (l->kind == HN_LAYER_MAXPOOL && 2 * l->pad > l->k)) {
-			set_err(err, "model: layer '%s': %s", tok,
-				"padding must be below k (maxpool: at most k / 2)");
-			return -EINVAL;
-		}
+		if (l->pad >= l->k || (l->kind == HN_LAYER_MAXPOOL && 2 * l->pad > l->k))
+			return sprite_fail(
+				err, -EINVAL,
+				"model: layer '%s': padding must be below k (maxpool: at most k / 2)",
+				tok);
 		l->out_h = (int)oh;
 		l->out_w = (int)ow;
 		if (l->kind == HN_LAYER_CONV2D) {
@@ -150,19 +143,16 @@ static int add_layer(struct hn_model *m, const struct hn_layer *proto, const cha
 		l->out_h = l->out_w = 1;
 		break;
 	}
-	if ((uint64_t)l->out_c * l->out_h * l->out_w > (uint64_t)MAX_DIM * MAX_DIM) {
-		set_err(err, "model: layer '%s': %s", tok, "output too large");
-		return -EINVAL;
-	}
+	if ((uint64_t)l->out_c * l->out_h * l->out_w > (uint64_t)MAX_DIM * MAX_DIM)
+		return sprite_fail(err, -EINVAL, "model: layer '%s': output too large", tok);
 	if (l->w_len) {
 		l->w_off = m->nparams;
 		l->b_off = m->nparams + l->w_len;
 		l->s_off = l->s_len ? l->b_off + l->b_len : 0;
 		m->nparams += l->w_len + l->b_len + l->s_len;
-		if (m->nparams > MAX_PARAMS) {
-			set_err(err, "model: layer '%s': %s", tok, "more than 2^31 parameters");
-			return -EINVAL;
-		}
+		if (m->nparams > MAX_PARAMS)
+			return sprite_fail(err, -EINVAL,
+					   "model: layer '%s': more than 2^31 parameters", tok);
 	}
 	m->nlayers++;
 	return 0;
@@ -319,8 +309,7 @@ static int add_block(struct hn_model *m, const struct block *b, const char *tok,
 			 "its shortcut goes from %dx%dx%d into %dx%dx%d: a different shape needs a "
 			 "projection (add 'p', as in res128s2p)",
 			 xc, xh, xw, y->out_c, y->out_h, y->out_w);
-		set_err(err, "model: block '%s': %s", tok, d);
-		return -EINVAL;
+		return sprite_fail(err, -EINVAL, "model: block '%s': %s", tok, d);
 	}
 	if ((rc = add_kind(m, HN_LAYER_ADD, shortcut, tok, err)))
 		return rc;
@@ -343,33 +332,27 @@ static const char *spec_of(const char *name_or_spec, int h, int w)
 int hn_model_check_spec(const char *name_or_spec, char *err)
 {
 	char buf[1024];
-	if (!name_or_spec || !*name_or_spec) {
-		set_err(err, "model: %s%s", "empty model name", "");
-		return -EINVAL;
-	}
+	if (!name_or_spec || !*name_or_spec)
+		return sprite_fail(err, -EINVAL, "model: empty model name");
 	const char *spec = spec_of(name_or_spec, RESNET_LARGE, RESNET_LARGE);
-	if (strlen(spec) >= sizeof buf) {
-		set_err(err, "model: spec too long (%s%s)", "max 1023 characters", "");
-		return -EINVAL;
-	}
+	if (strlen(spec) >= sizeof buf)
+		return sprite_fail(err, -EINVAL, "model: spec too long (max 1023 characters)");
 	strcpy(buf, spec);
 	char *save = NULL;
 	int n = 0;
 	for (char *tok = strtok_r(buf, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
 		struct hn_layer l;
 		struct block b;
-		if (parse_token(tok, &l, &b)) {
-			set_err(err,
+		if (parse_token(tok, &l, &b))
+			return sprite_fail(
+				err, -EINVAL,
 				"model: bad layer '%s' in '%s' (want c<out>k<k>[s<s>][p<p>][nb], "
 				"m<k>[s<s>][p<p>], r, d<out>, x<p>, bn, gap, "
 				"res<c>[s<s>][p][x<n>], bot<w>[s<s>][p][x<n>])",
 				tok, name_or_spec);
-			return -EINVAL;
-		}
-		if (++n > HN_MAX_LAYERS) {
-			set_err(err, "model: too many layers at '%s' (%s)", tok, "at most 64");
-			return -EINVAL;
-		}
+		if (++n > HN_MAX_LAYERS)
+			return sprite_fail(err, -EINVAL,
+					   "model: too many layers at '%s' (at most 64)", tok);
 	}
 	return 0;
 }
@@ -383,10 +366,8 @@ int hn_model_build(const char *name_or_spec, int in_c, int in_h, int in_w, int n
 	if (rc < 0)
 		return rc;
 	if (in_c < 1 || in_h < 1 || in_w < 1 || in_c > MAX_DIM || in_h > MAX_DIM ||
-	    in_w > MAX_DIM || nclasses < 1 || nclasses > MAX_DIM) {
-		set_err(err, "model: bad input shape or class count%s%s", "", "");
-		return -EINVAL;
-	}
+	    in_w > MAX_DIM || nclasses < 1 || nclasses > MAX_DIM)
+		return sprite_fail(err, -EINVAL, "model: bad input shape or class count");
 	memset(m, 0, sizeof *m);
 	snprintf(m->name, sizeof m->name, "%s", name_or_spec);
 	/* fits: checked above (both layouts of a resnet are as long) */

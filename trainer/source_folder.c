@@ -289,7 +289,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	 * reads, before its files.
 	 */
 	struct sprite_folder f;
-	int rc = sprite_folder_list(path, &f, err, HN_ERR_MAX);
+	int rc = sprite_folder_list(path, &f, err);
 	if (rc == 0)
 		rc = ignore_entries(s, &f.outside, err);
 	if (rc == 0 && f.nclasses == 0)
@@ -320,8 +320,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 		struct walk_ctx wc = {&fl, s, err};
 		rc = ignore_entries(s, &f.splits[j].outside, err);
 		if (rc == 0)
-			rc = sprite_folder_walk(&f, j, walk_file, walk_ignored, &wc, err,
-						HN_ERR_MAX);
+			rc = sprite_folder_walk(&f, j, walk_file, walk_ignored, &wc, err);
 		fs->files[k] = fl.v;
 		fs->nfiles[k] = fl.n;
 		s->info.full_count[k] = fl.n;

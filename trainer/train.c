@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/progress.h"
 #include "common/safe_open.h"
 #include "common/util.h"
 #include "trainer/app.h"
