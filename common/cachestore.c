@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 
 #include "common/folder.h"
 #include "common/format.h"
+#include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"
 
@@ -122,56 +122,18 @@ int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w
 
 /* ---- cache folder ------------------------------------------------------- */
 
-/* The pid of a "*.sprites.tmp.<pid>" name, or 0 when name is not of that form. */
-static long stale_tmp_pid(const char *name)
-{
-	static const char suffix[] = ".sprites.tmp.";
-	const char *t = strstr(name, suffix);
-	if (!t || t == name)
-		return 0;
-	t += sizeof(suffix) - 1;
-	/* safe_open.c's second choice of name: "<pid>.<16 hex>" */
-	size_t digits = strspn(t, "0123456789");
-	int suffixed = t[digits] == '.' && strspn(t + digits + 1, "0123456789abcdef") == 16 &&
-		       !t[digits + 17];
-	if ((t[digits] && !suffixed) || !digits || digits > 9)
-		return 0;
-	long pid = 0;
-	for (const char *end = t + digits; t < end; t++) {
-		if (*t < '0' || *t > '9')
-			return 0;
-		pid = pid * 10 + (*t - '0');
-	}
-	return pid;
-}
-
 int sprite_cache_remove_stale(const char *dir)
 {
-	DIR *d = opendir(dir);
-	if (!d)
+	/*
+	 * safe_open.c's sweep: a writer in another pid namespace sharing this
+	 * folder would look dead, which is why only cache folders, which
+	 * spritefs owns, are swept of every store's temporaries.
+	 */
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
-	int n = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		long pid = stale_tmp_pid(de->d_name);
-		/*
-		 * kill(pid, 0) says whether the writer lives (EPERM: it does, as
-		 * another user). A pid reused since then keeps the file until a
-		 * later pack; a writer in another pid namespace sharing this
-		 * folder would look dead, which is why only cache folders, which
-		 * spritefs owns, are cleaned.
-		 */
-		if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		/* our own regular files only: not a link, not another user's (a shared /tmp) */
-		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
-			continue;
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
-			n++;
-	}
-	closedir(d);
+	int n = sprite_outfile_sweep_suffix(fd, ".sprites");
+	close(fd);
 	return n;
 }
 

@@ -88,8 +88,16 @@ static long tmp_pid(const char *t)
 	return pid;
 }
 
-int sprite_outfile_sweep(int dfd, const char *name)
+/*
+ * The temporaries of name (NULL: of any name ending in suffix, "" for any)
+ * in dfd whose writer no longer runs, removed; sprite_outfile_sweep and
+ * sprite_outfile_sweep_suffix.
+ */
+static int sweep(int dfd, const char *name, const char *suffix)
 {
+	char pat[NAME_MAX + 8];
+	if (!name && (size_t)snprintf(pat, sizeof pat, "%s.tmp.", suffix) >= sizeof pat)
+		return -ENAMETOOLONG;
 	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -108,15 +116,17 @@ int sprite_outfile_sweep(int dfd, const char *name)
 			t = !strncmp(de->d_name, name, nl) && !strncmp(de->d_name + nl, ".tmp.", 5)
 				    ? de->d_name + nl + 5
 				    : NULL;
-		else if ((t = strstr(de->d_name, ".tmp.")) && t != de->d_name)
-			t += 5;
+		else if ((t = strstr(de->d_name, pat)) && t != de->d_name)
+			t += strlen(pat);
 		else
 			t = NULL;
 		long pid = t ? tmp_pid(t) : 0;
 		/*
-		 * kill(pid, 0): EPERM means it runs as another user. A writer in
+		 * kill(pid, 0): EPERM means it runs as another user. A pid reused
+		 * since then keeps the file until a later sweep. A writer in
 		 * another pid namespace would look dead: only our own regular
-		 * files go, so at worst our own unfinished temporary.
+		 * files go (not a link, not another user's in a shared /tmp), so
+		 * at worst our own unfinished temporary.
 		 */
 		if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
@@ -129,6 +139,16 @@ int sprite_outfile_sweep(int dfd, const char *name)
 	}
 	closedir(d);
 	return n;
+}
+
+int sprite_outfile_sweep(int dfd, const char *name)
+{
+	return sweep(dfd, name, "");
+}
+
+int sprite_outfile_sweep_suffix(int dfd, const char *suffix)
+{
+	return sweep(dfd, NULL, suffix);
 }
 
 /* 64 random bits; getrandom, else the clock and a counter (names only need to differ). */

@@ -81,6 +81,11 @@ void sprite_outfile_abort(struct sprite_outfile *o);
  * many were removed, or -errno.
  */
 int sprite_outfile_sweep(int dirfd, const char *name);
+/*
+ * The same for the temporaries of every name that ends in suffix
+ * ("X.sprites.tmp.<pid>" for ".sprites"; X not empty): a cache folder's.
+ */
+int sprite_outfile_sweep_suffix(int dirfd, const char *suffix);
 
 /*
  * The checks sprite_outfile_open makes on path's folder, made early (before
