@@ -51,6 +51,15 @@ int cu_ws_reserve(struct hn_cuda *st, size_t need)
 		hn_algo_pick(c_, n_, HN_WS_LIMIT, !(st)->cfg.fast);                                \
 	})
 
+/* -EIO, err naming the direction (what) that has no algorithm we may use. */
+static int no_algo(struct hn_cuda *st, const char *what)
+{
+	snprintf(st->err, sizeof(st->err), "gpu: cuDNN has no %s%s algorithm for a conv%s",
+		 st->cfg.fast ? "" : "deterministic ", what,
+		 st->cfg.fast ? "" : " (--fast allows the others)");
+	return -EIO;
+}
+
 /*
  * Choose the three algorithms of one conv for the descriptors as they are
  * now: benchmarked (cudnnFind*) when find is set, with the heuristics
@@ -82,13 +91,8 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 		    st->err);
 		i = PICK(st, pf, cnt);
 	}
-	if (i < 0) {
-		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no %sforward algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
-		return -EIO;
-	}
+	if (i < 0)
+		return no_algo(st, "forward");
 	c->fa = pf[i].algo;
 	if (st->amp)
 		DNN(cudnnSetConvolutionMathType(c->cf, pf[i].mathType), st->err);
@@ -114,13 +118,8 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 		    st->err);
 		i = PICK(st, pw, cnt);
 	}
-	if (i < 0) {
-		snprintf(st->err, sizeof(st->err),
-			 "gpu: cuDNN has no %sbackward-filter algorithm for a conv%s",
-			 st->cfg.fast ? "" : "deterministic ",
-			 st->cfg.fast ? "" : " (--fast allows the others)");
-		return -EIO;
-	}
+	if (i < 0)
+		return no_algo(st, "backward-filter");
 	c->wa = pw[i].algo;
 	if (st->amp)
 		DNN(cudnnSetConvolutionMathType(c->cw, pw[i].mathType), st->err);
@@ -148,13 +147,8 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 			    st->err);
 			i = PICK(st, pd, cnt);
 		}
-		if (i < 0) {
-			snprintf(st->err, sizeof(st->err),
-				 "gpu: cuDNN has no %sbackward-data algorithm for a conv%s",
-				 st->cfg.fast ? "" : "deterministic ",
-				 st->cfg.fast ? "" : " (--fast allows the others)");
-			return -EIO;
-		}
+		if (i < 0)
+			return no_algo(st, "backward-data");
 		c->da = pd[i].algo;
 		if (st->amp)
 			DNN(cudnnSetConvolutionMathType(c->cd, pd[i].mathType), st->err);
