@@ -20,11 +20,12 @@ from . import core
 
 USAGE = """\
 usage: spritefs-bench [--quick] [--out DIR]
-                      [--dataset fashion-mnist|large|larger|photos|accelerators]
+                      [--dataset fashion-mnist|large|larger|photos|accelerators|review]
                       [--data PATH [--tile HxW[xC]]] [--profile P] [--keep]
                       [--no-torch] [--no-gpu] [--runs N] [--model M] [--epochs E] [--limit N]
        spritefs-bench larger [OPTIONS]    the same as --dataset larger
        spritefs-bench accelerators [OPTIONS]  the same as --dataset accelerators
+       spritefs-bench review [OPTIONS]    the same as --dataset review
        spritefs-bench demo                mount Fashion-MNIST, train through it, compare
        spritefs-bench report DIR          results.json, report.md and plots of a run again
   --quick      small subsets, one short epoch: a few minutes on 2 cores
@@ -40,7 +41,13 @@ usage: spritefs-bench [--quick] [--out DIR]
                many emulated accelerators each medium keeps at AU >= 90%: hntrain --emulate
                over spritefs cold and warm, the store on the disk and on tmpfs, and PyTorch
                decoding the JPEGs; 8,000 photos with ImageNet's shapes, 800 with --quick,
-               packed at 224x224x3, the store at least 4x the spritefs budget)
+               packed at 224x224x3, the store at least 4x the spritefs budget), or review
+               (the experiment of the review "Accelerating Neural Network Training": a residual
+               preset trained by hntrain and by PyTorch from one spritefs mount of Fashion-MNIST,
+               gradient accumulation, mixed precision and pinned memory each off and on, alone
+               and together; time per epoch, samples/s, test accuracy and what they support;
+               model resnet18 (resnet-fm with --quick), --limit 2048 training and 1,000 test
+               images (quick: 256 and 256), batch 64 on the CPU, 128 on a GPU)
   --data PATH  your own data instead: an ImageFolder tree (train/<class>/..., test/) or a
                store file; copied to tmpfs and the disk, packed like the others; with
                --dataset accelerators a photo folder (train/<class>/...), read in place
@@ -88,7 +95,7 @@ Output: a Markdown table on stdout, DIR/results.json, DIR/report.md, DIR/*.png (
 out with a note where gnuplot is not installed). Progress lines go to stderr.
 """
 
-DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators")
+DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators", "review")
 # the programs, and the variables that name them
 PROGRAMS = (("spritefs", "spritefs", "SPRITEFS"), ("pack", "spritefs-pack", "SPRITEFS_PACK"),
             ("hntrain", "hntrain", "HNTRAIN"), ("readbench", "spritefs-readbench", "SPRITEFS_READBENCH"))
@@ -153,8 +160,10 @@ def check_options(a):
                               out=a.out, data=a.data, tile=a.tile or "")
     c.dataset = a.dataset or "fashion-mnist"
     if c.dataset not in DATASETS:
-        usage_error(f"--dataset {c.dataset}: expected fashion-mnist, large, larger, photos or accelerators")
+        usage_error(f"--dataset {c.dataset}: expected fashion-mnist, large, larger, photos, accelerators "
+                    "or review")
     check_accel(a, c)
+    check_review(a, c)
     if c.data and c.dataset == "accelerators":
         pass
     elif c.data:
@@ -189,6 +198,22 @@ def check_options(a):
     # Training on 224x224x3 tiles is slow on 2 cores: fewer samples there.
     c.train_limit = (128 if c.quick else 512) if c.dataset == "large" else 0
     return c
+
+
+def check_review(a, c):
+    """The model and sizes of --dataset review: a residual preset PyTorch builds too."""
+    from .review import MODELS
+    if c.dataset != "review":
+        return
+    if c.data:
+        usage_error("--data and --dataset review: the review trains on Fashion-MNIST (SPRITEFS_FMNIST)")
+    if a.model is None:
+        a.model = "resnet-fm" if c.quick else "resnet18"
+    if a.model not in MODELS:
+        usage_error(f"--model {a.model}: --dataset review takes a residual preset: {', '.join(MODELS)}")
+    if a.limit is None:
+        a.limit = 256 if c.quick else 2048
+    c.review_test = 256 if c.quick else 1000
 
 
 def check_accel(a, c):
@@ -236,7 +261,7 @@ def find_programs(here):
     for attr, name, var in PROGRAMS:
         setattr(p, attr, core.find_bin(here, name, var))
     for attr, name in (("torch_loader", "torch_loader.py"), ("torch_train", "torch_train.py"),
-                       ("mkphotos", "mkphotos.py")):
+                       ("mkphotos", "mkphotos.py"), ("torch_review", "torch_review.py")):
         setattr(p, attr, core.find_share(here, name))
     return p
 
@@ -268,7 +293,7 @@ def main(here, argv):
         from . import report
         return report.main(argv[1])
     command = " ".join(["spritefs-bench"] + [shlex.quote(x) for x in argv])
-    if argv and argv[0] in ("larger", "accelerators"):
+    if argv and argv[0] in ("larger", "accelerators", "review"):
         argv = ["--dataset", argv[0]] + argv[1:]
     a = parser().parse_args(argv)
     if a.help:
@@ -306,7 +331,7 @@ def main(here, argv):
 
 def run(b):
     """The output folder is made: from here on the run is recorded."""
-    from . import accel, larger, standard
+    from . import accel, larger, review, standard
     if not b.root:
         b.note("not root: the page cache cannot be dropped, so 'cold' runs read whatever is cached "
                "(state 'nodrop'); mounting is tried with fusermount3")
@@ -330,6 +355,8 @@ def run(b):
         return larger.run(b)
     if c.dataset == "accelerators":
         return accel.run(b)
+    if c.dataset == "review":
+        return review.run(b)
     return standard.run(b)
 
 

@@ -44,6 +44,9 @@ def main(out):
     if cfg.get("dataset") == "accelerators":
         from . import accel_report
         return accel_report.main(out, recs, machine, notes, gnuplot)
+    if cfg.get("dataset") == "review":
+        from . import review_report
+        return review_report.main(out, recs, machine, notes)
     return standard(out, recs, machine, data, notes, gnuplot)
 
 
