@@ -150,6 +150,10 @@ static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
+	/* the order is built while the kernel opens the file: its read mostly finds it */
+	if (sfs_ino_kind(a.ino) == SFS_K_EPOCH_BATCH)
+		sfs_epoch_prepare(fs, sfs_ep_slot(sfs_ino_a(a.ino)), sfs_ep_epoch(sfs_ino_a(a.ino)),
+				  sfs_ino_split(a.ino));
 	struct fuse_entry_param e;
 	fill_entry(fs, &a, &e);
 	if (fuse_reply_entry(req, &e) != 0 && slot >= 0)

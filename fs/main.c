@@ -857,6 +857,8 @@ int main(int argc, char *argv[])
 	}
 	if (fs->store_ino)
 		sfs_watch_start(fs); /* the store replaced at its path: said, not missed */
+	if (sfs_epochs_start(fs) < 0) /* then requests build their orders themselves */
+		sfs_log("spritefs: no order builder thread: orders are built in the requests");
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		goto out_prefetch;
@@ -870,6 +872,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_prefetch:
+	sfs_epochs_stop(fs);
 	sfs_watch_stop(fs);
 	sfs_prefetch_stop(fs);
 out_unmount:

@@ -181,7 +181,8 @@ struct sfs {
  * So the prefetcher calls into the cache (sfs_cache_complete,
  * sfs_sheet_mem_get/put) only with its own lock dropped. Leaves, under
  * which no other lock is taken: the prefetcher's decode-queue lock,
- * epoch.c's lock of the epoch orders, and seed_lock.
+ * epoch.c's lock of the epoch orders, and seed_lock. epoch.c's builder
+ * threads take only its lock, and build with it dropped.
  */
 
 /* ---- first_pack.c ------------------------------------------------------ */
@@ -324,12 +325,22 @@ struct sfs_plan {
 int sfs_epochs_create(struct sfs *fs);
 void sfs_epochs_destroy(struct sfs *fs);
 /*
+ * Start the threads that build orders (after fuse_daemonize), and join them
+ * (after the FUSE loop; destroy does too). Without them a request builds
+ * the order it needs itself.
+ */
+int sfs_epochs_start(struct sfs *fs);
+void sfs_epochs_stop(struct sfs *fs);
+/*
  * Pin the sample order of (seed slot, epoch, split); *perm points at count
- * sample numbers. Pair with sfs_epoch_put().
+ * sample numbers. Pair with sfs_epoch_put(). Waits while a builder thread
+ * builds it (never for another order's build).
  */
 int sfs_epoch_get(struct sfs *fs, uint32_t seed_slot, uint32_t epoch, uint32_t split,
 		  const uint32_t **perm, void **handle);
 void sfs_epoch_put(struct sfs *fs, void *handle);
+/* An epoch view's file was looked up: queue its order if a builder is idle. */
+void sfs_epoch_prepare(struct sfs *fs, uint32_t seed_slot, uint32_t epoch, uint32_t split);
 /* The plan of a pinned order, or NULL when there was no memory for it. */
 const struct sfs_plan *sfs_epoch_plan(void *handle);
 /* One more pin on a pinned order (for the cache's streams); sfs_epoch_put() drops it. */
