@@ -43,7 +43,7 @@
  *    split) keeps those algorithms where cuDNN takes them at its size, else
  *    gets the heuristic choice, kept per size (layers.c, cu_conv_set_n);
  *    the one workspace grows when an algorithm needs more. No kernel of
- *    kernels.cu adds floats with atomics.
+ *    kernels.cu or kernels_step.cu adds floats with atomics.
  *
  * Every CUDA, cuDNN and cuBLAS status is checked; failures return -EIO
  * (-ENOMEM for allocation failures) and leave a message in st->err.

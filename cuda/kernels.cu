@@ -1,35 +1,21 @@
 /*
- * kernels.cu - the element-wise and small reduction kernels of the GPU
- * backend (see kernels.h for the contracts).
+ * kernels.cu - the kernels of the layers of the GPU backend (see kernels.h
+ * for the contracts): input tiles to floats, bias, relu, maxpool, the
+ * residual add, dropout, the softmax cross-entropy, batch normalisation and
+ * global average pooling. The kernels of the training step (the amp loss
+ * scale, the optimizers, mixed precision, the sum across ranks) are in
+ * kernels_step.cu; what both use is in kernels_int.cuh.
  *
  * Kept deliberately plain: grid-stride loops over 64-bit indices, one
  * thread per output element, fixed 256-thread blocks, no atomics where a
  * deterministic gather is cheap. Convolutions and matrix products are not
  * here; they go to cuDNN and cuBLAS.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "cuda/kernels.h"
-
-#define HN_K_THREADS	256
-#define HN_K_MAX_BLOCKS 65535
-
-static unsigned hn_blocks(size_t count)
-{
-	size_t b = (count + HN_K_THREADS - 1) / HN_K_THREADS;
-	if (b < 1)
-		b = 1;
-	if (b > HN_K_MAX_BLOCKS)
-		b = HN_K_MAX_BLOCKS;
-	return (unsigned)b;
-}
-
-#define GRID_LOOP(i, count)                                                                        \
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                \
-	     i += (size_t)blockDim.x * gridDim.x)
+#include "cuda/kernels_int.cuh"
 
 /* ---- input ---- */
 
@@ -435,44 +421,6 @@ extern "C" cudaError_t hn_k_dropout_bwd(const float *dy, float *dx, size_t count
 	return dropout_launch(dy, dx, count, p, seed, step, layer, s);
 }
 
-/* ---- the amp loss scale (kernels.h: struct hn_k_amp) ---- */
-
-__device__ __forceinline__ static float amp_scale(const struct hn_k_amp *a)
-{
-	return a ? a->scale : 1.0f;
-}
-
-__device__ __forceinline__ static float amp_inv(const struct hn_k_amp *a)
-{
-	return a ? a->inv : 1.0f;
-}
-
-__device__ __forceinline__ static int amp_skip(const struct hn_k_amp *a)
-{
-	return a && a->overflow;
-}
-
-__global__ void k_amp_update(struct hn_k_amp *a, int growth, float min_scale, float max_scale)
-{
-	if (a->overflow) {
-		a->good = 0;
-		if (a->scale > min_scale)
-			a->scale *= 0.5f;
-	} else if (++a->good >= growth) {
-		a->good = 0;
-		if (a->scale < max_scale)
-			a->scale *= 2.0f;
-	}
-	a->inv = 1.0f / a->scale;
-}
-
-extern "C" cudaError_t hn_k_amp_update(struct hn_k_amp *amp, int growth, float min_scale,
-				       float max_scale, cudaStream_t s)
-{
-	k_amp_update<<<1, 1, 0, s>>>(amp, growth, min_scale, max_scale);
-	return cudaGetLastError();
-}
-
 /* ---- softmax cross-entropy ---- */
 
 __global__ void k_softmax_xent(const float *logits, const uint16_t *labels, int n, int classes,
@@ -737,225 +685,5 @@ extern "C" cudaError_t hn_k_avgpool_bwd(const float *dy, float *dx, size_t plane
 	if (total == 0)
 		return cudaSuccess;
 	k_avgpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(dy, dx, total, hw);
-	return cudaGetLastError();
-}
-
-__global__ void k_running(float *run, const float *grad, size_t count, float m,
-			  const struct hn_k_amp *amp)
-{
-	if (amp_skip(amp))
-		return;
-	float inv = amp_inv(amp);
-	GRID_LOOP(i, count)
-	{
-		run[i] = (1.0f - m) * run[i] + m * (grad[i] * inv);
-	}
-}
-
-extern "C" cudaError_t hn_k_running(float *run, const float *grad, size_t count, float m,
-				    const struct hn_k_amp *amp, cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	k_running<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(run, grad, count, m, amp);
-	return cudaGetLastError();
-}
-
-/* ---- optimizers ---- */
-
-__global__ void k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
-		      const struct hn_k_amp *amp)
-{
-	if (amp_skip(amp))
-		return;
-	float inv = amp_inv(amp);
-	GRID_LOOP(i, count)
-	{
-		float g = grad[i] * inv + wd * w[i];
-		w[i] -= lr * g;
-	}
-}
-
-__global__ void k_momentum(float *w, const float *grad, float *v, size_t count, float lr, float mu,
-			   float wd, const struct hn_k_amp *amp)
-{
-	if (amp_skip(amp))
-		return;
-	float inv = amp_inv(amp);
-	GRID_LOOP(i, count)
-	{
-		float g = grad[i] * inv + wd * w[i];
-		float vi = mu * v[i] + g;
-		v[i] = vi;
-		w[i] -= lr * vi;
-	}
-}
-
-__global__ void k_adam(float *w, const float *grad, float *m, float *v, size_t count, float lr,
-		       float b1, float b2, float eps, float decay, float c1, float c2,
-		       const struct hn_k_amp *amp)
-{
-	if (amp_skip(amp))
-		return;
-	float inv = amp_inv(amp);
-	GRID_LOOP(i, count)
-	{
-		float g = grad[i] * inv;
-		float mi = b1 * m[i] + (1.0f - b1) * g;
-		float vi = b2 * v[i] + (1.0f - b2) * g * g;
-		m[i] = mi;
-		v[i] = vi;
-		/* AdamW, written as the cpu backend does (trainer/optim.c) for equal rounding */
-		w[i] = w[i] * decay - lr * (mi * c1) / (sqrtf(vi * c2) + eps);
-	}
-}
-
-extern "C" cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float lr, float wd,
-				const struct hn_k_amp *amp, cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	k_sgd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, count, lr, wd, amp);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
-				     float mu, float wd, const struct hn_k_amp *amp,
-				     cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	k_momentum<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, v, count, lr, mu, wd, amp);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v, size_t count,
-				 float lr, float beta1, float beta2, float eps, float wd, float c1,
-				 float c2, const struct hn_k_amp *amp, cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	k_adam<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(w, grad, m, v, count, lr, beta1, beta2,
-							 eps, 1.0f - lr * wd, c1, c2, amp);
-	return cudaGetLastError();
-}
-
-/* ---- mixed precision ---- */
-
-/* H: __half or __nv_bfloat16; the conversions round to nearest even. */
-static __device__ __forceinline__ void to_h(float x, __half *y)
-{
-	*y = __float2half_rn(x); /* beyond 65504 -> inf, caught by the overflow check */
-}
-static __device__ __forceinline__ void to_h(float x, __nv_bfloat16 *y)
-{
-	*y = __float2bfloat16_rn(x);
-}
-static __device__ __forceinline__ float from_h(__half x)
-{
-	return __half2float(x);
-}
-static __device__ __forceinline__ float from_h(__nv_bfloat16 x)
-{
-	return __bfloat162float(x);
-}
-
-template <typename H> __global__ void k_f32_to_h(const float *x, H *y, size_t count)
-{
-	GRID_LOOP(i, count)
-	{
-		to_h(x[i], &y[i]);
-	}
-}
-
-template <typename H> __global__ void k_h_to_f32(const H *x, float *y, size_t count)
-{
-	GRID_LOOP(i, count)
-	{
-		y[i] = from_h(x[i]);
-	}
-}
-
-template <typename H> __global__ void k_h_accumulate(const H *x, float *acc, size_t count)
-{
-	GRID_LOOP(i, count)
-	{
-		acc[i] += from_h(x[i]);
-	}
-}
-
-__global__ void k_check_finite(const float *x, size_t count, int *flag)
-{
-	GRID_LOOP(i, count)
-	{
-		if (!isfinite(x[i]))
-			*flag = 1; /* benign race: every writer stores 1 */
-	}
-}
-
-extern "C" cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, int bf16,
-				       cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	if (bf16)
-		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__nv_bfloat16 *)y, count);
-	else
-		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t hn_k_half_to_f32(const void *x, float *y, size_t count, int bf16,
-				       cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	if (bf16)
-		k_h_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __nv_bfloat16 *)x, y,
-								     count);
-	else
-		k_h_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x, y, count);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t hn_k_half_accumulate(const void *x16, float *acc, size_t count, int bf16,
-					    cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	if (bf16)
-		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(
-			(const __nv_bfloat16 *)x16, acc, count);
-	else
-		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc,
-									 count);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t hn_k_check_finite(const float *x, size_t count, int *flag, cudaStream_t s)
-{
-	if (count == 0)
-		return cudaSuccess;
-	k_check_finite<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, count, flag);
-	return cudaGetLastError();
-}
-
-__global__ void k_sum_parts(const float *parts, int nparts, size_t stride, size_t len, float *out)
-{
-	GRID_LOOP(i, len)
-	{
-		float acc = parts[i];
-		for (int q = 1; q < nparts; q++)
-			acc = __fadd_rn(acc, parts[(size_t)q * stride + i]);
-		out[i] = acc;
-	}
-}
-
-extern "C" cudaError_t hn_k_sum_parts(const float *parts, int nparts, size_t stride, size_t len,
-				      float *out, cudaStream_t s)
-{
-	if (len == 0)
-		return cudaSuccess;
-	k_sum_parts<<<hn_blocks(len), HN_K_THREADS, 0, s>>>(parts, nparts, stride, len, out);
 	return cudaGetLastError();
 }

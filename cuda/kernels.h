@@ -2,8 +2,9 @@
  * kernels.h - the small CUDA kernels of the GPU backend, behind plain C
  * launchers.
  *
- * kernels.cu is the only file compiled by nvcc; backend_cuda.c (plain C,
- * built with the project's warnings) calls these launchers. Each launcher
+ * kernels.cu (the layers) and kernels_step.cu (the training step) are the
+ * only files compiled by nvcc; backend_cuda.c and layers.c (plain C, built
+ * with the project's warnings) call these launchers. Each launcher
  * queues its kernel on the given stream and returns cudaGetLastError(), so a
  * bad launch configuration is caught at the call site; errors raised while
  * the kernel runs surface at the next synchronisation.
