@@ -168,7 +168,7 @@ static void ph_report(const struct hn_cuda *st)
 
 static void hn_cuda_destroy(void *state);
 
-static int refresh_params16(struct hn_cuda *st)
+int cu_refresh_params16(struct hn_cuda *st)
 {
 	if (st->amp)
 		CU(hn_k_f32_to_half(st->params, st->params16, st->m.nparams, cu_bf16(st),
@@ -274,7 +274,7 @@ static int setup(struct hn_cuda *st, const float *init)
 		st->w16_off = 2 * max_in * mb + max_out * mb;
 		size_t halves = st->w16_off + max_w;
 		TRY(cu_dev_alloc(st, &st->scratch16, halves * 2, "fp16 scratch"));
-		TRY(refresh_params16(st));
+		TRY(cu_refresh_params16(st));
 	}
 
 	/* input staging: pinned host + device, two of each */
@@ -584,95 +584,6 @@ static int read_result(struct hn_cuda *st, struct hn_step_result *res)
 	return 0;
 }
 
-/* The optimizer step over parameters [p0, p1) with weight decay wd. */
-static int optim_range(struct hn_cuda *st, size_t p0, size_t p1, float wd, float lr, uint64_t step)
-{
-	const struct hn_optim *o = &st->o;
-	const size_t np = st->m.nparams, cnt = p1 > p0 ? p1 - p0 : 0;
-	if (!cnt)
-		return 0;
-	float *w = st->params + p0, *g = st->grads + p0;
-	switch (o->kind) {
-	case HN_OPT_SGD:
-		CU(hn_k_sgd(w, g, cnt, lr, wd, cu_amp(st), st->stream), st->err);
-		break;
-	case HN_OPT_MOMENTUM:
-		CU(hn_k_momentum(w, g, st->opt + p0, cnt, lr, o->momentum, wd, cu_amp(st),
-				 st->stream),
-		   st->err);
-		break;
-	case HN_OPT_ADAM: {
-		double t = step ? (double)step : 1.0;
-		/* as trainer/optim.c computes them, for equal rounding */
-		float c1 = (float)(1.0 / (1.0 - pow((double)o->beta1, t)));
-		float c2 = (float)(1.0 / (1.0 - pow((double)o->beta2, t)));
-		CU(hn_k_adam(w, g, st->opt + p0, st->opt + np + p0, cnt, lr, o->beta1, o->beta2,
-			     o->eps, wd, c1, c2, cu_amp(st), st->stream),
-		   st->err);
-		break;
-	}
-	default:
-		snprintf(st->err, sizeof(st->err), "gpu: unknown optimizer %d", (int)o->kind);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/*
- * The optimizer step. With fp16 amp the step's gradients are checked for
- * inf and NaN on the device, the update kernels skip themselves after an
- * overflow and hn_k_amp_update moves the loss scale, all queued without a
- * wait: the host learns whether the step was skipped from the block copied
- * back with the step's result (read_result).
- */
-static int apply_update(struct hn_cuda *st, float lr, uint64_t step)
-{
-	size_t np = st->m.nparams;
-	struct hn_k_amp *amp = st->amp == HN_AMP_FP16 ? &st->d_small->amp : NULL;
-	if (np == 0)
-		return 0;
-	if (amp) {
-		CU(cudaMemsetAsync(&amp->overflow, 0, sizeof(int), st->stream), st->err);
-		CU(hn_k_check_finite(st->grads, np, &amp->overflow, st->stream), st->err);
-	}
-	/*
-	 * The optimizer over the parameter block, except on batchnorm layers:
-	 * gamma and beta without weight decay, and the running statistics moved
-	 * towards the batch statistics their gradient slots hold (as the cpu
-	 * backend's update_slice).
-	 */
-	size_t p = 0;
-	for (int i = 0; i < st->m.nlayers; i++) {
-		const struct hn_layer *l = &st->m.layers[i];
-		if (l->kind != HN_LAYER_BATCHNORM)
-			continue;
-		TRY(optim_range(st, p, l->w_off, st->o.weight_decay, lr, step));
-		TRY(optim_range(st, l->w_off, l->s_off, 0.0f, lr, step));
-		CU(hn_k_running(st->params + l->s_off, st->grads + l->s_off, l->s_len,
-				HN_BN_MOMENTUM, amp, st->stream),
-		   st->err);
-		p = l->s_off + l->s_len;
-	}
-	TRY(optim_range(st, p, np, st->o.weight_decay, lr, step));
-	CU(cudaMemsetAsync(st->grads, 0, np * sizeof(float), st->stream), st->err);
-	TRY(refresh_params16(st));
-	if (amp) {
-		CU(hn_k_amp_update(amp, HN_AMP_GROWTH, HN_AMP_MIN_SCALE, HN_AMP_MAX_SCALE,
-				   st->stream),
-		   st->err);
-		CU(cudaMemcpyAsync(&st->h_small->amp, amp, sizeof(*amp), cudaMemcpyDeviceToHost,
-				   st->stream),
-		   st->err);
-	}
-	return 0;
-}
-
-/* After the wait: was the update this call queued skipped for an fp16 overflow? */
-static int update_skipped(const struct hn_cuda *st)
-{
-	return st->amp == HN_AMP_FP16 && st->h_small->amp.overflow;
-}
-
 /* A call of kind k (0 train, 1 evaluate) with n samples: the device, and the descriptors for n. */
 static int check_batch(struct hn_cuda *st, int n, int k, double *t)
 {
@@ -701,9 +612,9 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	}
 	if (n == 0 && apply) { /* no samples: apply what the group summed */
 		CU(cudaSetDevice(st->dev), st->err);
-		TRY(apply_update(st, lr, step));
+		TRY(cu_apply_update(st, lr, step));
 		CU(cudaStreamSynchronize(st->stream), st->err);
-		res->skipped = update_skipped(st);
+		res->skipped = cu_update_skipped(st);
 		return 0;
 	}
 	double t = st->profile ? cu_now() : 0;
@@ -720,7 +631,7 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	TRY(cu_backward(st, n, step));
 	ph_mark(st, 0, CU_PH_BACKWARD, &t);
 	if (apply)
-		TRY(apply_update(st, lr, step));
+		TRY(cu_apply_update(st, lr, step));
 	ph_mark(st, 0, CU_PH_UPDATE, &t);
 	TRY(stage_next(st, b)); /* the next batch's copy, while the device works */
 	ph_mark(st, 0, CU_PH_STAGE, &t);
@@ -728,7 +639,7 @@ static int hn_cuda_train_step(void *state, const uint8_t *tiles, const uint16_t 
 	ph_mark(st, 0, CU_PH_WAIT, &t);
 	st->ph_calls[0]++;
 	st->ph_dev_s[0] += res->compute_s;
-	res->skipped = apply && update_skipped(st);
+	res->skipped = apply && cu_update_skipped(st);
 	return 0;
 }
 
@@ -778,7 +689,7 @@ static int hn_cuda_set_params(void *state, const float *params)
 	struct hn_cuda *st = state;
 	TRY(copy_sync(st, st->params, params, st->m.nparams * sizeof(float),
 		      cudaMemcpyHostToDevice));
-	TRY(refresh_params16(st));
+	TRY(cu_refresh_params16(st));
 	CU(cudaStreamSynchronize(st->stream), st->err);
 	return 0;
 }

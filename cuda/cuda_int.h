@@ -223,6 +223,21 @@ static inline void *cu_w16(struct hn_cuda *st, size_t off)
 	return (uint16_t *)st->params16 + off;
 }
 
+/* ---- update.c: the optimizer step ---- */
+
+/*
+ * The optimizer step. With fp16 amp the step's gradients are checked for
+ * inf and NaN on the device, the update kernels skip themselves after an
+ * overflow and hn_k_amp_update moves the loss scale, all queued without a
+ * wait: the host learns whether the step was skipped from the block copied
+ * back with the step's result (read_result, backend_cuda.c).
+ */
+int cu_apply_update(struct hn_cuda *st, float lr, uint64_t step);
+/* After the wait: was the update the call queued skipped for an fp16 overflow? */
+int cu_update_skipped(const struct hn_cuda *st);
+/* The fp16/bf16 copy of the weights made anew from the fp32 ones (amp; backend_cuda.c). */
+int cu_refresh_params16(struct hn_cuda *st);
+
 /* ---- layers.c: the layers and the passes through them ---- */
 
 /* The backend trusts nothing in m: shapes chain, parameter ranges fit, pooling is as computed. */
