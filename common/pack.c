@@ -261,194 +261,190 @@ static const char *rel_path(const char *src, const char *path)
 	return path;
 }
 
-static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
-		       const char *dsname, struct sprite_pack_report *rep, char *err)
+/* One pack of a folder: what its steps share. */
+struct packing {
+	const char *src, *store;
+	const struct sprite_pack_options *o;
+	struct sprite_pack_report *rep;
+	char *err;
+	struct source s;
+	struct ring R;
+	sprite_writer *w;
+	size_t first;			   /* the item whose size the others must have (R.one_size) */
+	int64_t cur_split, store_split; /* the source's split being written, the store's */
+};
+
+/* The entries of the tree that are not samples: counted and told, or the end with --strict. */
+static int take_ignored(struct packing *p)
 {
-	struct source s = {0};
-	struct ring R = {0};
-	pthread_t *tids = NULL;
-	int nthreads = 0, r;
-	sprite_writer *w = NULL;
-
-	r = list_folder(src, &s, err);
-	if (r < 0)
-		goto out;
-	for (size_t i = 0; i < s.ignored.n; i++) {
-		const struct sprite_folder_entry *e = &s.ignored.v[i];
-		if (e->unreadable && o->strict) {
+	for (size_t i = 0; i < p->s.ignored.n; i++) {
+		const struct sprite_folder_entry *e = &p->s.ignored.v[i];
+		if (e->unreadable && p->o->strict) {
 			char shown[SPRITE_ERR_MAX];
-			sprite_seterr(err, "stopped at %s: %s (--strict)",
-			       sprite_escape(e->path, shown, sizeof shown), e->why);
-			r = -SPRITE_ECORRUPT;
-			goto out;
+			return sprite_fail(p->err, -SPRITE_ECORRUPT, "stopped at %s: %s (--strict)",
+					   sprite_escape(e->path, shown, sizeof shown), e->why);
 		}
-		rep->ignored++;
-		if (o->on_ignore)
-			o->on_ignore(o->ctx, e->path, e->why);
+		p->rep->ignored++;
+		if (p->o->on_ignore)
+			p->o->on_ignore(p->o->ctx, e->path, e->why);
 	}
-	rep->found = s.items.n;
-	if (s.items.n == 0) {
-		sprite_seterr(err,
-		       "%s: no images found (expected %s/<class>/<image> or "
-		       "%s/<split>/<class>/<image>, or IDX files)",
-		       src, src, src);
-		r = -ENODATA;
-		goto out;
-	}
+	return 0;
+}
 
+/* The tile shape (given, or the first image's) and the store's writer opened for it. */
+static int open_store(struct packing *p, const char *dsname)
+{
+	const struct sprite_pack_options *o = p->o;
+	struct ring *R = &p->R;
 	uint32_t h = 0, wd = 0, c = 0;
-	size_t first = 0;
 	/* No tile size given: every image must have the first one's (checked as they come). */
 	int one_size = !o->tile_h || !o->tile_w;
 	if (!o->tile_h || !o->tile_w || !o->tile_c) {
-		if (!probe_shape(&s.items, &h, &wd, &c, &first)) {
+		if (!probe_shape(&p->s.items, &h, &wd, &c, &p->first)) {
 			h = wd = c = 1; /* nothing decodes: the loop reports every file */
 			one_size = 0;
 		}
 	}
-	R.th = o->tile_h ? o->tile_h : h;
-	R.tw = o->tile_w ? o->tile_w : wd;
-	R.tc = o->tile_c ? o->tile_c : c;
-	R.fit = o->fit;
-	R.one_size = one_size;
-	R.tree = realpath(src, NULL); /* NULL (out of memory): the listing's check alone */
-	R.tile_bytes = (size_t)R.th * R.tw * R.tc;
+	R->th = o->tile_h ? o->tile_h : h;
+	R->tw = o->tile_w ? o->tile_w : wd;
+	R->tc = o->tile_c ? o->tile_c : c;
+	R->fit = o->fit;
+	R->one_size = one_size;
+	R->tree = realpath(p->src, NULL); /* NULL (out of memory): the listing's check alone */
+	R->tile_bytes = (size_t)R->th * R->tw * R->tc;
 
-	const char **cn = malloc((s.f.nclasses ? s.f.nclasses : 1) * sizeof *cn);
-	if (!cn) {
-		r = -ENOMEM;
-		sprite_seterr(err, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < s.f.nclasses; i++)
-		cn[i] = s.f.classes[i];
+	const struct sprite_folder *f = &p->s.f;
+	const char **cn = malloc((f->nclasses ? f->nclasses : 1) * sizeof *cn);
+	if (!cn)
+		return sprite_fail(p->err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < f->nclasses; i++)
+		cn[i] = f->classes[i];
 	struct sprite_writer_params wp = {
 		.name = dsname,
-		.tile_h = R.th,
-		.tile_w = R.tw,
-		.tile_c = R.tc,
+		.tile_h = R->th,
+		.tile_w = R->tw,
+		.tile_c = R->tc,
 		.sheet_tiles = o->sheet_tiles,
 		.order_window = o->order_window,
 		.version = o->store_version,
 		.fit = o->fit,
 		.codec = o->codec,
-		.nclasses = (uint32_t)s.f.nclasses,
+		.nclasses = (uint32_t)f->nclasses,
 		.class_names = cn,
 	};
-	r = sprite_writer_open(store, &wp, &w, err);
+	int r = sprite_writer_open(p->store, &wp, &p->w, p->err);
 	/* EINVAL: a class name or shape from the source, which is what to name. */
 	if (r < 0)
-		prefix_err(err, r == -EINVAL ? src : store);
+		prefix_err(p->err, r == -EINVAL ? p->src : p->store);
 	free(cn);
-	if (r < 0)
-		goto out;
+	return r;
+}
 
-	int jobs = o->jobs > 0 ? o->jobs : online_cpus();
-	if (jobs > 256)
-		jobs = 256;
-	size_t slots = PACK_RING_BYTES / (R.tile_bytes ? R.tile_bytes : 1);
+/* The ring's slots and lock for jobs decoders (threads not started yet). */
+static int make_ring(struct packing *p, int jobs)
+{
+	struct ring *R = &p->R;
+	size_t slots = PACK_RING_BYTES / (R->tile_bytes ? R->tile_bytes : 1);
 	if (slots > PACK_RING_MAX)
 		slots = PACK_RING_MAX;
 	if (slots < (size_t)jobs * 2)
 		slots = (size_t)jobs * 2;
-	R.nslots = slots;
-	R.chunk = slots / (4 * (size_t)jobs);
-	if (R.chunk < 1)
-		R.chunk = 1;
-	if (R.chunk > 16)
-		R.chunk = 16;
-	R.items = &s.items;
-	R.tiles = malloc(slots * R.tile_bytes);
-	R.slots = calloc(slots, sizeof *R.slots);
-	tids = calloc((size_t)jobs, sizeof *tids);
-	if (!R.tiles || !R.slots || !tids) {
-		r = -ENOMEM;
-		sprite_seterr(err, "out of memory for %zu tiles of %zu bytes", slots, R.tile_bytes);
-		goto out;
-	}
-	pthread_mutex_init(&R.mu, NULL);
-	pthread_cond_init(&R.cv_ready, NULL);
-	pthread_cond_init(&R.cv_space, NULL);
-	for (; nthreads < jobs; nthreads++) {
-		if (pthread_create(&tids[nthreads], NULL, worker, &R) != 0)
-			break;
-	}
-	if (nthreads == 0) {
-		r = -EAGAIN;
-		sprite_seterr(err, "cannot start decode threads");
-		goto out_sync;
-	}
-	if (o->progress)
-		sprite_progress_start(o->progress, "pack", s.items.n);
+	R->nslots = slots;
+	R->chunk = slots / (4 * (size_t)jobs);
+	if (R->chunk < 1)
+		R->chunk = 1;
+	if (R->chunk > 16)
+		R->chunk = 16;
+	R->items = &p->s.items;
+	R->tiles = malloc(slots * R->tile_bytes);
+	R->slots = calloc(slots, sizeof *R->slots);
+	if (!R->tiles || !R->slots)
+		return sprite_fail(p->err, -ENOMEM, "out of memory for %zu tiles of %zu bytes",
+				   slots, R->tile_bytes);
+	return 0;
+}
 
-	int64_t cur_split = -1, store_split = -1;
-	for (size_t i = 0; i < s.items.n; i++) {
-		struct slot *sl = &R.slots[i % R.nslots];
-		pthread_mutex_lock(&R.mu);
+/*
+ * Item i, decoded in slot sl, into the store (or the skipped list, or the
+ * end of the pack); r is the pack's state so far: after an error only the
+ * counting goes on. Returns the new state.
+ */
+static int store_item(struct packing *p, size_t i, const struct slot *sl, int r)
+{
+	const struct sprite_pack_options *o = p->o;
+	struct sprite_pack_report *rep = p->rep;
+	const struct ring *R = &p->R;
+	const struct item *it = &p->s.items.v[i];
+	char shown[SPRITE_ERR_MAX];
+	rep->bytes_in += sl->size;
+	if (sl->oom)
+		return sprite_fail(p->err, -ENOMEM, "%s: %s",
+				   sprite_escape(it->path, shown, sizeof shown), sl->why);
+	if (sl->bad && o->strict) /* Not skipped: the pack ends here, and err says so. */
+		return sprite_fail(p->err, -SPRITE_ECORRUPT, "stopped at %s: %s (--strict)",
+				   sprite_escape(it->path, shown, sizeof shown), sl->why);
+	if (sl->bad) {
+		rep->skipped++;
+		if (o->on_skip)
+			o->on_skip(o->ctx, it->path, sl->why);
+		/* the store names it too (its skipped list) */
+		if (r == 0 && sprite_writer_add_skipped(p->w, rel_path(p->src, it->path), sl->why) < 0)
+			return sprite_fail(p->err, -ENOMEM, "out of memory for the skipped list");
+		return r;
+	}
+	if (r < 0)
+		return r;
+	if (R->one_size && (sl->h != R->th || sl->w != R->tw)) {
+		/*
+		 * Stretching or cropping every image to whichever sorts
+		 * first would be a guess: say what differs and what to pass.
+		 */
+		char a[SPRITE_ERR_MAX];
+		sprite_escape(p->s.items.v[p->first].path, a, sizeof a);
+		sprite_escape(it->path, shown, sizeof shown);
+		return sprite_fail(p->err, -EINVAL,
+				   "images differ in size, %ux%u and %ux%u, and no tile size is "
+				   "given (spritefs-pack --tile HxWxC, spritefs -o tile=HxWxC; "
+				   "e.g. 64x64x3): %s is %ux%u, %s is %ux%u",
+				   R->th, R->tw, sl->h, sl->w, a, R->th, R->tw, shown, sl->h, sl->w);
+	}
+	if ((int64_t)it->split != p->cur_split) {
+		p->cur_split = it->split;
+		p->store_split++;
+		r = sprite_writer_begin_split(p->w, p->s.f.splits[it->split].name);
+	}
+	if (r == 0)
+		r = sprite_writer_add_path(p->w, R->tiles + (i % R->nslots) * R->tile_bytes,
+					   it->label, rel_path(p->src, it->path));
+	if (r < 0)
+		return sprite_fail(p->err, r, "%s: write error: %s", p->store, strerror(-r));
+	rep->packed++;
+	rep->split_count[p->store_split]++;
+	return 0;
+}
+
+/* Every item, in order, from the decoders' ring into the store. */
+static int write_items(struct packing *p)
+{
+	struct ring *R = &p->R;
+	const struct sprite_pack_options *o = p->o;
+	int r = 0;
+	for (size_t i = 0; i < p->s.items.n; i++) {
+		struct slot *sl = &R->slots[i % R->nslots];
+		pthread_mutex_lock(&R->mu);
 		while (!sl->ready)
-			pthread_cond_wait(&R.cv_ready, &R.mu);
-		pthread_mutex_unlock(&R.mu);
+			pthread_cond_wait(&R->cv_ready, &R->mu);
+		pthread_mutex_unlock(&R->mu);
 
-		const struct item *it = &s.items.v[i];
-		rep->bytes_in += sl->size;
-		if (sl->oom) {
-			char shown[SPRITE_ERR_MAX];
-			sprite_seterr(err, "%s: %s", sprite_escape(it->path, shown, sizeof shown),
-				      sl->why);
-			r = -ENOMEM;
-		} else if (sl->bad && o->strict) {
-			/* Not skipped: the pack ends here, and err says so. */
-			char shown[SPRITE_ERR_MAX];
-			sprite_seterr(err, "stopped at %s: %s (--strict)",
-			       sprite_escape(it->path, shown, sizeof shown), sl->why);
-			r = -SPRITE_ECORRUPT;
-		} else if (sl->bad) {
-			rep->skipped++;
-			if (o->on_skip)
-				o->on_skip(o->ctx, it->path, sl->why);
-			/* the store names it too (its skipped list) */
-			if (r == 0 && sprite_writer_add_skipped(w, rel_path(src, it->path), sl->why) < 0) {
-				sprite_seterr(err, "out of memory for the skipped list");
-				r = -ENOMEM;
-			}
-		} else if (r == 0 && one_size && (sl->h != R.th || sl->w != R.tw)) {
-			/*
-			 * Stretching or cropping every image to whichever sorts
-			 * first would be a guess: say what differs and what to pass.
-			 */
-			char a[SPRITE_ERR_MAX], b[SPRITE_ERR_MAX];
-			sprite_escape(s.items.v[first].path, a, sizeof a);
-			sprite_escape(it->path, b, sizeof b);
-			sprite_seterr(err,
-			       "images differ in size, %ux%u and %ux%u, and no tile size is "
-			       "given (spritefs-pack --tile HxWxC, spritefs -o tile=HxWxC; "
-			       "e.g. 64x64x3): %s is %ux%u, %s is %ux%u",
-			       R.th, R.tw, sl->h, sl->w, a, R.th, R.tw, b, sl->h, sl->w);
-			r = -EINVAL;
-		} else if (r == 0) {
-			if ((int64_t)it->split != cur_split) {
-				cur_split = it->split;
-				store_split++;
-				r = sprite_writer_begin_split(w, s.f.splits[it->split].name);
-			}
-			if (r == 0)
-				r = sprite_writer_add_path(w,
-							   R.tiles + (i % R.nslots) * R.tile_bytes,
-							   it->label, rel_path(src, it->path));
-			if (r < 0) {
-				sprite_seterr(err, "%s: write error: %s", store, strerror(-r));
-			} else {
-				rep->packed++;
-				rep->split_count[store_split]++;
-			}
-		}
-		pthread_mutex_lock(&R.mu);
+		r = store_item(p, i, sl, r);
+
+		pthread_mutex_lock(&R->mu);
 		sl->ready = 0;
-		R.consumed = i + 1;
+		R->consumed = i + 1;
 		if (r < 0)
-			R.stop = 1;
-		pthread_cond_broadcast(&R.cv_space);
-		pthread_mutex_unlock(&R.mu);
+			R->stop = 1;
+		pthread_cond_broadcast(&R->cv_space);
+		pthread_mutex_unlock(&R->mu);
 		if (o->progress) {
 			sprite_progress_add(o->progress, 1);
 			if ((i & 255) == 0)
@@ -457,37 +453,87 @@ static int pack_folder(const char *src, const char *store, const struct sprite_p
 		if (r < 0)
 			break;
 	}
+	return r;
+}
+
+static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
+		       const char *dsname, struct sprite_pack_report *rep, char *err)
+{
+	struct packing p = {.src = src, .store = store, .o = o, .rep = rep, .err = err,
+			    .cur_split = -1, .store_split = -1};
+	struct ring *R = &p.R;
+	pthread_t *tids = NULL;
+	int nthreads = 0, r;
+
+	r = list_folder(src, &p.s, err);
+	if (r == 0)
+		r = take_ignored(&p);
+	if (r < 0)
+		goto out;
+	rep->found = p.s.items.n;
+	if (p.s.items.n == 0) {
+		r = sprite_fail(err, -ENODATA,
+				"%s: no images found (expected %s/<class>/<image> or "
+				"%s/<split>/<class>/<image>, or IDX files)",
+				src, src, src);
+		goto out;
+	}
+	r = open_store(&p, dsname);
+	if (r < 0)
+		goto out;
+
+	int jobs = o->jobs > 0 ? o->jobs : online_cpus();
+	if (jobs > 256)
+		jobs = 256;
+	r = make_ring(&p, jobs);
+	tids = calloc((size_t)jobs, sizeof *tids);
+	if (r == 0 && !tids)
+		r = sprite_fail(err, -ENOMEM, "out of memory");
+	if (r < 0)
+		goto out;
+	pthread_mutex_init(&R->mu, NULL);
+	pthread_cond_init(&R->cv_ready, NULL);
+	pthread_cond_init(&R->cv_space, NULL);
+	for (; nthreads < jobs; nthreads++) {
+		if (pthread_create(&tids[nthreads], NULL, worker, R) != 0)
+			break;
+	}
+	if (nthreads == 0) {
+		r = sprite_fail(err, -EAGAIN, "cannot start decode threads");
+		goto out_sync;
+	}
+	if (o->progress)
+		sprite_progress_start(o->progress, "pack", p.s.items.n);
+	r = write_items(&p);
 
 out_sync:
-	pthread_mutex_lock(&R.mu);
-	R.stop = 1;
-	pthread_cond_broadcast(&R.cv_space);
-	pthread_mutex_unlock(&R.mu);
+	pthread_mutex_lock(&R->mu);
+	R->stop = 1;
+	pthread_cond_broadcast(&R->cv_space);
+	pthread_mutex_unlock(&R->mu);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
-	pthread_cond_destroy(&R.cv_ready);
-	pthread_cond_destroy(&R.cv_space);
-	pthread_mutex_destroy(&R.mu);
+	pthread_cond_destroy(&R->cv_ready);
+	pthread_cond_destroy(&R->cv_space);
+	pthread_mutex_destroy(&R->mu);
 	if (o->progress)
 		sprite_progress_end(o->progress);
-	if (r == 0 && rep->packed == 0) {
-		sprite_seterr(err, "%s: none of the %llu files is a usable image", src,
-		       (unsigned long long)rep->found);
-		r = -ENODATA;
-	}
+	if (r == 0 && rep->packed == 0)
+		r = sprite_fail(err, -ENODATA, "%s: none of the %llu files is a usable image", src,
+				(unsigned long long)rep->found);
 	if (r == 0) {
-		r = sprite_writer_finish(w, err);
+		r = sprite_writer_finish(p.w, err);
 		if (r < 0)
 			prefix_err(err, store);
-		w = NULL;
+		p.w = NULL;
 	}
 out:
-	sprite_writer_abort(w);
+	sprite_writer_abort(p.w);
 	free(tids);
-	free(R.tiles);
-	free(R.slots);
-	free(R.tree);
-	source_free(&s);
+	free(R->tiles);
+	free(R->slots);
+	free(R->tree);
+	source_free(&p.s);
 	return r;
 }
 
