@@ -77,21 +77,18 @@ struct idx_split {
 	uint8_t *px, *labels;
 };
 
-int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack_options *o,
-			   const char *dsname, struct sprite_pack_report *rep, char *err)
+/*
+ * The train and test IDX pairs found in src loaded into sp (*nsp of them;
+ * the caller frees them, also after an error), the largest label in
+ * *maxlabel, what was found counted in rep.
+ */
+static int load_splits(const char *src, struct idx_split sp[2], int *nsp, unsigned *maxlabel,
+		       struct sprite_pack_report *rep, char *err)
 {
 	static const char *const bases[2][3] = {
 		{"train", "train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
 		{"test", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"},
 	};
-	struct idx_split sp[2] = {{0}};
-	char *names_buf = NULL;
-	const char **names = NULL;
-	uint8_t *tile = NULL;
-	sprite_writer *w = NULL;
-	int nsp = 0, r = 0;
-	unsigned maxlabel = 0;
-
 	for (int i = 0; i < 2; i++) {
 		char *ip = idx_path(src, bases[i][1]);
 		if (!ip)
@@ -100,10 +97,9 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		if (!lp) {
 			sprite_seterr(err, "%s: no matching %s[.gz] for %s", src, bases[i][2], ip);
 			free(ip);
-			r = -ENOENT;
-			goto out;
+			return -ENOENT;
 		}
-		struct idx_split *s = &sp[nsp++];
+		struct idx_split *s = &sp[(*nsp)++];
 		s->name = bases[i][0];
 		/* without .gz: the same samples give the same store either way */
 		s->file = bases[i][1];
@@ -117,21 +113,34 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 		}
 		free(ip);
 		free(lp);
-		if (s->n < 0 || nl < 0) {
-			r = s->n < 0 ? (int)s->n : (int)nl;
-			goto out;
-		}
-		if (nsp > 1 && (s->h != sp[0].h || s->w != sp[0].w)) {
-			sprite_seterr(err, "%s: %s images are %ux%u but %s images are %ux%u", src, s->name,
-			       s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
-			r = -SPRITE_ECORRUPT;
-			goto out;
-		}
+		if (s->n < 0 || nl < 0)
+			return s->n < 0 ? (int)s->n : (int)nl;
+		if (*nsp > 1 && (s->h != sp[0].h || s->w != sp[0].w))
+			return sprite_fail(err, -SPRITE_ECORRUPT,
+					   "%s: %s images are %ux%u but %s images are %ux%u", src,
+					   s->name, s->h, s->w, sp[0].name, sp[0].h, sp[0].w);
 		for (int64_t k = 0; k < s->n; k++)
-			if (s->labels[k] > maxlabel)
-				maxlabel = s->labels[k];
+			if (s->labels[k] > *maxlabel)
+				*maxlabel = s->labels[k];
 		rep->found += (uint64_t)s->n;
 	}
+	return 0;
+}
+
+int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack_options *o,
+			   const char *dsname, struct sprite_pack_report *rep, char *err)
+{
+	struct idx_split sp[2] = {{0}};
+	char *names_buf = NULL;
+	const char **names = NULL;
+	uint8_t *tile = NULL;
+	sprite_writer *w = NULL;
+	int nsp = 0, r = 0;
+	unsigned maxlabel = 0;
+
+	r = load_splits(src, sp, &nsp, &maxlabel, rep, err);
+	if (r < 0)
+		goto out;
 	if (rep->found == 0) {
 		sprite_seterr(err, "%s: the IDX files hold no images", src);
 		r = -ENODATA;
