@@ -87,7 +87,7 @@ struct hn_mem {
 
 /* ---- helpers of data.c for the sources ---- */
 
-/* Messages: sprite_fail (common/util.h), HN_ERR_MAX == SPRITE_ERR_MAX bytes. */
+/* Messages: sprite_fail (common/error.h), HN_ERR_MAX == SPRITE_ERR_MAX bytes. */
 /* s->info.class_names from n names (NULL names, or a NULL name: its index). */
 int hn_source_set_classes(hn_source *s, uint32_t n, const char *const *names);
 /*
