@@ -51,6 +51,26 @@ int cu_ws_reserve(struct hn_cuda *st, size_t need)
 		hn_algo_pick(c_, n_, HN_WS_LIMIT, !(st)->cfg.fast);                                \
 	})
 
+/*
+ * Index into perf (N entries) of the algorithm to use for one direction of
+ * a conv, or -1: find_fn times them when find is set (cudnnFind*), get_fn's
+ * heuristic ranking (cudnnGet*_v7) is the fallback; PICK takes the first
+ * usable one. The trailing arguments are the direction's descriptors.
+ */
+#define CHOOSE(st, find, perf, N, find_fn, get_fn, ...)                                            \
+	({                                                                                         \
+		int cnt_ = 0, i_ = -1;                                                             \
+		if ((find) &&                                                                      \
+		    find_fn((st)->dnn, __VA_ARGS__, N, &cnt_, perf) == CUDNN_STATUS_SUCCESS)       \
+			i_ = PICK(st, perf, cnt_);                                                 \
+		if (i_ < 0) {                                                                      \
+			cnt_ = 0;                                                                  \
+			DNN(get_fn((st)->dnn, __VA_ARGS__, N, &cnt_, perf), (st)->err);            \
+			i_ = PICK(st, perf, cnt_);                                                 \
+		}                                                                                  \
+		i_;                                                                                \
+	})
+
 /* -EIO, err naming the direction (what) that has no algorithm we may use. */
 static int no_algo(struct hn_cuda *st, const char *what)
 {
@@ -71,26 +91,15 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 {
 	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 	find = find && st->cfg.fast; /* timings differ run to run: only with --fast */
-	int cnt, i;
+	int i;
 	size_t need = 0, sz = 0;
 
 	/* forward */
 	cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	DNN(cudnnSetConvolutionMathType(c->cf, want), st->err);
-	cnt = 0;
-	i = -1;
-	if (find && cudnnFindConvolutionForwardAlgorithm(st->dnn, c->x, c->w, c->cf, c->y,
-							 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
-							 pf) == CUDNN_STATUS_SUCCESS)
-		i = PICK(st, pf, cnt);
-	if (i < 0) {
-		cnt = 0;
-		DNN(cudnnGetConvolutionForwardAlgorithm_v7(st->dnn, c->x, c->w, c->cf, c->y,
-							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
-							   pf),
-		    st->err);
-		i = PICK(st, pf, cnt);
-	}
+	i = CHOOSE(st, find, pf, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+		   cudnnFindConvolutionForwardAlgorithm, cudnnGetConvolutionForwardAlgorithm_v7,
+		   c->x, c->w, c->cf, c->y);
 	if (i < 0)
 		return no_algo(st, "forward");
 	c->fa = pf[i].algo;
@@ -103,21 +112,9 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 	/* backward filter */
 	cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	DNN(cudnnSetConvolutionMathType(c->cw, want), st->err);
-	cnt = 0;
-	i = -1;
-	if (find &&
-	    cudnnFindConvolutionBackwardFilterAlgorithm(st->dnn, c->x, c->y, c->cw, c->w,
-							CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-							&cnt, pw) == CUDNN_STATUS_SUCCESS)
-		i = PICK(st, pw, cnt);
-	if (i < 0) {
-		cnt = 0;
-		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-			    st->dnn, c->x, c->y, c->cw, c->w,
-			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &cnt, pw),
-		    st->err);
-		i = PICK(st, pw, cnt);
-	}
+	i = CHOOSE(st, find, pw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+		   cudnnFindConvolutionBackwardFilterAlgorithm,
+		   cudnnGetConvolutionBackwardFilterAlgorithm_v7, c->x, c->y, c->cw, c->w);
 	if (i < 0)
 		return no_algo(st, "backward-filter");
 	c->wa = pw[i].algo;
@@ -132,21 +129,9 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 	if (!first_layer) {
 		cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 		DNN(cudnnSetConvolutionMathType(c->cd, want), st->err);
-		cnt = 0;
-		i = -1;
-		if (find &&
-		    cudnnFindConvolutionBackwardDataAlgorithm(st->dnn, c->w, c->y, c->cd, c->x,
-							      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-							      &cnt, pd) == CUDNN_STATUS_SUCCESS)
-			i = PICK(st, pd, cnt);
-		if (i < 0) {
-			cnt = 0;
-			DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-				    st->dnn, c->w, c->y, c->cd, c->x,
-				    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt, pd),
-			    st->err);
-			i = PICK(st, pd, cnt);
-		}
+		i = CHOOSE(st, find, pd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+			   cudnnFindConvolutionBackwardDataAlgorithm,
+			   cudnnGetConvolutionBackwardDataAlgorithm_v7, c->w, c->y, c->cd, c->x);
 		if (i < 0)
 			return no_algo(st, "backward-data");
 		c->da = pd[i].algo;
