@@ -52,4 +52,3 @@ int sprite_fail(char *err, int rc, const char *fmt, ...)
 	}
 	return rc;
 }
-

@@ -87,10 +87,10 @@ static int list_dir(const char *dir, const char *root_real, char ***names, size_
 	int r = sprite_list_dir(dir, &e, &ne);
 	if (r == -ENOMEM)
 		return sprite_fail(err, r, "out of memory listing %s",
-			      sprite_escape(dir, shown, sizeof shown));
+				   sprite_escape(dir, shown, sizeof shown));
 	if (r < 0)
 		return sprite_fail(err, r, "%s: cannot open: %s",
-			      sprite_escape(dir, shown, sizeof shown), strerror(-r));
+				   sprite_escape(dir, shown, sizeof shown), strerror(-r));
 	char **v = calloc(ne ? ne : 1, sizeof *v);
 	if (!v)
 		r = -ENOMEM;
@@ -123,7 +123,7 @@ static int list_dir(const char *dir, const char *root_real, char ***names, size_
 	if (r < 0) {
 		free_names(v, n);
 		return sprite_fail(err, r, "out of memory listing %s",
-			      sprite_escape(dir, shown, sizeof shown));
+				   sprite_escape(dir, shown, sizeof shown));
 	}
 	*names = v;
 	*count = n;
@@ -196,7 +196,7 @@ int sprite_folder_list(const char *root, struct sprite_folder *f, char *err)
 		int e = errno;
 		char shown[SPRITE_ERR_MAX];
 		return sprite_fail(err, -e, "%s: cannot open: %s",
-			      sprite_escape(root, shown, sizeof shown), strerror(e));
+				   sprite_escape(root, shown, sizeof shown), strerror(e));
 	}
 	int r = list_dir(root, real, &top, &ntop, &f->outside, err);
 	if (r < 0) {
@@ -269,7 +269,7 @@ int sprite_folder_walk(const struct sprite_folder *f, size_t k,
 		return -EINVAL;
 	if (f->nclasses > SPRITE_MAX_CLASSES)
 		return sprite_fail(err, -E2BIG, "%zu classes, more than %u", f->nclasses,
-			      SPRITE_MAX_CLASSES);
+				   SPRITE_MAX_CLASSES);
 	const struct sprite_folder_split *sp = &f->splits[k];
 	int r = 0;
 	for (size_t i = 0; i < sp->nclasses && r == 0; i++) {

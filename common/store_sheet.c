@@ -200,9 +200,10 @@ int sprite_store_verify_padding(const sprite_store *s, char *err)
 		return sprite_fail(err, r, "reading the header: %s", strerror(-r));
 	for (size_t i = 0; i < sizeof h.pad; i++)
 		if (h.pad[i])
-			return sprite_fail(err, -SPRITE_ECORRUPT,
-					   "header byte %zu is %u: the header's padding must be zero",
-					   520 + i, h.pad[i]);
+			return sprite_fail(
+				err, -SPRITE_ECORRUPT,
+				"header byte %zu is %u: the header's padding must be zero", 520 + i,
+				h.pad[i]);
 	size_t n = 0, cap = (size_t)s->info.nsheets + 6;
 	struct extent *e = malloc(cap * sizeof *e);
 	if (!e)
@@ -220,8 +221,8 @@ int sprite_store_verify_padding(const sprite_store *s, char *err)
 		if (s->sheets[i].reserved) {
 			free(e);
 			return sprite_fail(err, -SPRITE_ECORRUPT,
-					   "sheet %u: its index entry's reserved byte is %u, not 0", i,
-					   s->sheets[i].reserved);
+					   "sheet %u: its index entry's reserved byte is %u, not 0",
+					   i, s->sheets[i].reserved);
 		}
 		e[n++] = (struct extent){s->sheets[i].offset, s->sheets[i].stored_size, "a sheet"};
 	}
@@ -236,8 +237,8 @@ int sprite_store_verify_padding(const sprite_store *s, char *err)
 		while (at < stop && r == 0) {
 			size_t len = stop - at < sizeof buf ? (size_t)(stop - at) : sizeof buf;
 			if ((r = pread_full(s->fd, buf, len, at)) < 0) {
-				sprite_fail(err, r, "reading offset %llu: %s", (unsigned long long)at,
-					    strerror(-r));
+				sprite_fail(err, r, "reading offset %llu: %s",
+					    (unsigned long long)at, strerror(-r));
 				break;
 			}
 			for (size_t k = 0; k < len; k++)
@@ -245,7 +246,8 @@ int sprite_store_verify_padding(const sprite_store *s, char *err)
 					r = sprite_fail(err, -SPRITE_ECORRUPT,
 							"byte %llu is %u: the padding after %s "
 							"must be zero",
-							(unsigned long long)(at + k), buf[k], after);
+							(unsigned long long)(at + k), buf[k],
+							after);
 					break;
 				}
 			at += len;

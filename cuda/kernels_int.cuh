@@ -28,7 +28,6 @@ static inline unsigned hn_blocks(size_t count)
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                \
 	     i += (size_t)blockDim.x * gridDim.x)
 
-
 __device__ __forceinline__ static float amp_scale(const struct hn_k_amp *a)
 {
 	return a ? a->scale : 1.0f;
@@ -43,6 +42,5 @@ __device__ __forceinline__ static int amp_skip(const struct hn_k_amp *a)
 {
 	return a && a->overflow;
 }
-
 
 #endif
