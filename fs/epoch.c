@@ -81,7 +81,7 @@ struct sfs_epochs {
 	pthread_cond_t work; /* an order queued, or stop */
 	struct perm *perms;
 	uint32_t nperms;
-	uint32_t waiters; /* readers waiting for a slot */
+	uint32_t waiters;  /* readers waiting for a slot */
 	uint32_t npending; /* slots pending, queued or being built */
 	uint64_t tick;
 	pthread_t builders[SFS_ORDER_BUILDERS];
@@ -523,8 +523,7 @@ void sfs_epochs_stop(struct sfs *fs)
 	pthread_mutex_unlock(&e->lock);
 }
 
-static struct perm *order_find(struct sfs_epochs *e, uint64_t seed, uint32_t epoch,
-			       uint32_t split)
+static struct perm *order_find(struct sfs_epochs *e, uint64_t seed, uint32_t epoch, uint32_t split)
 {
 	for (uint32_t k = 0; k < e->nperms; k++) {
 		struct perm *q = &e->perms[k];
