@@ -564,6 +564,19 @@ static int report(const struct hn_opts *o, struct hn_train *t)
 	return t->logf ? log_final(o, t, hash) : 0;
 }
 
+/* --gemm-peak: the SGEMM GFLOP/s of --threads threads on this machine, no data. */
+static int gemm_peak(const struct hn_opts *o)
+{
+	char err[HN_ERR_MAX] = "";
+	double g = 0;
+	int nt = hn_backend_cpu_threads(o->threads);
+	if (hn_gemm_peak(nt, &g, err) < 0)
+		return hn_error("%s", err);
+	printf("sgemm peak: %.1f GFLOP/s (%d thread%s x 2048^3, %s)\n", g, nt, nt == 1 ? "" : "s",
+	       hn_backend_cpu_library());
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct hn_opts o;
@@ -581,6 +594,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	hn_opts_parse(argc, argv, &o); /* these exit on a bad command line */
+	/* --gemm-peak: a mode, as --plan is, that measures and leaves */
+	if (o.gemm_peak) {
+		rc = gemm_peak(&o) < 0 ? 1 : 0;
+		hn_dist_finalize();
+		return rc;
+	}
 	if (o.emulate.name[0])
 		hn_emulate_check_opts(&o);
 	hn_opts_check(&o, &ck);

@@ -1,7 +1,8 @@
 /*
- * options.c - hntrain's command line: the usage text, the option table
- * and the parsing of each value, with every message they print; the checks
- * across options are options_check.c's.
+ * options.c - hntrain's command line: one table of the options (a row
+ * each: name, argument, field, parser, bounds, help lines), the usage text
+ * made from it, and the parsing of each value, with every message they
+ * print; the checks across options are options_check.c's.
  *
  * Everything here runs before any data is read, so that a typo costs no
  * epoch: values are checked as they are parsed, and CPU lists against the
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,115 +36,6 @@
 #include "trainer/team.h"
 
 static const char *prog = HN_PROG;
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: hntrain --data PATH [options]\n"
-		"\n"
-		"Train an image classifier on CPU (OpenBLAS) or GPU (CUDA plugin), reporting\n"
-		"compute time and data-wait time apart.\n"
-		"\n"
-		"data:\n"
-		"  --data PATH          a spritefs mount, a store file (*.sprites), an image "
-		"folder\n"
-		"                       (TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or "
-		"ROOT/<class>/), "
-		"or a\n"
-		"                       folder of IDX files\n"
-		"  --split NAME         training split (train)\n"
-		"  --test-split NAME    evaluation split, or none (default: val, valid, validation\n"
-		"                       or test, else the one split besides train)\n"
-		"  --limit N            train on N samples only, spread over the split by --seed\n"
-		"  --test-limit N       evaluate on N test samples only, drawn the same way\n"
-		"  --preload            read the whole data set into RAM first (zero-I/O "
-		"baseline)\n"
-		"  --strict             image folders: stop at a file that does not decode, or\n"
-		"                       an entry that is neither a file nor a folder (default:\n"
-		"                       report it and train without it)\n"
-		"  --skip-bad-sheets    stores and mounts: train without the samples of a sheet\n"
-		"                       that cannot be read (default: stop), each sheet named\n"
-		"  --tile HxW[xC]       image folders: fit images to this tile (default: first "
-		"image)\n"
-		"  --fit MODE           image folders: crop (default), pad or stretch, as\n"
-		"                       spritefs-pack --fit\n"
-		"  --window N|full      the sample order: N sheets per shuffle window, or the full\n"
-		"                       shuffle (default: the data set's, as a store records it)\n"
-		"  --cache SIZE         store files: sheet cache budget (default: no limit)\n"
-		"  --augment LIST       augment the training tiles in the loaders, seeded:\n"
-		"                       crop:P (zero-pad P, random crop), flip (horizontal),\n"
-		"                       rrc:S (random-resized-crop, area S..1)\n"
-		"  --normalize N        per-channel input normalisation: none (default), auto\n"
-		"                       (mean and std of up to 10,000 training samples), or\n"
-		"                       MEAN:STD[,MEAN:STD...] per channel on the 0..1 scale\n"
-		"  --loaders N          loader threads (2)\n"
-		"  --queue N            batches read ahead (8)\n"
-		"model and training:\n"
-		"  --model M            mlp, cnn, lenet5, cnn-bn, resnet18, resnet50, resnet-fm, or a\n"
-		"                       spec such as c32k3-r-m2-d128-r or c32k3p1-bn-r-res32x2 (cnn)\n"
-		"  --optim O            sgd, momentum or adam (momentum)\n"
-		"  --lr X               learning rate (0.05; adam 0.001)\n"
-		"  --momentum X         momentum (0.9)\n"
-		"  --wd X               weight decay (5e-4 for sgd/momentum; adam 0)\n"
-		"  --schedule S         constant, step or cosine (cosine)\n"
-		"  --step-epochs N      step schedule: multiply lr by --gamma every N epochs (5)\n"
-		"  --gamma X            step schedule factor (0.1)\n"
-		"  --warmup N           linear warm-up over the first N optimizer steps (0)\n"
-		"  --batch N            samples per batch (64)\n"
-		"  --accum K            accumulate gradients over K batches per step (1)\n"
-		"  --epochs N           epochs in the run, counting resumed ones (1)\n"
-		"  --stop-after N       stop after epoch N (the schedule still spans --epochs)\n"
-		"  --seed N             seed of the sample order, weights and dropout (1)\n"
-		"compute:\n"
-		"  --device D           cpu or gpu (cpu)\n"
-		"  --threads N          maths threads, 1-64 (default: the backend's)\n"
-		"  --affinity LIST      pin the compute thread and maths threads to CPUs, e.g. "
-		"0-1\n"
-		"  --loader-affinity L  pin the loader threads (default: the CPUs the process "
-		"had)\n"
-		"  --amp[=fp16|bf16]    gpu: mixed precision, fp16 with a loss scale (--amp) or\n"
-		"                       bf16\n"
-		"  --fast               gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
-		"                       weights then differ run to run (default: deterministic ones)\n"
-		"  --emulate PROFILE    no model: each rank is an emulated accelerator that reads its\n"
-		"                       share of every batch and sleeps for the profile's compute\n"
-		"                       time (MLPerf Storage's method); reports accelerator\n"
-		"                       utilisation (AU). resnet50-h100 (batch 400, 0.224 s),\n"
-		"                       resnet50-a100, unet3d-h100, unet3d-a100, cosmoflow-h100,\n"
-		"                       cosmoflow-a100, or BATCH:SECONDS\n"
-		"output:\n"
-		"  --plan               print the memory the run needs and exit\n"
-		"  --gemm-peak          print the SGEMM GFLOP/s of --threads threads on this\n"
-		"                       machine (the bound of the training GFLOP/s in --log) and\n"
-		"                       exit\n"
-		"  --checkpoint FILE    write a checkpoint after each epoch (atomically; its "
-		"folder\n"
-		"                       is checked first); FILE must be new, empty or a\n"
-		"                       checkpoint, and not in the data\n"
-		"  --checkpoint-every N also write --checkpoint every N optimizer steps, or Nm:\n"
-		"                       every N minutes, inside an epoch (at a step boundary)\n"
-		"                       SIGTERM or SIGINT with --checkpoint: checkpoint at the\n"
-		"                       next step boundary and exit 75; SIGUSR1: checkpoint there\n"
-		"                       and go on\n"
-		"  --resume FILE        continue a run from a checkpoint (its lr, schedule and\n"
-		"                       epochs too, unless given here); one with all the run's\n"
-		"                       epochs is evaluated on the test split\n"
-		"  --log FILE           JSON lines: one per epoch, then a final one\n"
-		"                       (not in the data, nor the --checkpoint or --resume "
-		"file)\n"
-		"  --export FILE.npz    write the final weights, by layer name, as a numpy .npz\n"
-		"                       (atomically; not in the data)\n"
-		"  --quiet              print only the final \"weights xxh3\" line and errors\n"
-		"  -V, --version        the version, store format and backends, and exit\n"
-		"  --help               this text\n"
-		"\n"
-		"A read that brings no data for HNTRAIN_DATA_TIMEOUT seconds (default 60), or\n"
-		"HNTRAIN_DATA_TIMEOUT_FACTOR (default 10) times the slowest read so far where\n"
-		"longer, ends the run naming the source (a mount: its daemon and pid); with\n"
-		"several ranks HNTRAIN_DIST_TIMEOUT (default 600) bounds it too.\n"
-		"docs/HNTRAIN.md describes the sources, the log fields and the checkpoint "
-		"format.\n");
-}
 
 /* The plugin and its CUDA libraries are loaded and named; the GPU is not touched. */
 static void print_version(void)
@@ -275,356 +168,447 @@ static void parse_cpus_opt(const char *opt, const char *s, const cpu_set_t *allo
 	}
 }
 
+/* ---- the option table ------------------------------------------------- */
+/*
+ * The value parsers a row names. Each checks its value as the option's own
+ * message says (a usage error exits 2) and stores it; the generic ones at
+ * the row's field, within its bounds.
+ */
+struct opt_row;
+typedef void opt_parser(const struct opt_row *r, const char *arg, struct hn_opts *o);
+
+/*
+ * One row per option: its name, argument, short letter, parser, the field
+ * the generic parsers fill and the given_* flag the option sets, bounds,
+ * and its lines of the usage text. A row without a name is a heading of the
+ * usage text. parse_opts builds getopt's table from these rows and usage()
+ * the --help text, so that adding an option (say --background) is one row
+ * here, its field in struct hn_opts, and its man page entry.
+ */
+struct opt_row {
+	const char *name; /* NULL: a heading ("data:") */
+	int arg;	  /* no_argument, required_argument or optional_argument */
+	char letter;	  /* a short option (-V), or 0 */
+	opt_parser *parse;
+	size_t field;		    /* offsetof(struct hn_opts, ...) for the generic parsers */
+	size_t given;		    /* offsetof its given_* flag; 0: none */
+	uint64_t min, max;	    /* p_u64, p_int */
+	double lo, hi;		    /* p_f64, p_f32 */
+	const char *why;	    /* p_int: said after the range */
+	const char *const *choices; /* p_choice, p_name: the values, NULL-terminated */
+	const char *meta;	    /* the argument in the usage text: "N", "[=fp16|bf16]" */
+	const char *help;	    /* its lines of the usage text, apart by '\n' */
+};
+
+#define AT(r, o, T) ((T *)(void *)((char *)(o) + (r)->field))
+
+static const char *opt_name(const struct opt_row *r, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "--%s", r->name);
+	return buf;
+}
+
+static void p_str(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	*AT(r, o, const char *) = arg;
+}
+
+static void p_flag(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)arg;
+	*AT(r, o, int) = 1;
+}
+
+static void p_u64(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char n[40];
+	*AT(r, o, uint64_t) = parse_u64_why(opt_name(r, n, sizeof n), arg, r->min, r->max, r->why);
+}
+
+static void p_int(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char n[40];
+	*AT(r, o, int) = (int)parse_u64_why(opt_name(r, n, sizeof n), arg, r->min, r->max, r->why);
+}
+
+static void p_f64(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char n[40];
+	*AT(r, o, double) = parse_f(opt_name(r, n, sizeof n), arg, r->lo, r->hi);
+}
+
+static void p_f32(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char n[40];
+	*AT(r, o, float) = (float)parse_f(opt_name(r, n, sizeof n), arg, r->lo, r->hi);
+}
+
+static void p_tile(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	unsigned h = 0, w = 0, ch = 0;
+	int n = sscanf(arg, "%ux%ux%u", &h, &w, &ch);
+	(void)r;
+	if (n < 2 || !h || !w || h > 4096 || w > 4096 || (n == 3 && (ch != 1 && ch != 3)))
+		hn_die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"", arg);
+	o->tile_h = h;
+	o->tile_w = w;
+	o->tile_c = n == 3 ? ch : 0;
+}
+
+static void p_fit(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	if (sprite_fit_parse(arg, &o->fit) < 0)
+		hn_die(2, "--fit: expected crop, pad or stretch, got \"%s\"", arg);
+}
+
+static void p_window(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	o->window = !strcmp(arg, "full") ? 0 : (uint32_t)parse_u64("--window", arg, 1, 1u << 30);
+}
+
+/* The spelling now; whether the crop fits the tile once the data is open. */
+static void p_augment(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char err[HN_ERR_MAX];
+	(void)r;
+	if (hn_augment_parse(arg, &o->augment, err) < 0)
+		hn_die(2, "--augment %s: %s", arg, err);
+}
+
+static void p_normalize(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	if (hn_norm_parse(arg, &o->norm) < 0)
+		hn_die(2,
+		       "--normalize %s: expected none, auto or MEAN:STD per channel "
+		       "(at most 4, STD > 0), such as 0.286:0.353",
+		       arg);
+}
+
+static void p_cache(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	if (sprite_parse_size(arg, &o->cache) < 0)
+		hn_die(2, "--cache: expected a size such as 512M, got \"%s\"", arg);
+}
+
+/* The spelling now; whether it fits the tiles once the data is open. */
+static void p_model(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char err[HN_ERR_MAX];
+	(void)r;
+	if (hn_model_check_spec(arg, err) < 0)
+		hn_die(2, "--model %s: %s", arg, err);
+	o->model = arg;
+}
+
+/* Which of r->choices arg is; a usage error listing them when none. */
+static int choice(const struct opt_row *r, const char *arg)
+{
+	char list[160] = "";
+	size_t k = 0, n = 0;
+	for (; r->choices[k]; k++)
+		if (!strcmp(arg, r->choices[k]))
+			return (int)k;
+	for (size_t i = 0; i < k && n < sizeof list; i++) {
+		const char *sep = i + 1 == k ? " or " : ", ";
+		n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? sep : "",
+				      r->choices[i]);
+	}
+	hn_die(2, "--%s: expected %s, got \"%s\"", r->name, list, arg);
+}
+
+/* One of the choices, stored as its index: an enum listed in its order. */
+static void p_choice(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	*AT(r, o, int) = choice(r, arg);
+}
+_Static_assert(sizeof(enum hn_optim_kind) == sizeof(int) && HN_OPT_SGD == 0 &&
+		       HN_OPT_MOMENTUM == 1 && HN_OPT_ADAM == 2,
+	       "--optim's choices are enum hn_optim_kind in order");
+_Static_assert(sizeof(enum hn_sched) == sizeof(int) && HN_SCHED_CONSTANT == 0 &&
+		       HN_SCHED_STEP == 1 && HN_SCHED_COSINE == 2,
+	       "--schedule's choices are enum hn_sched in order");
+
+/* One of the choices, stored as its name. */
+static void p_name(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	*AT(r, o, const char *) = r->choices[choice(r, arg)];
+}
+
+static void p_amp(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	if (!arg || !strcmp(arg, "fp16"))
+		o->amp = HN_AMP_FP16;
+	else if (!strcmp(arg, "bf16"))
+		o->amp = HN_AMP_BF16;
+	else
+		hn_die(2, "--amp=%s: fp16 or bf16", arg);
+}
+
+static void p_emulate(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	char err[HN_ERR_MAX];
+	(void)r;
+	if (hn_emulate_parse(arg, &o->emulate, err) < 0)
+		hn_die(2, "--emulate %s: %s", arg, err);
+}
+
+/* N optimizer steps, or Nm: every N minutes. */
+static void p_ckpt_every(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	size_t len = strlen(arg);
+	int minutes = len > 1 && arg[len - 1] == 'm';
+	char num[32];
+	(void)r;
+	snprintf(num, sizeof num, "%.*s", (int)(len - (size_t)minutes), arg);
+	o->ckpt_every_steps = 0;
+	o->ckpt_every_s = 0;
+	if (minutes)
+		o->ckpt_every_s = 60 * parse_f("--checkpoint-every", num, 0.01, 1e6);
+	else
+		o->ckpt_every_steps = parse_u64("--checkpoint-every", num, 1, UINT32_MAX);
+}
+
+static void usage(FILE *f);
+
+static void p_help(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r, (void)arg, (void)o;
+	usage(stdout);
+	exit(0);
+}
+
+static void p_version(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r, (void)arg, (void)o;
+	print_version();
+	exit(0);
+}
+
+/* clang-format off */
+#define F(f)	offsetof(struct hn_opts, f)
+#define NONE	no_argument
+#define REQ	required_argument
+#define HEAD(h) {.help = h} /* a heading of the usage text */
+/* clang-format on */
+#define CHOICES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const struct opt_row rows[] = {
+	HEAD("data:"),
+	{"data", REQ, .parse = p_str, .field = F(data), .meta = "PATH",
+	 .help = "a spritefs mount, a store file (*.sprites), an image folder\n"
+		 "(TIFF/PNG/JPEG/PGM: ROOT/<split>/<class>/ or ROOT/<class>/), or a\n"
+		 "folder of IDX files"},
+	{"split", REQ, .parse = p_str, .field = F(split), .meta = "NAME",
+	 .help = "training split (train)"},
+	{"test-split", REQ, .parse = p_str, .field = F(test_split), .given = F(given_test_split),
+	 .meta = "NAME",
+	 .help = "evaluation split, or none (default: val, valid, validation\n"
+		 "or test, else the one split besides train)"},
+	{"limit", REQ, .parse = p_u64, .field = F(limit), .min = 1, .max = UINT32_MAX, .meta = "N",
+	 .help = "train on N samples only, spread over the split by --seed"},
+	{"test-limit", REQ, .parse = p_u64, .field = F(test_limit), .min = 1, .max = UINT32_MAX,
+	 .meta = "N", .help = "evaluate on N test samples only, drawn the same way"},
+	{"preload", NONE, .parse = p_flag, .field = F(preload),
+	 .help = "read the whole data set into RAM first (zero-I/O baseline)"},
+	{"strict", NONE, .parse = p_flag, .field = F(strict),
+	 .help = "image folders: stop at a file that does not decode, or\n"
+		 "an entry that is neither a file nor a folder (default:\n"
+		 "report it and train without it)"},
+	{"skip-bad-sheets", NONE, .parse = p_flag, .field = F(skip_bad_sheets),
+	 .help = "stores and mounts: train without the samples of a sheet\n"
+		 "that cannot be read (default: stop), each sheet named"},
+	{"tile", REQ, .parse = p_tile, .given = F(given_tile), .meta = "HxW[xC]",
+	 .help = "image folders: fit images to this tile (default: first image)"},
+	{"fit", REQ, .parse = p_fit, .given = F(given_fit), .meta = "MODE",
+	 .help = "image folders: crop (default), pad or stretch, as\n"
+		 "spritefs-pack --fit"},
+	{"window", REQ, .parse = p_window, .given = F(given_window), .meta = "N|full",
+	 .help = "the sample order: N sheets per shuffle window, or the full\n"
+		 "shuffle (default: the data set's, as a store records it)"},
+	{"cache", REQ, .parse = p_cache, .given = F(given_cache), .meta = "SIZE",
+	 .help = "store files: sheet cache budget (default: no limit)"},
+	{"augment", REQ, .parse = p_augment, .given = F(given_augment), .meta = "LIST",
+	 .help = "augment the training tiles in the loaders, seeded:\n"
+		 "crop:P (zero-pad P, random crop), flip (horizontal),\n"
+		 "rrc:S (random-resized-crop, area S..1)"},
+	{"normalize", REQ, .parse = p_normalize, .given = F(given_normalize), .meta = "N",
+	 .help = "per-channel input normalisation: none (default), auto\n"
+		 "(mean and std of up to 10,000 training samples), or\n"
+		 "MEAN:STD[,MEAN:STD...] per channel on the 0..1 scale"},
+	{"loaders", REQ, .parse = p_int, .field = F(loaders), .min = 1, .max = 64, .meta = "N",
+	 .help = "loader threads (2)"},
+	{"queue", REQ, .parse = p_int, .field = F(queue), .min = 1, .max = 1024, .meta = "N",
+	 .help = "batches read ahead (8)"},
+	HEAD("model and training:"),
+	{"model", REQ, .parse = p_model, .given = F(given_model), .meta = "M",
+	 .help = "mlp, cnn, lenet5, cnn-bn, resnet18, resnet50, resnet-fm, or a\n"
+		 "spec such as c32k3-r-m2-d128-r or c32k3p1-bn-r-res32x2 (cnn)"},
+	{"optim", REQ, .parse = p_choice, .field = F(optim.kind), .given = F(given_optim),
+	 .choices = CHOICES("sgd", "momentum", "adam"), .meta = "O",
+	 .help = "sgd, momentum or adam (momentum)"},
+	{"lr", REQ, .parse = p_f64, .field = F(lr), .given = F(given_lr), .lo = 1e-12, .hi = 1e3,
+	 .meta = "X", .help = "learning rate (0.05; adam 0.001)"},
+	{"momentum", REQ, .parse = p_f32, .field = F(optim.momentum), .lo = 0, .hi = 0.9999,
+	 .meta = "X", .help = "momentum (0.9)"},
+	{"wd", REQ, .parse = p_f32, .field = F(optim.weight_decay), .given = F(given_wd), .lo = 0,
+	 .hi = 1, .meta = "X", .help = "weight decay (5e-4 for sgd/momentum; adam 0)"},
+	{"schedule", REQ, .parse = p_choice, .field = F(sched), .given = F(given_sched),
+	 .choices = CHOICES("constant", "step", "cosine"), .meta = "S",
+	 .help = "constant, step or cosine (cosine)"},
+	{"step-epochs", REQ, .parse = p_u64, .field = F(step_epochs), .given = F(given_step_epochs),
+	 .min = 1, .max = 1000000, .meta = "N",
+	 .help = "step schedule: multiply lr by --gamma every N epochs (5)"},
+	{"gamma", REQ, .parse = p_f64, .field = F(gamma), .given = F(given_gamma), .lo = 1e-6,
+	 .hi = 1, .meta = "X", .help = "step schedule factor (0.1)"},
+	{"warmup", REQ, .parse = p_u64, .field = F(warmup), .given = F(given_warmup), .min = 0,
+	 .max = UINT32_MAX, .meta = "N",
+	 .help = "linear warm-up over the first N optimizer steps (0)"},
+	{"batch", REQ, .parse = p_int, .field = F(batch), .given = F(given_batch), .min = 1,
+	 .max = 65536, .meta = "N", .help = "samples per batch (64)"},
+	{"accum", REQ, .parse = p_int, .field = F(accum), .given = F(given_accum), .min = 1,
+	 .max = 65536, .meta = "K", .help = "accumulate gradients over K batches per step (1)"},
+	{"epochs", REQ, .parse = p_u64, .field = F(epochs), .given = F(given_epochs), .min = 1,
+	 .max = 1000000, .meta = "N", .help = "epochs in the run, counting resumed ones (1)"},
+	{"stop-after", REQ, .parse = p_u64, .field = F(stop_after), .min = 1, .max = 1000000,
+	 .meta = "N", .help = "stop after epoch N (the schedule still spans --epochs)"},
+	{"seed", REQ, .parse = p_u64, .field = F(seed), .given = F(given_seed), .min = 0,
+	 .max = UINT64_MAX, .meta = "N",
+	 .help = "seed of the sample order, weights and dropout (1)"},
+	HEAD("compute:"),
+	{"device", REQ, .parse = p_name, .field = F(device), .choices = CHOICES("cpu", "gpu"),
+	 .meta = "D", .help = "cpu or gpu (cpu)"},
+	{"threads", REQ, .parse = p_int, .field = F(threads), .min = 1, .max = HN_TEAM_MAX,
+	 .why = "the CPU backend runs at most 64", .meta = "N",
+	 .help = "maths threads, 1-64 (default: the backend's)"},
+	{"affinity", REQ, .parse = p_str, .field = F(affinity), .meta = "LIST",
+	 .help = "pin the compute thread and maths threads to CPUs, e.g. 0-1"},
+	{"loader-affinity", REQ, .parse = p_str, .field = F(loader_affinity), .meta = "L",
+	 .help = "pin the loader threads (default: the CPUs the process had)"},
+	{"amp", optional_argument, .parse = p_amp, .meta = "[=fp16|bf16]",
+	 .help = "gpu: mixed precision, fp16 with a loss scale (--amp) or\n"
+		 "bf16"},
+	{"fast", NONE, .parse = p_flag, .field = F(fast),
+	 .help = "gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
+		 "weights then differ run to run (default: deterministic ones)"},
+	{"emulate", REQ, .parse = p_emulate, .meta = "PROFILE",
+	 .help = "no model: each rank is an emulated accelerator that reads its\n"
+		 "share of every batch and sleeps for the profile's compute\n"
+		 "time (MLPerf Storage's method); reports accelerator\n"
+		 "utilisation (AU). resnet50-h100 (batch 400, 0.224 s),\n"
+		 "resnet50-a100, unet3d-h100, unet3d-a100, cosmoflow-h100,\n"
+		 "cosmoflow-a100, or BATCH:SECONDS"},
+	HEAD("output:"),
+	{"plan", NONE, .parse = p_flag, .field = F(plan),
+	 .help = "print the memory the run needs and exit"},
+	{"gemm-peak", NONE, .parse = p_flag, .field = F(gemm_peak),
+	 .help = "print the SGEMM GFLOP/s of --threads threads on this\n"
+		 "machine (the bound of the training GFLOP/s in --log) and\n"
+		 "exit"},
+	{"checkpoint", REQ, .parse = p_str, .field = F(checkpoint), .meta = "FILE",
+	 .help = "write a checkpoint after each epoch (atomically; its folder\n"
+		 "is checked first); FILE must be new, empty or a\n"
+		 "checkpoint, and not in the data"},
+	{"checkpoint-every", REQ, .parse = p_ckpt_every, .meta = "N",
+	 .help = "also write --checkpoint every N optimizer steps, or Nm:\n"
+		 "every N minutes, inside an epoch (at a step boundary)\n"
+		 "SIGTERM or SIGINT with --checkpoint: checkpoint at the\n"
+		 "next step boundary and exit 75; SIGUSR1: checkpoint there\n"
+		 "and go on"},
+	{"resume", REQ, .parse = p_str, .field = F(resume), .meta = "FILE",
+	 .help = "continue a run from a checkpoint (its lr, schedule and\n"
+		 "epochs too, unless given here); one with all the run's\n"
+		 "epochs is evaluated on the test split"},
+	{"log", REQ, .parse = p_str, .field = F(log), .meta = "FILE",
+	 .help = "JSON lines: one per epoch, then a final one\n"
+		 "(not in the data, nor the --checkpoint or --resume file)"},
+	{"export", REQ, .parse = p_str, .field = F(export_path), .meta = "FILE.npz",
+	 .help = "write the final weights, by layer name, as a numpy .npz\n"
+		 "(atomically; not in the data)"},
+	{"quiet", NONE, .parse = p_flag, .field = F(quiet),
+	 .help = "print only the final \"weights xxh3\" line and errors"},
+	{"version", NONE, 'V', p_version,
+	 .help = "the version, store format and backends, and exit"},
+	{"help", NONE, 'h', p_help, .help = "this text"},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static void usage(FILE *f)
+{
+	fputs("usage: hntrain --data PATH [options]\n"
+	      "\n"
+	      "Train an image classifier on CPU (OpenBLAS) or GPU (CUDA plugin), reporting\n"
+	      "compute time and data-wait time apart.\n"
+	      "\n",
+	      f);
+	for (size_t i = 0; i < NROWS; i++) {
+		const struct opt_row *r = &rows[i];
+		if (!r->name) {
+			fprintf(f, "%s\n", r->help);
+			continue;
+		}
+		char left[64], letter[8] = "";
+		if (r->letter)
+			snprintf(letter, sizeof letter, "-%c, ", r->letter);
+		snprintf(left, sizeof left, "%s--%s%s%s", letter, r->name,
+			 r->meta && r->meta[0] != '[' ? " " : "", r->meta ? r->meta : "");
+		const char *h = r->help; /* lines after the first are indented as it is */
+		for (int line = 0; *h; line++) {
+			size_t n = strcspn(h, "\n");
+			fprintf(f, "  %-20s %.*s\n", line ? "" : left, (int)n, h);
+			h += n + (h[n] == '\n');
+		}
+	}
+	fputs("\n"
+	      "A read that brings no data for HNTRAIN_DATA_TIMEOUT seconds (default 60), or\n"
+	      "HNTRAIN_DATA_TIMEOUT_FACTOR (default 10) times the slowest read so far where\n"
+	      "longer, ends the run naming the source (a mount: its daemon and pid); with\n"
+	      "several ranks HNTRAIN_DIST_TIMEOUT (default 600) bounds it too.\n"
+	      "docs/HNTRAIN.md describes the sources, the log fields and the checkpoint format.\n",
+	      f);
+}
+
+/* getopt_long's table and short options, built from rows: option k returns 256 + k. */
 static void parse_opts(int argc, char **argv, struct hn_opts *o)
 {
-	int gemm_peak = 0;
-	enum {
-		O_DATA = 256,
-		O_SPLIT,
-		O_TEST_SPLIT,
-		O_LIMIT,
-		O_TEST_LIMIT,
-		O_PRELOAD,
-		O_TILE,
-		O_FIT,
-		O_WINDOW,
-		O_AUGMENT,
-		O_NORMALIZE,
-		O_CACHE,
-		O_LOADERS,
-		O_QUEUE,
-		O_MODEL,
-		O_OPTIM,
-		O_LR,
-		O_MOMENTUM,
-		O_WD,
-		O_SCHEDULE,
-		O_STEP_EPOCHS,
-		O_GAMMA,
-		O_WARMUP,
-		O_BATCH,
-		O_ACCUM,
-		O_EPOCHS,
-		O_STOP_AFTER,
-		O_SEED,
-		O_DEVICE,
-		O_THREADS,
-		O_AFFINITY,
-		O_LOADER_AFFINITY,
-		O_AMP,
-		O_FAST,
-		O_PLAN,
-		O_CHECKPOINT,
-		O_RESUME,
-		O_CKPT_EVERY,
-		O_LOG,
-		O_EXPORT,
-		O_STRICT,
-		O_SKIP_BAD,
-		O_QUIET,
-		O_HELP,
-		O_VERSION,
-		O_GEMM_PEAK,
-		O_EMULATE,
-	};
-	static const struct option lo[] = {
-		{"data", required_argument, 0, O_DATA},
-		{"split", required_argument, 0, O_SPLIT},
-		{"test-split", required_argument, 0, O_TEST_SPLIT},
-		{"limit", required_argument, 0, O_LIMIT},
-		{"test-limit", required_argument, 0, O_TEST_LIMIT},
-		{"preload", no_argument, 0, O_PRELOAD},
-		{"tile", required_argument, 0, O_TILE},
-		{"fit", required_argument, 0, O_FIT},
-		{"window", required_argument, 0, O_WINDOW},
-		{"augment", required_argument, 0, O_AUGMENT},
-		{"normalize", required_argument, 0, O_NORMALIZE},
-		{"cache", required_argument, 0, O_CACHE},
-		{"loaders", required_argument, 0, O_LOADERS},
-		{"queue", required_argument, 0, O_QUEUE},
-		{"model", required_argument, 0, O_MODEL},
-		{"optim", required_argument, 0, O_OPTIM},
-		{"lr", required_argument, 0, O_LR},
-		{"momentum", required_argument, 0, O_MOMENTUM},
-		{"wd", required_argument, 0, O_WD},
-		{"schedule", required_argument, 0, O_SCHEDULE},
-		{"step-epochs", required_argument, 0, O_STEP_EPOCHS},
-		{"gamma", required_argument, 0, O_GAMMA},
-		{"warmup", required_argument, 0, O_WARMUP},
-		{"batch", required_argument, 0, O_BATCH},
-		{"accum", required_argument, 0, O_ACCUM},
-		{"epochs", required_argument, 0, O_EPOCHS},
-		{"stop-after", required_argument, 0, O_STOP_AFTER},
-		{"seed", required_argument, 0, O_SEED},
-		{"device", required_argument, 0, O_DEVICE},
-		{"threads", required_argument, 0, O_THREADS},
-		{"affinity", required_argument, 0, O_AFFINITY},
-		{"loader-affinity", required_argument, 0, O_LOADER_AFFINITY},
-		{"amp", optional_argument, 0, O_AMP},
-		{"fast", no_argument, 0, O_FAST},
-		{"plan", no_argument, 0, O_PLAN},
-		{"checkpoint", required_argument, 0, O_CHECKPOINT},
-		{"resume", required_argument, 0, O_RESUME},
-		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
-		{"log", required_argument, 0, O_LOG},
-		{"export", required_argument, 0, O_EXPORT},
-		{"strict", no_argument, 0, O_STRICT},
-		{"skip-bad-sheets", no_argument, 0, O_SKIP_BAD},
-		{"quiet", no_argument, 0, O_QUIET},
-		{"help", no_argument, 0, O_HELP},
-		{"version", no_argument, 0, O_VERSION},
-		{"gemm-peak", no_argument, 0, O_GEMM_PEAK},
-		{"emulate", required_argument, 0, O_EMULATE},
-		{0, 0, 0, 0},
-	};
-	char err[HN_ERR_MAX];
-	int c;
+	struct option lo[NROWS + 1];
+	char shorts[2 * NROWS + 2] = ":";
+	size_t n = 0, ns = 1;
+	memset(lo, 0, sizeof lo);
+	for (size_t i = 0; i < NROWS; i++) {
+		if (!rows[i].name)
+			continue;
+		lo[n++] = (struct option){rows[i].name, rows[i].arg, NULL, 256 + (int)i};
+		if (rows[i].letter)
+			shorts[ns++] = rows[i].letter;
+	}
+	shorts[ns] = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
-		switch (c) {
-		case O_DATA:
-			o->data = optarg;
-			break;
-		case O_SPLIT:
-			o->split = optarg;
-			break;
-		case O_TEST_SPLIT:
-			o->test_split = optarg;
-			o->given_test_split = 1;
-			break;
-		case O_LIMIT:
-			o->limit = parse_u64("--limit", optarg, 1, UINT32_MAX);
-			break;
-		case O_TEST_LIMIT:
-			o->test_limit = parse_u64("--test-limit", optarg, 1, UINT32_MAX);
-			break;
-		case O_PRELOAD:
-			o->preload = 1;
-			break;
-		case O_STRICT:
-			o->strict = 1;
-			break;
-		case O_SKIP_BAD:
-			o->skip_bad_sheets = 1;
-			break;
-		case O_TILE: {
-			unsigned h = 0, w = 0, ch = 0;
-			int n = sscanf(optarg, "%ux%ux%u", &h, &w, &ch);
-			if (n < 2 || !h || !w || h > 4096 || w > 4096 ||
-			    (n == 3 && (ch != 1 && ch != 3)))
-				hn_die(2, "--tile: expected HxW or HxWxC (C 1 or 3), got \"%s\"",
-				       optarg);
-			o->tile_h = h;
-			o->tile_w = w;
-			o->tile_c = n == 3 ? ch : 0;
-			o->given_tile = 1;
-			break;
-		}
-		case O_FIT:
-			if (sprite_fit_parse(optarg, &o->fit) < 0)
-				hn_die(2, "--fit: expected crop, pad or stretch, got \"%s\"",
-				       optarg);
-			o->given_fit = 1;
-			break;
-		case O_WINDOW:
-			o->window = !strcmp(optarg, "full")
-					    ? 0
-					    : (uint32_t)parse_u64("--window", optarg, 1, 1u << 30);
-			o->given_window = 1;
-			break;
-		case O_AUGMENT:
-			/* The spelling now; whether the crop fits the tile once the data is open.
-			 */
-			if (hn_augment_parse(optarg, &o->augment, err) < 0)
-				hn_die(2, "--augment %s: %s", optarg, err);
-			o->given_augment = 1;
-			break;
-		case O_NORMALIZE:
-			if (hn_norm_parse(optarg, &o->norm) < 0)
-				hn_die(2,
-				       "--normalize %s: expected none, auto or MEAN:STD per channel "
-				       "(at most 4, STD > 0), such as 0.286:0.353",
-				       optarg);
-			o->given_normalize = 1;
-			break;
-		case O_CACHE:
-			if (sprite_parse_size(optarg, &o->cache) < 0)
-				hn_die(2, "--cache: expected a size such as 512M, got \"%s\"",
-				       optarg);
-			o->given_cache = 1;
-			break;
-		case O_LOADERS:
-			o->loaders = (int)parse_u64("--loaders", optarg, 1, 64);
-			break;
-		case O_QUEUE:
-			o->queue = (int)parse_u64("--queue", optarg, 1, 1024);
-			break;
-		case O_MODEL:
-			/* The spelling now; whether it fits the tiles once the data is open. */
-			if (hn_model_check_spec(optarg, err) < 0)
-				hn_die(2, "--model %s: %s", optarg, err);
-			o->model = optarg;
-			o->given_model = 1;
-			break;
-		case O_OPTIM:
-			if (!strcmp(optarg, "sgd"))
-				o->optim.kind = HN_OPT_SGD;
-			else if (!strcmp(optarg, "momentum"))
-				o->optim.kind = HN_OPT_MOMENTUM;
-			else if (!strcmp(optarg, "adam"))
-				o->optim.kind = HN_OPT_ADAM;
-			else
-				hn_die(2, "--optim: expected sgd, momentum or adam, got \"%s\"",
-				       optarg);
-			o->given_optim = 1;
-			break;
-		case O_LR:
-			o->lr = parse_f("--lr", optarg, 1e-12, 1e3);
-			o->given_lr = 1;
-			break;
-		case O_MOMENTUM:
-			o->optim.momentum = (float)parse_f("--momentum", optarg, 0, 0.9999);
-			break;
-		case O_WD:
-			o->optim.weight_decay = (float)parse_f("--wd", optarg, 0, 1);
-			o->given_wd = 1;
-			break;
-		case O_SCHEDULE:
-			if (!strcmp(optarg, "constant"))
-				o->sched = HN_SCHED_CONSTANT;
-			else if (!strcmp(optarg, "step"))
-				o->sched = HN_SCHED_STEP;
-			else if (!strcmp(optarg, "cosine"))
-				o->sched = HN_SCHED_COSINE;
-			else
-				hn_die(2,
-				       "--schedule: expected constant, step or cosine, got \"%s\"",
-				       optarg);
-			o->given_sched = 1;
-			break;
-		case O_STEP_EPOCHS:
-			o->step_epochs = parse_u64("--step-epochs", optarg, 1, 1000000);
-			o->given_step_epochs = 1;
-			break;
-		case O_GAMMA:
-			o->gamma = parse_f("--gamma", optarg, 1e-6, 1);
-			o->given_gamma = 1;
-			break;
-		case O_WARMUP:
-			o->warmup = parse_u64("--warmup", optarg, 0, UINT32_MAX);
-			o->given_warmup = 1;
-			break;
-		case O_BATCH:
-			o->batch = (int)parse_u64("--batch", optarg, 1, 65536);
-			o->given_batch = 1;
-			break;
-		case O_ACCUM:
-			o->accum = (int)parse_u64("--accum", optarg, 1, 65536);
-			o->given_accum = 1;
-			break;
-		case O_EPOCHS:
-			o->epochs = parse_u64("--epochs", optarg, 1, 1000000);
-			o->given_epochs = 1;
-			break;
-		case O_STOP_AFTER:
-			o->stop_after = parse_u64("--stop-after", optarg, 1, 1000000);
-			break;
-		case O_SEED:
-			o->seed = parse_u64("--seed", optarg, 0, UINT64_MAX);
-			o->given_seed = 1;
-			break;
-		case O_DEVICE:
-			if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu"))
-				hn_die(2, "--device: expected cpu or gpu, got \"%s\"", optarg);
-			o->device = optarg;
-			break;
-		case O_THREADS:
-			o->threads = (int)parse_u64_why("--threads", optarg, 1, HN_TEAM_MAX,
-							"the CPU backend runs at most 64");
-			break;
-		case O_AFFINITY:
-			o->affinity = optarg;
-			break;
-		case O_LOADER_AFFINITY:
-			o->loader_affinity = optarg;
-			break;
-		case O_AMP:
-			if (!optarg || !strcmp(optarg, "fp16"))
-				o->amp = HN_AMP_FP16;
-			else if (!strcmp(optarg, "bf16"))
-				o->amp = HN_AMP_BF16;
-			else
-				hn_die(2, "--amp=%s: fp16 or bf16", optarg);
-			break;
-		case O_FAST:
-			o->fast = 1;
-			break;
-		case O_PLAN:
-			o->plan = 1;
-			break;
-		case O_CHECKPOINT:
-			o->checkpoint = optarg;
-			break;
-		case O_RESUME:
-			o->resume = optarg;
-			break;
-		case O_CKPT_EVERY: {
-			size_t len = strlen(optarg);
-			int minutes = len > 1 && optarg[len - 1] == 'm';
-			char num[32];
-			snprintf(num, sizeof num, "%.*s", (int)(len - (size_t)minutes), optarg);
-			o->ckpt_every_steps = o->ckpt_every_s = 0;
-			if (minutes)
-				o->ckpt_every_s = 60 * parse_f("--checkpoint-every", num, 0.01, 1e6);
-			else
-				o->ckpt_every_steps =
-					parse_u64("--checkpoint-every", num, 1, UINT32_MAX);
-			break;
-		}
-		case O_LOG:
-			o->log = optarg;
-			break;
-		case O_EXPORT:
-			o->export_path = optarg;
-			break;
-		case O_QUIET:
-			o->quiet = 1;
-			break;
-		case 'h':
-		case O_HELP:
-			usage(stdout);
-			exit(0);
-		case 'V':
-		case O_VERSION:
-			print_version();
-			exit(0);
-		case O_GEMM_PEAK:
-			gemm_peak = 1;
-			break;
-		case O_EMULATE:
-			if (hn_emulate_parse(optarg, &o->emulate, err) < 0)
-				hn_die(2, "--emulate %s: %s", optarg, err);
-			break;
-		case ':':
+	for (int c; (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1;) {
+		if (c == ':')
 			hn_die(2, "option %s needs a value (see --help)", argv[optind - 1]);
-		default:
+		const struct opt_row *r = c >= 256 && c < 256 + (int)NROWS ? &rows[c - 256] : NULL;
+		for (size_t i = 0; i < NROWS && !r; i++)
+			if (rows[i].letter && c == rows[i].letter)
+				r = &rows[i];
+		if (!r) {
 			if (optopt && optopt < 256)
 				hn_die(2, "unknown option -%c (see --help)", optopt);
 			hn_die(2, "unknown or incomplete option \"%s\" (see --help)",
 			       argv[optind - 1]);
 		}
+		r->parse(r, optarg, o);
+		if (r->given)
+			*(int *)(void *)((char *)o + r->given) = 1;
 	}
 	if (optind < argc)
 		hn_die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
-	if (gemm_peak) {
-		double g = 0;
-		int nt = hn_backend_cpu_threads(o->threads);
-		if (hn_gemm_peak(nt, &g, err) < 0)
-			hn_die(1, "%s", err);
-		printf("sgemm peak: %.1f GFLOP/s (%d thread%s x 2048^3, %s)\n", g, nt,
-		       nt == 1 ? "" : "s", hn_backend_cpu_library());
-		exit(0);
-	}
+	if (o->gemm_peak)
+		return; /* a mode of its own (main): no data, no training */
 	if (!o->data)
 		hn_die(2, "--data PATH is required (see --help)");
 	if (!o->given_lr)
@@ -659,6 +643,8 @@ void hn_opts_parse(int argc, char **argv, struct hn_opts *o)
 		.device = "cpu",
 	};
 	parse_opts(argc, argv, o);
+	if (o->gemm_peak)
+		return; /* --affinity has never applied to it */
 	/* CPU lists are checked against the CPUs this process may use, before any work. */
 	cpu_set_t orig_mask;
 	sched_getaffinity(0, sizeof orig_mask, &orig_mask);

@@ -60,6 +60,7 @@ struct hn_opts {
 	cpu_set_t pin_mask, loader_mask;
 	const char *device;
 	int amp, fast, plan, quiet;
+	int gemm_peak; /* --gemm-peak: a mode of its own, no data (main) */
 	const char *checkpoint, *resume, *log;
 	/* --checkpoint-every N (steps) or Nm (minutes): also between epochs; 0 neither */
 	uint64_t ckpt_every_steps;
@@ -84,7 +85,8 @@ int hn_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * Fill o with the defaults and then the command line. --help and --version
  * print and exit 0; a malformed value, an unknown option or a CPU list
- * naming a CPU the process may not use exits 2. Nothing is opened.
+ * naming a CPU the process may not use exits 2. Nothing is opened. With
+ * --gemm-peak (o->gemm_peak) nothing else is required: main measures.
  */
 void hn_opts_parse(int argc, char **argv, struct hn_opts *o);
 
