@@ -82,7 +82,13 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 int hn_loader_next(hn_loader *l, struct hn_batch **b, char *err);
 /* Give the batch's slot back so that a loader can refill it. */
 void hn_loader_release(hn_loader *l, struct hn_batch *b);
-void hn_loader_stop(hn_loader *l); /* joins the threads; NULL is fine */
+/*
+ * Join the threads and free the ring; NULL is fine. 1 when a loader hangs
+ * in a read that never returns (a stopped FUSE daemon): its thread is left
+ * detached, still using the source, which the caller must not free (it is
+ * about to exit); else 0.
+ */
+int hn_loader_stop(hn_loader *l);
 /* Batches per pass of a split. */
 uint64_t hn_batches(uint64_t samples, int batch);
 /*

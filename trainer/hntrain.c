@@ -669,7 +669,15 @@ int main(int argc, char **argv)
 		goto out_backend;
 	if (!o.quiet)
 		print_header(&o, &ck, &t);
-	hn_train_run(&t); /* exits 1 itself on a failure inside the loop */
+	if (hn_train_run(&t) < 0) { /* its message printed */
+		/* a loader still reads the source (a stopped daemon): exit ends it */
+		if (t.abandoned)
+			exit(1);
+		if (t.logf)
+			fclose(t.logf);
+		hn_dist_stop_early(); /* as hn_die: the other ranks see this one go */
+		goto out_backend;
+	}
 	if (t.stopped) { /* by a signal, its checkpoint written (train.h) */
 		rc = HN_EXIT_STOPPED;
 		if (t.logf)

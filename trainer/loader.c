@@ -400,10 +400,10 @@ void hn_loader_release(hn_loader *l, struct hn_batch *b)
 	pthread_mutex_unlock(&l->lock);
 }
 
-void hn_loader_stop(hn_loader *l)
+int hn_loader_stop(hn_loader *l)
 {
 	if (!l)
-		return;
+		return 0;
 	pthread_mutex_lock(&l->lock);
 	l->stop = 1;
 	int stalled = l->stalled;
@@ -417,7 +417,7 @@ void hn_loader_stop(hn_loader *l)
 		 */
 		for (int i = 0; i < l->nthreads; i++)
 			pthread_detach(l->threads[i]);
-		return;
+		return 1;
 	}
 	for (int i = 0; i < l->nthreads; i++)
 		pthread_join(l->threads[i], NULL);
@@ -434,4 +434,5 @@ void hn_loader_stop(hn_loader *l)
 	pthread_cond_destroy(&l->loader_cv);
 	pthread_cond_destroy(&l->consumer_cv);
 	free(l);
+	return 0;
 }

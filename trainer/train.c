@@ -159,7 +159,11 @@ static struct feed feed_start(hn_loader *ld, const struct hn_backend_ops *be, vo
 	return (struct feed){.ld = ld, .be = be, .st = st, .what = what};
 }
 
-/* The next batch of the pass; the time spent waiting is added to *wait (unless NULL). */
+/*
+ * The next batch of the pass; the time spent waiting is added to *wait
+ * (unless NULL). NULL with the message printed on a failure (the caller
+ * unwinds; the loader's owner stops it).
+ */
 static struct hn_batch *feed_next(struct feed *f, int more, double *wait)
 {
 	char err[HN_ERR_MAX];
@@ -167,22 +171,23 @@ static struct hn_batch *feed_next(struct feed *f, int more, double *wait)
 	struct hn_batch *bt = f->ahead;
 	f->ahead = NULL;
 	if (!bt && hn_loader_next(f->ld, &bt, err) < 0) {
-		hn_loader_stop(f->ld); /* join the loaders before exiting */
-		hn_die(1, "%s: %s", f->what, err);
+		hn_error("%s: %s", f->what, err);
+		return NULL;
 	}
 	if (more) {
 		if (hn_loader_next(f->ld, &f->ahead, err) < 0) {
-			hn_loader_stop(f->ld);
-			hn_die(1, "%s: %s", f->what, err);
+			f->ahead = NULL;
+			hn_error("%s: %s", f->what, err);
+			return NULL;
 		}
 		int rc = f->be->stage && f->ahead->n > 0
 				 ? f->be->stage(f->st, f->ahead->tiles, f->ahead->labels,
 						f->ahead->n)
 				 : 0;
 		if (rc < 0) {
-			hn_loader_stop(f->ld);
-			hn_die(1, "%s: the backend cannot stage a batch: %s", f->what,
-			       strerror(-rc));
+			hn_error("%s: the backend cannot stage a batch: %s", f->what,
+				 strerror(-rc));
+			return NULL;
 		}
 	}
 	if (wait)
@@ -190,8 +195,8 @@ static struct hn_batch *feed_next(struct feed *f, int more, double *wait)
 	return bt;
 }
 
-void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
-		 struct hn_eval *r)
+int hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
+		struct hn_eval *r)
 {
 	char err[HN_ERR_MAX];
 	double t0 = sprite_now();
@@ -199,12 +204,12 @@ void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint6
 	struct feed f = feed_start(ld, be, st, "reading the test data");
 	for (uint64_t b = 0; b < nb; b++) {
 		struct hn_batch *bt = feed_next(&f, b + 1 < nb, NULL); /* timed whole (secs) */
+		if (!bt)
+			return -1;
 		struct hn_step_result res = {0};
 		int rc = bt->n ? be->evaluate(st, bt->tiles, bt->labels, bt->n, &res) : 0;
-		if (rc < 0) {
-			hn_loader_stop(ld);
-			hn_die(1, "evaluation failed: %s", strerror(-rc));
-		}
+		if (rc < 0)
+			return hn_error("evaluation failed: %s", strerror(-rc));
 		r->loss += res.loss_sum;
 		r->correct += (uint64_t)res.correct;
 		r->seen += (uint64_t)bt->n;
@@ -215,8 +220,10 @@ void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint6
 	double mine[3] = {r->loss, (double)r->correct, (double)r->seen}, *all = NULL;
 	if (N > 1) {
 		all = malloc((size_t)N * sizeof mine);
-		if (!all || hn_dist_gather_doubles(mine, 3, all, err) < 0)
-			hn_die(1, "%s", all ? err : "out of memory");
+		if (!all || hn_dist_gather_doubles(mine, 3, all, err) < 0) {
+			free(all);
+			return hn_error("%s", all ? err : "out of memory");
+		}
 		r->loss = 0;
 		r->correct = r->seen = 0;
 		for (int k = 0; k < N; k++) {
@@ -227,6 +234,7 @@ void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint6
 		free(all);
 	}
 	r->secs = sprite_now() - t0;
+	return 0;
 }
 
 void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck)
@@ -277,30 +285,29 @@ static int group_samples(const struct hn_train *t, int n, uint64_t g0, uint64_t 
  * much: the run has diverged even if the stable loss has not overflowed to
  * NaN yet.
  */
-static void check_loss(const struct hn_train *t, const struct hn_step_result *res, int n,
-		       uint64_t e, uint64_t b, double lr)
+static int check_loss(const struct hn_train *t, const struct hn_step_result *res, int n, uint64_t e,
+		      uint64_t b, double lr)
 {
 	double mean = res->loss_sum / (n ? n : 1);
 	if (isfinite(mean) && mean <= HN_LOSS_DIVERGED)
-		return;
-	hn_die(1,
-	       "the loss became %s at epoch %" PRIu64 ", step %" PRIu64 " (batch %" PRIu64
-	       "): training diverged; try a lower --lr (now %g)",
-	       isnan(mean)   ? "NaN"
-	       : isinf(mean) ? "infinite"
-			     : "huge",
-	       e + 1, t->step + 1, b, lr);
+		return 0;
+	return hn_error("the loss became %s at epoch %" PRIu64 ", step %" PRIu64 " (batch %" PRIu64
+			"): training diverged; try a lower --lr (now %g)",
+			isnan(mean)   ? "NaN"
+			: isinf(mean) ? "infinite"
+				      : "huge",
+			e + 1, t->step + 1, b, lr);
 }
 
 /*
  * HNTRAIN_DUMP_BATCH=FILE.npy, a debugging aid: the first training batch
  * of the run as the backend gets it (after --augment), uint8 (n, h, w, c).
  */
-static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
+static int dump_batch(const struct hn_train *t, const struct hn_batch *b)
 {
 	const char *path = getenv("HNTRAIN_DUMP_BATCH");
 	if (!path || !*path)
-		return;
+		return 0;
 	const struct hn_source_info *si = hn_source_info(t->src);
 	char hdr[128];
 	int k = snprintf(hdr, sizeof hdr,
@@ -333,7 +340,8 @@ static void dump_batch(const struct hn_train *t, const struct hn_batch *b)
 		r = sprite_outfile_commit(&o, why);
 	}
 	if (r < 0)
-		hn_die(1, "HNTRAIN_DUMP_BATCH %s: cannot write it: %s", path, why);
+		return hn_error("HNTRAIN_DUMP_BATCH %s: cannot write it: %s", path, why);
+	return 0;
 }
 
 /*
@@ -366,18 +374,20 @@ static const char *roll_call(const struct hn_train *t)
  * The time of that sum is a third share beside data wait and compute
  * (communication), summed into ep like the other two.
  */
-static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uint64_t b)
+static int train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uint64_t b)
 {
 	const struct hn_opts *o = t->o;
 	char err[HN_ERR_MAX];
 	if (ep->e * t->nb_train + b == raise_at)
 		raise(raise_sig);
 	struct hn_batch *bt = feed_next(f, b + 1 < t->nb_train, &ep->wait);
+	if (!bt)
+		return -1;
 	double t1 = sprite_now();
 	ep->augment += bt->augment_s;
 	ep->loader_cpu += bt->loader_cpu_s;
-	if (t->micro == 0)
-		dump_batch(t, bt);
+	if (t->micro == 0 && dump_batch(t, bt) < 0)
+		return -1;
 
 	uint64_t g0 = b - b % (uint64_t)o->accum;
 	uint64_t g_end = g0 + (uint64_t)o->accum;
@@ -405,8 +415,8 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 	t->pending = apply ? 0 : t->pending + (bt->n > 0);
 	double t2 = sprite_now();
 	if (rc < 0)
-		hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s", ep->e + 1,
-		       b, strerror(-rc));
+		return hn_error("epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
+				ep->e + 1, b, strerror(-rc));
 	/*
 	 * The host's time in the call, also on a gpu: the call waits for its
 	 * kernels, and the time it takes to launch them is compute too (the
@@ -420,17 +430,19 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 		ep->compute += tc - t2;
 		if (g ? hn_dist_sum_floats(g, t->m->nparams, err) < 0
 		      : t->be->dist_sum_grads(t->st, err) < 0) /* on the device (hntrain.c) */
-			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": %s%s", ep->e + 1, b, err,
-			       g ? "" : roll_call(t));
+			return hn_error("epoch %" PRIu64 ", batch %" PRIu64 ": %s%s", ep->e + 1, b,
+					err, g ? "" : roll_call(t));
 		double t3 = sprite_now();
 		ep->comm += t3 - tc;
 		rc = t->be->train_step(t->st, NULL, NULL, 0, group, 1, (float)ep->lr, sidx, NULL);
 		if (rc < 0)
-			hn_die(1, "epoch %" PRIu64 ", batch %" PRIu64 ": the backend failed: %s",
-			       ep->e + 1, b, strerror(-rc));
+			return hn_error("epoch %" PRIu64 ", batch %" PRIu64
+					": the backend failed: %s",
+					ep->e + 1, b, strerror(-rc));
 		ep->compute += sprite_now() - t3;
 	}
-	check_loss(t, &res, bt->n, ep->e, b, ep->lr);
+	if (check_loss(t, &res, bt->n, ep->e, b, ep->lr) < 0)
+		return -1;
 
 	ep->loss += res.loss_sum;
 	ep->correct += (uint64_t)res.correct;
@@ -444,6 +456,7 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
 		sprite_progress_add(&ep->bar, (uint64_t)n * (uint64_t)t->nranks); /* about */
 		sprite_progress_draw(&ep->bar);
 	}
+	return 0;
 }
 
 /*
@@ -452,8 +465,8 @@ static void train_step(struct hn_train *t, struct feed *f, struct epoch *ep, uin
  * with the epoch's counts so far summed over the ranks. The weights and
  * optimizer state are read back from the backend.
  */
-static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const struct epoch *ep,
-			    enum hn_ckpt_reason why)
+static int save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const struct epoch *ep,
+			   enum hn_ckpt_reason why)
 {
 	const struct hn_opts *o = t->o;
 	const struct hn_model *m = t->m;
@@ -461,8 +474,10 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
 	double sums[3] = {(double)ep->seen, (double)ep->correct, ep->loss};
 	if (done && t->nranks > 1) {
 		double *all = malloc((size_t)t->nranks * sizeof sums);
-		if (!all || hn_dist_gather_doubles(sums, 3, all, err) < 0)
-			hn_die(1, "%s", all ? err : "out of memory");
+		if (!all || hn_dist_gather_doubles(sums, 3, all, err) < 0) {
+			free(all);
+			return hn_error("%s", all ? err : "out of memory");
+		}
 		sums[0] = sums[1] = sums[2] = 0;
 		for (int r = 0; r < t->nranks; r++)
 			for (int k = 0; k < 3; k++)
@@ -471,7 +486,7 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
 	}
 	t->last_save = sprite_now();
 	if (t->rank != 0)
-		return;
+		return 0;
 	struct hn_checkpoint c = {
 		.in_c = m->in_c,
 		.in_h = m->in_h,
@@ -513,12 +528,14 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
 		}
 	size_t per = (size_t)hn_optim_state_per_param(o->optim.kind);
 	c.opt = malloc((m->nparams * per + 1) * sizeof(float));
+	int rc = 0;
 	if (!c.opt || t->be->get_params(t->st, t->params) < 0 ||
 	    (per && t->be->get_opt_state(t->st, c.opt) < 0))
-		hn_die(1, "--checkpoint: cannot read the state back from the backend");
-	if (hn_checkpoint_save(o->checkpoint, &c, err) < 0)
-		hn_die(1, "--checkpoint: %s", err);
+		rc = hn_error("--checkpoint: cannot read the state back from the backend");
+	else if (hn_checkpoint_save(o->checkpoint, &c, err) < 0)
+		rc = hn_error("--checkpoint: %s", err);
 	free(c.opt);
+	return rc;
 }
 
 /*
@@ -531,11 +548,11 @@ static void save_checkpoint(struct hn_train *t, uint64_t e, uint64_t done, const
  * that time plus a step).
  */
 #define HN_CHECK_S 0.02
-static void agree_requests(struct hn_train *t, int *stop, int *save)
+static int agree_requests(struct hn_train *t, int *stop, int *save)
 {
 	char err[HN_ERR_MAX];
 	if (t->nranks < 2)
-		return;
+		return 0;
 	double now = sprite_now();
 	uint64_t every = 1;
 	if (t->rank == 0 && t->step > t->check_step && now > t->check_time) {
@@ -547,12 +564,13 @@ static void agree_requests(struct hn_train *t, int *stop, int *save)
 	float f[4] = {(float)(*stop != 0), (float)(*save != 0), t->rank == 0 ? (float)every : 0,
 		      (float)(raise_at != UINT64_MAX)};
 	if (hn_dist_sum_floats(f, 4, err) < 0)
-		hn_die(1, "%s", err);
+		return hn_error("%s", err);
 	*stop = f[0] > 0;
 	*save = f[1] > 0;
 	t->check_step = t->step;
 	t->check_time = now;
 	t->next_check = t->step + (f[3] > 0 ? 1 : (uint64_t)f[2]);
+	return 0;
 }
 
 /* The run stops after its checkpoint: say where, and how to go on. */
@@ -577,7 +595,8 @@ static void say_stopped(const struct hn_train *t, uint64_t e, uint64_t done)
 /*
  * After the optimizer step that ends global batch `done` of epoch ep->e: a
  * checkpoint when --checkpoint-every or SIGUSR1 asks for one, and the stop
- * that SIGTERM or SIGINT asked for. 1 when the run stops here. At the
+ * that SIGTERM or SIGINT asked for. 1 when the run stops here, -1 on a
+ * failure (its message printed). At the
  * epoch's end only a stop writes one here (before the evaluation); else the
  * end of the epoch writes its own.
  */
@@ -595,13 +614,15 @@ static int step_boundary(struct hn_train *t, const struct epoch *ep, uint64_t do
 		if (o->ckpt_every_s > 0 && t->rank == 0 &&
 		    sprite_now() - t->last_save >= o->ckpt_every_s)
 			save = 1;
-		agree_requests(t, &stop, &save);
+		if (agree_requests(t, &stop, &save) < 0)
+			return -1;
 	}
 	if (o->ckpt_every_steps && t->step % o->ckpt_every_steps == 0)
 		save = 1; /* every rank knows: nothing to compare */
 	if (!stop && (!save || done == t->nb_train))
 		return 0;
-	save_checkpoint(t, ep->e, done, ep, stop ? HN_CKPT_SIGNAL : HN_CKPT_EVERY);
+	if (save_checkpoint(t, ep->e, done, ep, stop ? HN_CKPT_SIGNAL : HN_CKPT_EVERY) < 0)
+		return -1;
 	if (!stop)
 		return 0;
 	say_stopped(t, ep->e, done);
@@ -613,7 +634,7 @@ static int step_boundary(struct hn_train *t, const struct epoch *ep, uint64_t do
  * Several ranks: ep's counts summed over them, its times their mean, each
  * rank's times into rt (nranks entries).
  */
-static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank_times *rt)
+static int sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank_times *rt)
 {
 	enum { SEEN, LOSS, CORRECT, WAIT, COMPUTE, COMM, LCPU, K };
 	char err[HN_ERR_MAX];
@@ -621,8 +642,10 @@ static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank
 	double mine[K] = {(double)ep->seen, ep->loss, (double)ep->correct, ep->wait,
 			  ep->compute,	    ep->comm, ep->loader_cpu};
 	double *all = malloc((size_t)N * sizeof mine);
-	if (!all || hn_dist_gather_doubles(mine, K, all, err) < 0)
-		hn_die(1, "%s", all ? err : "out of memory");
+	if (!all || hn_dist_gather_doubles(mine, K, all, err) < 0) {
+		free(all);
+		return hn_error("%s", all ? err : "out of memory");
+	}
 	memset(mine, 0, sizeof mine);
 	for (int r = 0; r < N; r++) {
 		for (int k = 0; k < K; k++)
@@ -642,15 +665,16 @@ static void sum_ranks(const struct hn_train *t, struct epoch *ep, struct hn_rank
 	ep->compute = mine[COMPUTE] / N;
 	ep->comm = mine[COMM] / N;
 	ep->loader_cpu = mine[LCPU] / N;
+	return 0;
 }
 
 /* The end of an epoch: add it to the run's totals, print its line, append it to --log. */
-static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const struct hn_eval *ev)
+static int end_epoch(struct hn_train *t, struct epoch *ep, double wall, const struct hn_eval *ev)
 {
 	const struct hn_opts *o = t->o;
 	struct hn_rank_times rt[t->nranks];
-	if (t->nranks > 1)
-		sum_ranks(t, ep, rt);
+	if (t->nranks > 1 && sum_ranks(t, ep, rt) < 0)
+		return -1;
 	uint64_t seen = ep->seen, tseen = ev->seen;
 	struct hn_epoch_stats es = {
 		.epoch = ep->e + 1,
@@ -704,7 +728,8 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
 		putchar('\n');
 	}
 	if (t->logf && hn_log_epoch(t->logf, &es) < 0)
-		hn_die(1, "--log %s: write error", o->log);
+		return hn_error("--log %s: write error", o->log);
+	return 0;
 }
 
 /*
@@ -712,9 +737,9 @@ static void end_epoch(struct hn_train *t, struct epoch *ep, double wall, const s
  * --log, --checkpoint. The first epoch of a resumed run starts at the
  * checkpoint's batch, with its counts so far (rank 0 holds them, as the
  * sums over the ranks). Returns early with t->stopped set when a signal
- * stopped the run.
+ * stopped the run; -1 on a failure, its message printed.
  */
-static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
+static int train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 {
 	const struct hn_opts *o = t->o;
 	struct epoch ep = {.e = e};
@@ -734,14 +759,16 @@ static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 	double t_epoch = sprite_now();
 	struct feed f = feed_start(ld, t->be, t->st, "reading the data");
 	for (uint64_t b = b0; b < t->nb_train; b++) {
-		train_step(t, &f, &ep, b);
-		if (((b + 1) % (uint64_t)o->accum == 0 || b + 1 == t->nb_train) &&
-		    step_boundary(t, &ep, b + 1)) {
-			if (f.ahead) /* taken ahead, never trained: the loaders are stopped next */
+		int rc = train_step(t, &f, &ep, b);
+		if (rc == 0 && ((b + 1) % (uint64_t)o->accum == 0 || b + 1 == t->nb_train))
+			rc = step_boundary(t, &ep, b + 1);
+		/* stopped (1) or failed (-1): the loaders are stopped next */
+		if (rc != 0) {
+			if (f.ahead) /* taken ahead, never trained */
 				hn_loader_release(ld, f.ahead);
 			if (!o->quiet)
 				sprite_progress_end(&ep.bar);
-			return;
+			return rc < 0 ? -1 : 0;
 		}
 	}
 	double wall = sprite_now() - t_epoch;
@@ -749,18 +776,21 @@ static void train_epoch(struct hn_train *t, hn_loader *ld, uint64_t e)
 		sprite_progress_end(&ep.bar);
 
 	struct hn_eval ev;
-	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
-	end_epoch(t, &ep, wall, &ev);
+	if (hn_evaluate(ld, t->be, t->st, t->nb_test, &ev) < 0 || end_epoch(t, &ep, wall, &ev) < 0)
+		return -1;
 	if (o->checkpoint) {
-		save_checkpoint(t, e, 0, &ep, HN_CKPT_EPOCH_END);
+		if (save_checkpoint(t, e, 0, &ep, HN_CKPT_EPOCH_END) < 0)
+			return -1;
 		/* a stop asked for during the evaluation: the epoch's checkpoint is the place */
 		int stop = stop_sig != 0, save = 0;
-		agree_requests(t, &stop, &save);
+		if (agree_requests(t, &stop, &save) < 0)
+			return -1;
 		if (stop && e + 1 < t->end_epoch) {
 			say_stopped(t, e, 0);
 			t->stopped = 1;
 		}
 	}
+	return 0;
 }
 
 static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
@@ -789,7 +819,7 @@ static void loader_config(const struct hn_train *t, struct hn_loader_config *lc)
  * The checkpoint has every epoch the run asks for (resume refuses fewer):
  * evaluate it, the way to ask a checkpoint for its accuracy.
  */
-static void evaluate_only(struct hn_train *t)
+static int evaluate_only(struct hn_train *t)
 {
 	const struct hn_opts *o = t->o;
 	char err[HN_ERR_MAX];
@@ -804,16 +834,19 @@ static void evaluate_only(struct hn_train *t)
 				: "no test split to evaluate it on");
 	}
 	if (!t->ntest)
-		return;
+		return 0;
 	struct hn_loader_config lc;
 	hn_loader *ld = NULL;
 	loader_config(t, &lc);
 	lc.eval_only = 1;
 	if (hn_loader_start(&lc, &ld, err) < 0)
-		hn_die(1, "%s", err);
+		return hn_error("%s", err);
 	struct hn_eval ev;
-	hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
-	hn_loader_stop(ld);
+	int rc = hn_evaluate(ld, t->be, t->st, t->nb_test, &ev);
+	if (hn_loader_stop(ld))
+		t->abandoned = 1;
+	if (rc < 0)
+		return -1;
 	if (ev.seen)
 		t->test_acc = (double)ev.correct / (double)ev.seen;
 	if (!o->quiet && ev.seen)
@@ -821,25 +854,27 @@ static void evaluate_only(struct hn_train *t)
 		       " samples evaluated in %.2f s)\n",
 		       t->first_epoch, o->epochs, 100 * t->test_acc, ev.loss / (double)ev.seen,
 		       ev.seen, ev.secs);
+	return 0;
 }
 
-void hn_train_run(struct hn_train *t)
+int hn_train_run(struct hn_train *t)
 {
 	char err[HN_ERR_MAX];
 	struct hn_loader_config lc;
 	hn_loader *ld = NULL;
-	if (t->first_epoch >= t->end_epoch) {
-		evaluate_only(t);
-		return;
-	}
+	if (t->first_epoch >= t->end_epoch)
+		return evaluate_only(t);
 	if (t->o->checkpoint)
 		catch_signals();
 	read_raise_at();
 	t->last_save = sprite_now();
 	loader_config(t, &lc);
 	if (hn_loader_start(&lc, &ld, err) < 0)
-		hn_die(1, "%s", err);
-	for (uint64_t e = t->first_epoch; e < t->end_epoch && !t->stopped; e++)
-		train_epoch(t, ld, e);
-	hn_loader_stop(ld);
+		return hn_error("%s", err);
+	int rc = 0;
+	for (uint64_t e = t->first_epoch; rc == 0 && e < t->end_epoch && !t->stopped; e++)
+		rc = train_epoch(t, ld, e);
+	if (hn_loader_stop(ld))
+		t->abandoned = 1;
+	return rc;
 }

@@ -5,8 +5,8 @@
  * Like options.h, this is the program's own code: it prints the progress
  * bar and the per-epoch lines, appends to --log, writes --checkpoint, and a
  * failure inside the loop (a batch that cannot be read, a backend error, a
- * diverged loss) prints its message and exits 1 at once, the loader
- * threads left running, as it always has.
+ * diverged loss) prints its message and returns -1, the loader threads
+ * stopped, so that main's cleanup runs.
  */
 #ifndef HN_TRAIN_H
 #define HN_TRAIN_H
@@ -43,6 +43,9 @@ struct hn_train {
 	const struct hn_checkpoint *ck; /* the --resume checkpoint (zeroed: none) */
 	double last_save;		/* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
 	int stopped;			/* a signal stopped the run after a checkpoint */
+	/* a loader hangs in a read that never returns (a stopped FUSE daemon):
+	 * its thread still uses the source, so the caller exits without freeing it */
+	int abandoned;
 	/* several ranks: the step of the next comparison of stop and checkpoint requests,
 	 * and the step and time of the last one (train.c: agree_requests) */
 	uint64_t next_check, check_step;
@@ -80,7 +83,7 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
  * epoch's batches, then the test split, a line, a --log record and a
  * --checkpoint. With no epoch left to train, the weights are evaluated on
  * the test split instead (the way to ask a checkpoint for its accuracy).
- * Exits 1 on a failure.
+ * 0, or -1 on a failure with its message printed (see t->abandoned).
  *
  * With --checkpoint, SIGTERM and SIGINT stop the run at the next optimizer
  * step boundary (every rank at the same one) after writing the checkpoint:
@@ -89,7 +92,7 @@ void hn_train_init(struct hn_train *t, const struct hn_checkpoint *ck);
  * from a scheduler and mpirun both, are one). SIGUSR1 writes a checkpoint there and goes on, as
  * --checkpoint-every does.
  */
-void hn_train_run(struct hn_train *t);
+int hn_train_run(struct hn_train *t);
 #define HN_EXIT_STOPPED 75 /* EX_TEMPFAIL: stopped by a signal, checkpoint written: resume */
 
 /* ---- agree.c ---- */
@@ -114,9 +117,10 @@ double hn_lr_at(const struct hn_opts *o, uint64_t s, uint64_t steps_per_epoch, u
 
 /*
  * Evaluate the loader's next nb batches (a pass over the test split, this
- * rank's share) into r, summed over the ranks. Exits 1 on a failure.
+ * rank's share) into r, summed over the ranks. 0, or -1 on a failure with
+ * its message printed; the caller stops the loader.
  */
-void hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
-		 struct hn_eval *r);
+int hn_evaluate(hn_loader *ld, const struct hn_backend_ops *be, void *st, uint64_t nb,
+		struct hn_eval *r);
 
 #endif
