@@ -15,7 +15,7 @@
 
 #include "common/util.h"
 #include "tests/fuzz.h"
-#include "trainer/app.h"
+#include "trainer/checkpoint.h"
 
 struct loaded {
 	int ok;

@@ -18,7 +18,7 @@
 
 #include "common/util.h"
 #include "tests/check.h"
-#include "trainer/app.h"
+#include "trainer/checkpoint.h"
 
 enum { NP = 37, HDR = 640, OLD_HDR = 512 };
 

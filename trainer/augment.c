@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/app.h"
+#include "trainer/augment.h"
 
 #define AUG_SALT 0x6175676d656e7400ull /* "augment\0": apart from other seeded streams */
 

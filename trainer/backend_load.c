@@ -20,8 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/backend_load.h"
+#include "trainer/cuda_libs.h"
 #include "trainer/dist.h"
 
 #ifndef HN_PLUGIN_DIR

@@ -41,7 +41,8 @@
 
 #include "common/safe_open.h"
 #include "common/util.h"
-#include "trainer/app.h"
+#include "trainer/checkpoint.h"
+#include "trainer/data.h"
 
 struct ckpt_header {
 	char magic[8];

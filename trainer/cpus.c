@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
-#include "trainer/app.h"
+#include "trainer/cpus.h"
 
 /* "0-3,6" into a CPU set; -EINVAL on a malformed list. */
 int hn_cpus_parse(const char *s, cpu_set_t *set)

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/app.h"
+#include "trainer/cuda_libs.h"
 
 /* What the plugin is linked against (cuda/meson.build), in load order. */
 static const char *const needed[] = {"libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13",

@@ -199,24 +199,6 @@ int hn_source_read(hn_source *s, const struct hn_batch *b, char *err);
  */
 void hn_source_stalled(hn_source *s, char *out, size_t cap);
 
-/*
- * Read every sample of both splits into memory (using nthreads threads) and
- * turn s into an in-memory source: the --preload baseline. Image files that
- * do not decode are left out, so the counts in hn_source_info() may shrink.
- */
-int hn_source_preload(hn_source *s, int nthreads, char *err);
-
-/*
- * Per-channel mean and standard deviation of the training split's pixels
- * (1 to HN_NORM_CH channels),
- * on the 0..1 scale, from at most max_samples samples spread evenly over
- * it (indices k * count / n: a function of the data set alone). The sums
- * are of bytes, in integers, so the result does not depend on read order.
- * *used gets the samples read. 0, or -errno with err set.
- */
-int hn_source_channel_stats(hn_source *s, uint64_t max_samples, float *mean, float *std,
-			    uint64_t *used, char *err);
-
 /* Image files skipped so far because they did not decode (0 for other sources). */
 uint64_t hn_source_skipped(const hn_source *s);
 /* Unreadable sheets skipped so far (--skip-bad-sheets), and the samples they held. */

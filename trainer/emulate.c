@@ -34,7 +34,7 @@
 #include "common/json.h"
 #include "common/progress.h"
 #include "common/util.h"
-#include "trainer/app.h"
+#include "trainer/loader.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
 #include "trainer/emulate.h"

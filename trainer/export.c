@@ -12,7 +12,6 @@
 #include <zlib.h>
 
 #include "common/util.h"
-#include "trainer/app.h"
 #include "trainer/export.h"
 
 struct buf {

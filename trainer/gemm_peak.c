@@ -19,8 +19,8 @@
 #include <cblas.h>
 
 #include "common/util.h"
-#include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/gemm_peak.h"
 #include "trainer/team.h"
 
 #define PEAK_N 2048

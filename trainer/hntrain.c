@@ -24,14 +24,20 @@
 
 #include "common/safe_open.h"
 #include "common/util.h"
-#include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/chanstats.h"
+#include "trainer/checkpoint.h"
+#include "trainer/cpus.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
 #include "trainer/emulate.h"
 #include "trainer/export.h"
+#include "trainer/gemm_peak.h"
+#include "trainer/log.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
+#include "trainer/plan.h"
+#include "trainer/preload.h"
 #include "trainer/train.h"
 
 static const char *prog = HN_PROG;

@@ -31,7 +31,8 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "trainer/app.h"
+#include "trainer/augment.h"
+#include "trainer/loader.h"
 
 #define WAIT_FLOOR_S 60.0  /* HNTRAIN_DATA_TIMEOUT's default */
 #define WAIT_FACTOR  10.0  /* HNTRAIN_DATA_TIMEOUT_FACTOR's default */

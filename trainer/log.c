@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "common/json.h"
-#include "trainer/app.h"
+#include "trainer/log.h"
 
 static void num(FILE *f, const char *key, double v, int last)
 {

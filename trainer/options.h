@@ -15,8 +15,9 @@
 #include <stdint.h>
 
 #include "common/format.h"
-#include "trainer/app.h"
+#include "trainer/augment.h"
 #include "trainer/backend.h"
+#include "trainer/checkpoint.h"
 #include "trainer/emulate.h"
 
 #define HN_PROG "hntrain" /* the name messages start with */

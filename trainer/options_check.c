@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "trainer/app.h"
+#include "trainer/augment.h"
+#include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
 #include "trainer/options.h"

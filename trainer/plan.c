@@ -17,8 +17,9 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "trainer/app.h"
+#include "trainer/backend_load.h"
 #include "trainer/model.h"
+#include "trainer/plan.h"
 
 int64_t hn_mem_available(void)
 {

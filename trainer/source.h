@@ -109,6 +109,13 @@ uint64_t hn_source_id(const hn_source *s, int k, uint64_t i);
  * labels).
  */
 uint64_t hn_source_span(const hn_source *s, int k);
+/*
+ * Read positions b->idx[] of the run's samples (hn_source_read's contract):
+ * mapped to the source's ids through the --limit pick first. gather: the
+ * source's gather where it has one (index order, never a mount's epoch
+ * views), for the passes over a whole split (preload.c, chanstats.c).
+ */
+int hn_source_fetch(hn_source *s, const struct hn_batch *b, int gather, char *err);
 /* An IDX folder reads as memory: source_mem.c's read and close. */
 int hn_source_mem_read(hn_source *s, const struct hn_batch *b, char *err);
 void hn_source_mem_close(hn_source *s);

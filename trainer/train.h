@@ -14,9 +14,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/app.h"
 #include "trainer/backend.h"
+#include "trainer/checkpoint.h"
 #include "trainer/data.h"
+#include "trainer/loader.h"
+#include "trainer/log.h"
 #include "trainer/options.h"
 
 /* One run: what main has set up, the plan of steps, and the totals so far. */
