@@ -578,7 +578,7 @@ int sfs_epoch_get(struct sfs *fs, uint32_t slot, uint32_t epoch, uint32_t split,
 		if (released < RELEASE_TRIES) {
 			/* the cache's streams pin orders they follow: an idle one lets go */
 			pthread_mutex_unlock(&e->lock);
-			int dropped = sfs_cache_release_stream(fs);
+			int dropped = fs->release_order ? fs->release_order(fs) : 0;
 			pthread_mutex_lock(&e->lock);
 			released = dropped ? released + 1 : RELEASE_TRIES;
 			continue;

@@ -39,17 +39,9 @@
 
 #define TIMEOUT 86400.0
 
-static _Thread_local uint32_t caller_uid;
-
 static struct sfs *fs_of(fuse_req_t req)
 {
-	caller_uid = (uint32_t)fuse_req_ctx(req)->uid;
 	return fuse_req_userdata(req);
-}
-
-uint32_t sfs_ll_caller_uid(void)
-{
-	return caller_uid;
 }
 
 /*
@@ -141,7 +133,7 @@ static void sfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct sfs_attr a;
 	SFS_ADD(fs, lookups, 1);
 	SFS_ADD(fs, requests, 1);
-	int r = sfs_tree_lookup(fs, parent, name, &a);
+	int r = sfs_tree_lookup(fs, parent, name, (uint32_t)fuse_req_ctx(req)->uid, &a);
 	/* a seed directory's lookup was counted when its slot was found */
 	int64_t slot = r < 0 ? -1 : slot_of(a.ino);
 	if (slot >= 0 && sfs_ino_kind(a.ino) != SFS_K_SEED_DIR)
@@ -295,31 +287,26 @@ static void sfs_ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fuse_reply_open(req, fi);
 }
 
-static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			struct fuse_file_info *fi)
+/* stats.json: a snapshot per read; with no_open, the cached page is one reply */
+static void read_stats(fuse_req_t req, struct sfs *fs, size_t size, off_t off)
 {
-	struct sfs *fs = fs_of(req);
-	SFS_ADD(fs, requests, 1);
-	SFS_ADD(fs, reads, 1);
-	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
+	size_t len = 0;
+	char *j = sfs_stats_json(fs, &len);
+	if (!j) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (sfs_ino_kind(ino) == SFS_K_STATS_JSON) {
-		/* a snapshot per read; with no_open, the cached page is one reply */
-		size_t len = 0;
-		char *j = sfs_stats_json(fs, &len);
-		if (!j) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		size_t o = (uint64_t)off < len ? (size_t)off : len;
-		size_t n = len - o < size ? len - o : size;
-		SFS_ADD(fs, bytes_served, n);
-		fuse_reply_buf(req, j + o, n);
-		free(j);
-		return;
-	}
+	size_t o = (uint64_t)off < len ? (size_t)off : len;
+	size_t n = len - o < size ? len - o : size;
+	SFS_ADD(fs, bytes_served, n);
+	fuse_reply_buf(req, j + o, n);
+	free(j);
+}
+
+/* Every other file: bytes from pinned sheets (read.c), unpinned once replied. */
+static void read_file(fuse_req_t req, struct sfs *fs, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
 	struct sfs_rbuf *rb = sfs_rbuf_get(fs, size);
 	if (!rb) {
 		fuse_reply_err(req, ENOMEM);
@@ -340,6 +327,20 @@ static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_iov(req, rb->iov, rb->niov);
 	sfs_rbuf_release(fs, rb);
+}
+
+static void sfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct sfs *fs = fs_of(req);
+	SFS_ADD(fs, requests, 1);
+	SFS_ADD(fs, reads, 1);
+	if (off < 0)
+		fuse_reply_err(req, EINVAL);
+	else if (sfs_ino_kind(ino) == SFS_K_STATS_JSON)
+		read_stats(req, fs, size, off);
+	else
+		read_file(req, fs, ino, size, off, fi);
 }
 
 static void sfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

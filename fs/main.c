@@ -809,6 +809,7 @@ int main(int argc, char *argv[])
 		goto out_tree;
 	}
 	warn_store_gaps(fs, mnt);
+	fs->release_order = sfs_cache_release_stream; /* epoch.c's way up (sfs.h) */
 	if (sfs_cache_create(fs) < 0 || sfs_epochs_create(fs) < 0) {
 		fprintf(stderr, "spritefs: out of memory\n");
 		goto out_cache;

@@ -4,11 +4,12 @@
  * The daemon is split by concern: main.c (command line, source resolution,
  * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
  * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
- * read.c (each file's bytes, assembled from cached sheets; readahead; the
- * label table), cache.c (decoded sheets under a memory budget), prefetch.c
- * (io_uring reads + decode workers), epoch.c (seeded epoch views), stats.c
- * (counters, stats.json, logging), watch.c (the store replaced at its path).
- * spritefs-pack.c is another program.
+ * read.c (each file's bytes, assembled from cached sheets), readahead.c
+ * (what to load ahead of a reader), labels.c (the label table), cache.c
+ * (decoded sheets under a memory budget), prefetch.c (io_uring reads +
+ * decode workers), epoch.c (seeded epoch views), batch.c (the layout
+ * arithmetic sizes and bytes share), stats.c (counters, stats.json), log.c
+ * (the log), watch.c (the store replaced at its path).
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -165,6 +166,12 @@ struct sfs {
 	struct sfs_cache *cache;
 	struct sfs_prefetch *pf;
 	struct sfs_epochs *ep;
+	/*
+	 * What epoch.c calls when every order slot is pinned: main.c sets it to
+	 * sfs_cache_release_stream, so that the orders, below the cache, never
+	 * call up into it (the cache pins orders; the orders ask it to let go).
+	 */
+	int (*release_order)(struct sfs *fs);
 	struct sfs_stats stats;
 };
 
@@ -172,14 +179,16 @@ struct sfs {
  * Lock order. A thread holding a lock of this list takes only those below
  * it, never one above:
  *
- *   sfs_split.lab_lock  read.c: the label table; held while its pass over
+ *   sfs_split.lab_lock  labels.c: the label table; held while its pass over
  *                       the split pins sheets, which may wait for a load
  *   cache lock          cache.c: sheet states, budget, sheet memory
  *   prefetch lock       prefetch.c: read queues and I/O buffers; taken by
  *                       sfs_prefetch_submit() under the cache lock
  *
  * So the prefetcher calls into the cache (sfs_cache_complete,
- * sfs_sheet_mem_get/put) only with its own lock dropped. Leaves, under
+ * sfs_sheet_mem_get/put) only with its own lock dropped. The cache and the
+ * prefetcher are the one circle of calls in fs/ (the cache submits a read,
+ * the prefetcher completes it; tests/fs_ties.py keeps it the only one). Leaves, under
  * which no other lock is taken: the prefetcher's decode-queue lock,
  * epoch.c's lock of the epoch orders, and seed_lock. epoch.c's builder
  * threads take only its lock, and build with it dropped.
@@ -197,7 +206,7 @@ struct sprite_pack_options;
 int sfs_first_pack(const char *source, const char *cachedir,
 		   const struct sprite_pack_options *how, char *out, size_t cap);
 
-/* ---- stats.c ----------------------------------------------------------- */
+/* ---- log.c (the floor: calls no other fs/ file) ------------------------ */
 
 void sfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sfs_log_to_syslog(int on);
@@ -208,6 +217,9 @@ void sfs_log_to_syslog(int on);
  */
 int sfs_log_open(const char *path, char *err);
 void sfs_log_close(void);
+
+/* ---- stats.c, watch.c -------------------------------------------------- */
+
 /*
  * watch.c: a thread that says once, through sfs_log, when the store file is
  * replaced at its path, removed, or written to in place while mounted (the
@@ -238,7 +250,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw);
 void sfs_sheet_put(struct sfs *fs, uint32_t i);
 /*
  * Hint: load sheets list[0..n) ahead of need, within the budget. Never blocks.
- * Called from sfs_readahead() (read.c), where what to load ahead is decided.
+ * Called from sfs_readahead() (readahead.c), where what to load ahead is decided.
  * push: a reader goes through the batch files in order, so each sheet is
  * pushed into the kernel's page cache of its batch file once decoded.
  */
@@ -252,7 +264,10 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
  * before a request): follow the position (the cache pins the order while it
  * follows it; sheets used only by batches whose every byte has been served
  * are done) and load the sheets of the batches ahead in their order of first
- * use, within the budget. Never blocks on I/O.
+ * use, within the budget. Never blocks on I/O; at a request's start
+ * (served 0) a reader of a later batch may wait, up to 2 s, for the
+ * older batches' sheets to be done when the budget cannot hold them and its
+ * own (cache.c, admit).
  */
 void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size);
 /* Store bytes read for the epoch view read last (stats.json). */
@@ -454,15 +469,23 @@ void sfs_tree_free(struct sfs *fs);
 const char *sfs_store_shown(const struct sfs *fs);
 /* Validate an inode number; fill its attributes. -ENOENT when it names nothing. */
 int sfs_tree_attr(struct sfs *fs, uint64_t ino, struct sfs_attr *a);
-int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sfs_attr *a);
+/*
+ * The entry name of directory parent, for the request of uid (a seed looked
+ * up under epochs/ is registered for it: sfs_seed_slot()).
+ */
+int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, uint32_t uid,
+		    struct sfs_attr *a);
 /*
  * Directory entry number i (0 and 1 are "." and "..") of dir; writes its name
  * into name (256 bytes) and its attributes. Returns 1 when it exists, 2 when
  * it is a hole (a seed slot free again: skip it), 0 past the end, <0 on error.
  */
 int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct sfs_attr *a);
+
+/* ---- batch.c ----------------------------------------------------------- */
+
 /*
- * Layout facts that sizes (here) and bytes (read.c) must agree on: the grid
+ * Layout facts that sizes (tree.c) and bytes (read.c) must agree on: the grid
  * of tiles of a sheet image of count tiles, and the samples in batch n of an
  * epoch view of split sp.
  */
@@ -497,8 +520,13 @@ int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struc
 void sfs_rbuf_release(struct sfs *fs, struct sfs_rbuf *rb);
 /* Per-thread reply buffer sized for at least size bytes. */
 struct sfs_rbuf *sfs_rbuf_get(struct sfs *fs, size_t size);
+
+/* ---- labels.c ---------------------------------------------------------- */
+
 /* Build the label table of a split (decoding its sheets) when not yet built. */
 int sfs_labels_ensure(struct sfs *fs, struct sfs_split *sp);
+
+/* ---- readahead.c ------------------------------------------------------- */
 
 /*
  * Readahead: where a reader is, and the one function that decides which
@@ -524,7 +552,5 @@ void sfs_readahead(struct sfs *fs, const struct sfs_reader *r);
 
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops sfs_ll_ops;
-/* The uid of the request the calling thread serves (0 outside a request). */
-uint32_t sfs_ll_caller_uid(void);
 
 #endif

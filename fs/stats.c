@@ -1,87 +1,26 @@
 /*
- * stats.c - live counters as /.spritefs/stats.json, and the daemon's log.
+ * stats.c - live counters as /.spritefs/stats.json.
  *
  * Counters are plain uint64_t fields updated with relaxed atomics on the hot
  * paths (no lock, no false sharing worth a cache line each at these rates);
  * a snapshot is taken when stats.json is opened, so one read(2) sequence sees
- * one consistent-enough picture. Log lines go to stderr, to syslog once the
- * daemon has detached (stderr is /dev/null then), and with -o log=FILE to
- * that file too, each line with its time, in one append write.
+ * one consistent-enough picture. It reads every part of the daemon (cache,
+ * prefetcher, orders), so it sits above them; the log they all write is
+ * log.c's, a floor below everything.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/json.h"
-#include "common/safe_open.h"
 #include "common/util.h"
 #include "fs/sfs.h"
-
-static int use_syslog;
-static int log_fd = -1; /* -o log=FILE */
-
-int sfs_log_open(const char *path, char *err)
-{
-	/* not through a link, only a regular file with one name (safe_open.h) */
-	int fd = sprite_open_append(path, err);
-	if (fd < 0)
-		return fd;
-	if (log_fd >= 0)
-		close(log_fd);
-	log_fd = fd;
-	return 0;
-}
-
-void sfs_log_close(void)
-{
-	if (log_fd >= 0)
-		close(log_fd);
-	log_fd = -1;
-}
-
-void sfs_log_to_syslog(int on)
-{
-	if (on && !use_syslog)
-		openlog("spritefs", LOG_PID, LOG_DAEMON);
-	use_syslog = on;
-}
-
-void sfs_log(const char *fmt, ...)
-{
-	va_list ap;
-	char line[1024];
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s\n", line);
-	if (use_syslog)
-		syslog(LOG_ERR, "%s", line);
-	if (log_fd >= 0) {
-		/* 2026-11-25T02:41:07.123+0000 [pid] line */
-		struct timespec ts;
-		struct tm tm;
-		char stamp[64], out[1200];
-		clock_gettime(CLOCK_REALTIME, &ts);
-		localtime_r(&ts.tv_sec, &tm);
-		size_t k = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-		char zone[8] = "";
-		strftime(zone, sizeof zone, "%z", &tm);
-		snprintf(stamp + k, sizeof stamp - k, ".%03ld%s", ts.tv_nsec / 1000000, zone);
-		int n = snprintf(out, sizeof out, "%s [%d] %s\n", stamp, (int)getpid(), line);
-		if (n > 0) {
-			ssize_t w = write(log_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
-			(void)w; /* a full disk must not stop the daemon */
-		}
-	}
-}
 
 uint64_t sfs_rss_bytes(void)
 {

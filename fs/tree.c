@@ -52,16 +52,6 @@ static const char *img_ext(const struct sfs *fs)
 	return sprite_pnm_ext(fs->info->tile_c);
 }
 
-void sfs_sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols)
-{
-	uint32_t k = 1;
-	while ((uint64_t)k * k < count)
-		k++;
-	*cols = k;
-	*rows = count ? (count + k - 1) / k : 1;
-	(void)fs;
-}
-
 /* numpy .npy v1.0 header: magic, version, uint16 length, dict padded to 64 bytes. */
 static uint32_t npy_header(char *out, const char *descr, const char *shape)
 {
@@ -405,13 +395,6 @@ void sfs_tree_free(struct sfs *fs)
 
 /* ---- attributes ---------------------------------------------------------- */
 
-uint64_t sfs_epoch_batch_count(const struct sfs *fs, const struct sfs_split *sp, uint32_t n)
-{
-	uint64_t first = (uint64_t)n * fs->o.batch;
-	uint64_t left = sp->count - first;
-	return left < fs->o.batch ? left : fs->o.batch;
-}
-
 static uint64_t sheet_img_size(const struct sfs *fs, uint32_t sheet)
 {
 	const struct sprite_store_info *in = fs->info;
@@ -552,7 +535,8 @@ static int parse_num(const char *name, const char *suffix, int width, uint64_t *
 	return 0;
 }
 
-int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sfs_attr *a)
+int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, uint32_t uid,
+		    struct sfs_attr *a)
 {
 	const struct sprite_store_info *in = fs->info;
 	unsigned kind = sfs_ino_kind(parent);
@@ -601,7 +585,7 @@ int sfs_tree_lookup(struct sfs *fs, uint64_t parent, const char *name, struct sf
 	case SFS_K_EPOCHS_DIR: {
 		if (parse_num(name, "", 0, &n))
 			return -ENOENT;
-		int slot = sfs_seed_slot(fs, n, sfs_ll_caller_uid()); /* one lookup counted */
+		int slot = sfs_seed_slot(fs, n, uid); /* one lookup counted */
 		if (slot < 0)
 			return slot;
 		return sfs_tree_attr(fs, sfs_ino(SFS_K_SEED_DIR, split, (uint32_t)slot, 0), a);
