@@ -34,10 +34,11 @@
 #include "common/json.h"
 #include "common/progress.h"
 #include "common/util.h"
-#include "trainer/loader.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
 #include "trainer/emulate.h"
+#include "trainer/loader.h"
+#include "trainer/log.h"
 #include "trainer/options.h"
 
 /*
@@ -267,19 +268,6 @@ static void run_epoch(struct emu *E, hn_loader *ld, uint64_t e, struct emu_epoch
 		ep->au = 1; /* a wake-up a few microseconds early on a short epoch */
 }
 
-static void json_num(FILE *f, const char *key, double v, int last)
-{
-	if (isfinite(v))
-		fprintf(f, "\"%s\": %.6g%s", key, v, last ? "" : ", ");
-	else
-		fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
-}
-
-static double ratio(double a, double b)
-{
-	return b > 0 ? a / b : NAN;
-}
-
 /* The --log record of epoch e from every rank's numbers (all: nranks x G_K). */
 static void log_epoch(struct emu *E, uint64_t e, const double *all, double wall, double au,
 		      uint64_t samples, double compute, double wait, double lcpu)
@@ -291,28 +279,28 @@ static void log_epoch(struct emu *E, uint64_t e, const double *all, double wall,
 		", \"epoch\": %" PRIu64 ", \"accelerators\": %d, \"batch\": %u, "
 		"\"samples\": %" PRIu64 ", \"steps\": %" PRIu64 ", ",
 		e + 1, E->nranks, E->e->batch, samples, (uint64_t)all[G_STEPS]);
-	json_num(f, "compute_per_batch_s", E->e->compute_s, 0);
-	json_num(f, "wall_s", wall, 0);
-	json_num(f, "compute_s", compute, 0);
-	json_num(f, "data_wait_s", wait, 0);
-	json_num(f, "data_wait_share", ratio(wait, wall), 0);
-	json_num(f, "loader_cpu_s", lcpu, 0);
-	json_num(f, "au", au, 0);
-	json_num(f, "au_min", E->e->au_min, 0);
+	hn_log_num(f, "compute_per_batch_s", E->e->compute_s, 0);
+	hn_log_num(f, "wall_s", wall, 0);
+	hn_log_num(f, "compute_s", compute, 0);
+	hn_log_num(f, "data_wait_s", wait, 0);
+	hn_log_num(f, "data_wait_share", hn_log_ratio(wait, wall), 0);
+	hn_log_num(f, "loader_cpu_s", lcpu, 0);
+	hn_log_num(f, "au", au, 0);
+	hn_log_num(f, "au_min", E->e->au_min, 0);
 	fprintf(f, "\"au_pass\": %s, ", au >= E->e->au_min ? "true" : "false");
-	json_num(f, "samples_per_s", ratio((double)samples, wall), 0);
-	json_num(f, "mb_per_s", ratio((double)samples * E->tile_bytes / 1e6, wall), 0);
+	hn_log_num(f, "samples_per_s", hn_log_ratio((double)samples, wall), 0);
+	hn_log_num(f, "mb_per_s", hn_log_ratio((double)samples * E->tile_bytes / 1e6, wall), 0);
 	fputs("\"ranks\": [", f);
 	for (int r = 0; r < E->nranks; r++) {
 		const double *v = all + (size_t)r * G_K;
 		fprintf(f, "{\"rank\": %d, \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", ", r,
 			(uint64_t)v[G_STEPS], (uint64_t)v[G_SAMPLES]);
-		json_num(f, "au", v[G_AU], 0);
-		json_num(f, "wall_s", v[G_WALL], 0);
-		json_num(f, "compute_s", v[G_COMPUTE], 0);
-		json_num(f, "data_wait_s", v[G_WAIT], 0);
-		json_num(f, "first_step_s", v[G_FIRST], 0);
-		json_num(f, "loader_cpu_s", v[G_LCPU], 1);
+		hn_log_num(f, "au", v[G_AU], 0);
+		hn_log_num(f, "wall_s", v[G_WALL], 0);
+		hn_log_num(f, "compute_s", v[G_COMPUTE], 0);
+		hn_log_num(f, "data_wait_s", v[G_WAIT], 0);
+		hn_log_num(f, "first_step_s", v[G_FIRST], 0);
+		hn_log_num(f, "loader_cpu_s", v[G_LCPU], 1);
 		fputs(r + 1 < E->nranks ? "}, " : "}]}\n", f);
 	}
 	if (fflush(f) != 0)
@@ -364,9 +352,9 @@ static void end_epoch(struct emu *E, uint64_t e, const struct emu_epoch *ep)
 		printf("epoch %" PRIu64 "/%" PRIu64 "  AU %.1f%%%s %s  %.0f samples/s  %.1f MB/s  "
 		       "compute %.2f s  data wait %.3f s (%.2f%%)  loaders cpu %.2f s\n",
 		       e + 1, E->o->epochs, 100 * au, lo,
-		       au >= E->e->au_min ? "pass" : "FAIL", ratio((double)samples, wall),
-		       ratio((double)samples * E->tile_bytes / 1e6, wall), compute, wait,
-		       100 * ratio(wait, wall), lcpu);
+		       au >= E->e->au_min ? "pass" : "FAIL", hn_log_ratio((double)samples, wall),
+		       hn_log_ratio((double)samples * E->tile_bytes / 1e6, wall), compute, wait,
+		       100 * hn_log_ratio(wait, wall), lcpu);
 	}
 	if (E->logf)
 		log_epoch(E, e, all, wall, au, samples, compute, wait, lcpu);
@@ -382,21 +370,21 @@ static void log_final(struct emu *E, double au, const hn_source *src)
 		", \"accelerators\": %d, \"batch\": %u, \"epochs\": %" PRIu64
 		", \"samples\": %" PRIu64 ", ",
 		E->nranks, E->e->batch, E->epochs, E->samples);
-	json_num(f, "compute_per_batch_s", E->e->compute_s, 0);
-	json_num(f, "wall_s", E->wall, 0);
-	json_num(f, "compute_s", E->compute, 0);
-	json_num(f, "data_wait_s", E->wait, 0);
-	json_num(f, "data_wait_share", ratio(E->wait, E->wall), 0);
-	json_num(f, "loader_cpu_s", E->loader_cpu, 0);
-	json_num(f, "au", au, 0);
-	json_num(f, "au_min", E->e->au_min, 0);
+	hn_log_num(f, "compute_per_batch_s", E->e->compute_s, 0);
+	hn_log_num(f, "wall_s", E->wall, 0);
+	hn_log_num(f, "compute_s", E->compute, 0);
+	hn_log_num(f, "data_wait_s", E->wait, 0);
+	hn_log_num(f, "data_wait_share", hn_log_ratio(E->wait, E->wall), 0);
+	hn_log_num(f, "loader_cpu_s", E->loader_cpu, 0);
+	hn_log_num(f, "au", au, 0);
+	hn_log_num(f, "au_min", E->e->au_min, 0);
 	fprintf(f, "\"au_pass\": %s, \"au_epochs\": [", au >= E->e->au_min ? "true" : "false");
 	for (uint64_t k = 0; k < E->epochs; k++)
 		fprintf(f, "%s%.6g", k ? ", " : "", E->au_epochs[k]);
 	fputs("], ", f);
-	json_num(f, "samples_per_s", ratio((double)E->samples, E->wall), 0);
-	json_num(f, "mb_per_s", ratio((double)E->samples * E->tile_bytes / 1e6, E->wall), 0);
-	json_num(f, "tile_bytes", E->tile_bytes, 0);
+	hn_log_num(f, "samples_per_s", hn_log_ratio((double)E->samples, E->wall), 0);
+	hn_log_num(f, "mb_per_s", hn_log_ratio((double)E->samples * E->tile_bytes / 1e6, E->wall), 0);
+	hn_log_num(f, "tile_bytes", E->tile_bytes, 0);
 	fputs("\"source\": ", f);
 	sprite_json_fputs(f, hn_source_info(src)->kind);
 	fputs("}\n", f);
@@ -512,9 +500,9 @@ int hn_emulate_run(const struct hn_opts *o, hn_source *src)
 		       "%.0f samples/s, %.1f MB/s, data wait %.2f%%\n",
 		       E.nranks, E.e->name, 100 * au, E.epochs, E.epochs == 1 ? "" : "s",
 		       au >= E.e->au_min ? "PASS" : "FAIL", 100 * E.e->au_min,
-		       ratio((double)E.samples, E.wall),
-		       ratio((double)E.samples * E.tile_bytes / 1e6, E.wall),
-		       100 * ratio(E.wait, E.wall));
+		       hn_log_ratio((double)E.samples, E.wall),
+		       hn_log_ratio((double)E.samples * E.tile_bytes / 1e6, E.wall),
+		       100 * hn_log_ratio(E.wait, E.wall));
 	if (E.logf)
 		log_final(&E, au, src);
 	emu_free(&E);

@@ -13,7 +13,7 @@
 #include "common/json.h"
 #include "trainer/log.h"
 
-static void num(FILE *f, const char *key, double v, int last)
+void hn_log_num(FILE *f, const char *key, double v, int last)
 {
 	if (isfinite(v))
 		fprintf(f, "\"%s\": %.6g%s", key, v, last ? "" : ", ");
@@ -21,8 +21,7 @@ static void num(FILE *f, const char *key, double v, int last)
 		fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
 }
 
-/* a / b, or NaN (written as null) when b is 0: nothing was timed, the ratio is undefined */
-static double ratio(double a, double b)
+double hn_log_ratio(double a, double b)
 {
 	return b > 0 ? a / b : NAN;
 }
@@ -35,43 +34,50 @@ static void rank_times(FILE *f, int n, const struct hn_rank_times *r)
 	fputs("\"ranks\": [", f);
 	for (int i = 0; i < n; i++) {
 		fputs("{", f);
-		num(f, "compute_s", r[i].compute_s, 0);
-		num(f, "data_wait_s", r[i].data_wait_s, 0);
-		num(f, "comm_s", r[i].comm_s, 0);
-		num(f, "loader_cpu_s", r[i].loader_cpu_s, 1);
+		hn_log_num(f, "compute_s", r[i].compute_s, 0);
+		hn_log_num(f, "data_wait_s", r[i].data_wait_s, 0);
+		hn_log_num(f, "comm_s", r[i].comm_s, 0);
+		hn_log_num(f, "loader_cpu_s", r[i].loader_cpu_s, 1);
 		fputs(i + 1 < n ? "}, " : "}], ", f);
 	}
 }
 
+/* The split of a wall time that an epoch's record and the final one both give. */
+static void time_split(FILE *f, double wall, double compute, double wait, double augment,
+		       double lcpu, double comm, int nranks)
+{
+	hn_log_num(f, "wall_s", wall, 0);
+	hn_log_num(f, "compute_s", compute, 0);
+	hn_log_num(f, "data_wait_s", wait, 0);
+	hn_log_num(f, "data_wait_share", hn_log_ratio(wait, wall), 0);
+	hn_log_num(f, "augment_s", augment, 0);
+	hn_log_num(f, "augment_share", hn_log_ratio(augment, wall), 0);
+	hn_log_num(f, "loader_cpu_s", lcpu, 0);
+	hn_log_num(f, "loader_cpu_share", hn_log_ratio(lcpu, wall), 0);
+	hn_log_num(f, "comm_s", comm, 0);
+	hn_log_num(f, "comm_share", hn_log_ratio(comm, wall), 0);
+	fprintf(f, "\"nranks\": %d, ", nranks > 0 ? nranks : 1);
+}
+
 int hn_log_epoch(FILE *f, const struct hn_epoch_stats *s)
 {
-	double sps = ratio((double)s->samples, s->wall_s);
-	double share = ratio(s->data_wait_s, s->wall_s);
+	double sps = hn_log_ratio((double)s->samples, s->wall_s);
 	fprintf(f, "{\"epoch\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"steps\": %" PRIu64 ", ",
 		s->epoch, s->samples, s->steps);
-	num(f, "wall_s", s->wall_s, 0);
-	num(f, "compute_s", s->compute_s, 0);
-	num(f, "data_wait_s", s->data_wait_s, 0);
-	num(f, "data_wait_share", share, 0);
-	num(f, "augment_s", s->augment_s, 0);
-	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
-	num(f, "loader_cpu_s", s->loader_cpu_s, 0);
-	num(f, "loader_cpu_share", ratio(s->loader_cpu_s, s->wall_s), 0);
-	num(f, "comm_s", s->comm_s, 0);
-	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
-	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
+	time_split(f, s->wall_s, s->compute_s, s->data_wait_s, s->augment_s, s->loader_cpu_s,
+		   s->comm_s, s->nranks);
 	rank_times(f, s->nranks, s->rank);
-	num(f, "samples_per_s", sps, 0);
-	num(f, "train_loss", s->train_loss, 0);
-	num(f, "train_acc", s->train_acc, 0);
+	hn_log_num(f, "samples_per_s", sps, 0);
+	hn_log_num(f, "train_loss", s->train_loss, 0);
+	hn_log_num(f, "train_acc", s->train_acc, 0);
 	if (s->test_acc >= 0) {
-		num(f, "test_loss", s->test_loss, 0);
-		num(f, "test_acc", s->test_acc, 0);
+		hn_log_num(f, "test_loss", s->test_loss, 0);
+		hn_log_num(f, "test_acc", s->test_acc, 0);
 	} else {
 		fputs("\"test_loss\": null, \"test_acc\": null, ", f);
 	}
-	num(f, "eval_s", s->eval_s, 0);
-	num(f, "lr", s->lr, 1);
+	hn_log_num(f, "eval_s", s->eval_s, 0);
+	hn_log_num(f, "lr", s->lr, 1);
 	fputs("}\n", f);
 	return fflush(f) == 0 ? 0 : -1;
 }
@@ -83,23 +89,14 @@ int hn_log_final(FILE *f, const struct hn_final_stats *s)
 		", \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"run_epochs\": %" PRIu64
 		", \"run_steps\": %" PRIu64 ", ",
 		s->weights_xxh3, s->epochs, s->steps, s->samples, s->run_epochs, s->run_steps);
-	num(f, "wall_s", s->wall_s, 0);
-	num(f, "compute_s", s->compute_s, 0);
-	num(f, "data_wait_s", s->data_wait_s, 0);
-	num(f, "data_wait_share", ratio(s->data_wait_s, s->wall_s), 0);
-	num(f, "augment_s", s->augment_s, 0);
-	num(f, "augment_share", ratio(s->augment_s, s->wall_s), 0);
-	num(f, "loader_cpu_s", s->loader_cpu_s, 0);
-	num(f, "loader_cpu_share", ratio(s->loader_cpu_s, s->wall_s), 0);
-	num(f, "comm_s", s->comm_s, 0);
-	num(f, "comm_share", ratio(s->comm_s, s->wall_s), 0);
-	fprintf(f, "\"nranks\": %d, ", s->nranks > 0 ? s->nranks : 1);
-	num(f, "samples_per_s", ratio((double)s->samples, s->wall_s), 0);
-	num(f, "flops_per_sample", s->flops_per_sample, 0);
-	num(f, "compute_gflops",
-	    ratio(s->flops_per_sample * (double)s->samples / 1e9, s->compute_s), 0);
+	time_split(f, s->wall_s, s->compute_s, s->data_wait_s, s->augment_s, s->loader_cpu_s,
+		   s->comm_s, s->nranks);
+	hn_log_num(f, "samples_per_s", hn_log_ratio((double)s->samples, s->wall_s), 0);
+	hn_log_num(f, "flops_per_sample", s->flops_per_sample, 0);
+	hn_log_num(f, "compute_gflops",
+		   hn_log_ratio(s->flops_per_sample * (double)s->samples / 1e9, s->compute_s), 0);
 	if (s->test_acc >= 0)
-		num(f, "test_acc", s->test_acc, 0);
+		hn_log_num(f, "test_acc", s->test_acc, 0);
 	else
 		fputs("\"test_acc\": null, ", f);
 	fputs("\"source\": ", f);

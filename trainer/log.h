@@ -9,6 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/*
+ * One member "key": v of a record, then ", " unless last; a number that is
+ * not finite is written as null (JSON has no NaN). emulate.c's records use
+ * it too.
+ */
+void hn_log_num(FILE *f, const char *key, double v, int last);
+/* a / b, or NaN (written as null) when b is 0: nothing was timed, the ratio is undefined */
+double hn_log_ratio(double a, double b);
+
 /* One rank's split of time, for the log of a data-parallel run. */
 struct hn_rank_times {
 	double compute_s, data_wait_s, comm_s, loader_cpu_s;
