@@ -6,14 +6,13 @@
  */
 #include "fs/sfs.h"
 
-void sfs_sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols)
+void sfs_sheet_grid(uint32_t count, uint32_t *rows, uint32_t *cols)
 {
 	uint32_t k = 1;
 	while ((uint64_t)k * k < count)
 		k++;
 	*cols = k;
 	*rows = count ? (count + k - 1) / k : 1;
-	(void)fs;
 }
 
 uint64_t sfs_epoch_batch_count(const struct sfs *fs, const struct sfs_split *sp, uint32_t n)

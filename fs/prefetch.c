@@ -262,9 +262,7 @@ static void on_cqe(struct sfs_prefetch *p, uint64_t tag, int res)
 			close(p->fd);
 		p->fd = sprite_store_fd(p->fs->store);
 		__atomic_store_n(&p->direct, 0, __ATOMIC_RELAXED); /* stats.json reads it */
-		if (p->registered) {
-			/* registered buffers work on any descriptor; keep them */
-		}
+		/* registered buffers work on any descriptor: they stay */
 		prep_read(p, sheet, b, done);
 		return;
 	}

@@ -201,7 +201,7 @@ static int read_images_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 	add_span(fs, rb, sp->npy_images, 0, hl, &pos, end);
 	if (pos >= end)
 		return 0;
-	uint32_t sheet, slot, last = UINT32_MAX;
+	uint32_t sheet, slot;
 	int r = locate(fs, sp->index, (pos - hl) / tb, &sheet, &slot);
 	if (r < 0)
 		return r;
@@ -223,9 +223,7 @@ static int read_images_npy(struct sfs *fs, struct sfs_split *sp, uint64_t pos, u
 		if (r < 0)
 			return r;
 		pos += take;
-		last = sheet;
 	}
-	(void)last;
 	return 0;
 }
 
@@ -363,7 +361,7 @@ static int read_sheet_img(struct sfs *fs, struct sfs_split *sp, uint32_t n, uint
 	uint32_t sheet = sp->first_sheet + n, rows, cols;
 	const struct sprite_sheet_entry *e = &in->sheets[sheet];
 	char hdr[SPRITE_PNM_HEADER_MAX];
-	sfs_sheet_grid(fs, e->count, &rows, &cols);
+	sfs_sheet_grid(e->count, &rows, &cols);
 	int hl = sprite_pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w,
 				   in->tile_c);
 	rb->flat = 1;

@@ -489,7 +489,7 @@ int sfs_tree_dirent(struct sfs *fs, uint64_t dir, uint64_t i, char *name, struct
  * of tiles of a sheet image of count tiles, and the samples in batch n of an
  * epoch view of split sp.
  */
-void sfs_sheet_grid(const struct sfs *fs, uint32_t count, uint32_t *rows, uint32_t *cols);
+void sfs_sheet_grid(uint32_t count, uint32_t *rows, uint32_t *cols);
 uint64_t sfs_epoch_batch_count(const struct sfs *fs, const struct sfs_split *sp, uint32_t n);
 
 /* ---- read.c ------------------------------------------------------------ */

@@ -400,7 +400,7 @@ static uint64_t sheet_img_size(const struct sfs *fs, uint32_t sheet)
 	const struct sprite_store_info *in = fs->info;
 	uint32_t rows, cols;
 	char hdr[SPRITE_PNM_HEADER_MAX];
-	sfs_sheet_grid(fs, in->sheets[sheet].count, &rows, &cols);
+	sfs_sheet_grid(in->sheets[sheet].count, &rows, &cols);
 	int hl = sprite_pnm_header(hdr, sizeof(hdr), rows * in->tile_h, cols * in->tile_w,
 				   in->tile_c);
 	return (uint64_t)hl + (uint64_t)rows * cols * fs->tile_bytes;
