@@ -19,7 +19,7 @@ Prints one JSON object (and a line per pass on stderr). Needs root (drop_caches)
 and /dev/fuse. Used for issue 26's T11 (docs/ARCHITECTURE.md, "CPU floor").
 
     bench/cold_cpu.py --store S --cache 256M --spritefs build/fs/spritefs \\
-        --readbench build/bench/spritefs-readbench --pack build/fs/spritefs-pack [--runs 3]
+        --readbench build/bench/spritefs-readbench --pack build/pack/spritefs-pack [--runs 3]
 """
 import argparse
 import json

@@ -52,11 +52,11 @@ check() { # PROGRAM PAGE
 	((bad == was)) && echo "$page: $n options and variables of --help present; renders without warnings"
 }
 check "$spritefs" "$src/fs/spritefs.1"
-check "$pack" "$src/fs/spritefs-pack.1"
+check "$pack" "$src/pack/spritefs-pack.1"
 check "$hntrain" "$src/trainer/hntrain.1"
 check "$bench" "$src/bench/spritefs-bench.1"
 # every page is installed (meson install_man) from its meson.build
-for page in fs/spritefs.1 fs/spritefs-pack.1 trainer/hntrain.1 bench/spritefs-bench.1; do
+for page in fs/spritefs.1 pack/spritefs-pack.1 trainer/hntrain.1 bench/spritefs-bench.1; do
 	grep -q "install_man('$(basename "$page")'\|'$(basename "$page")'" "$src/$(dirname "$page")/meson.build" ||
 		fail "$page is not installed by $(dirname "$page")/meson.build"
 done

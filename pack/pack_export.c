@@ -27,7 +27,7 @@
 #include "common/safe_open.h"
 #include "common/store.h"
 #include "common/util.h"
-#include "fs/pack_export.h"
+#include "pack/pack_export.h"
 
 #define PROG "spritefs-pack"
 

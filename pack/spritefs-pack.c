@@ -24,7 +24,7 @@
 #include "common/perm.h"
 #include "common/store.h"
 #include "common/util.h"
-#include "fs/pack_export.h"
+#include "pack/pack_export.h"
 
 #ifndef SPRITEFS_VERSION
 #define SPRITEFS_VERSION "unknown"
