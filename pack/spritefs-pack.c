@@ -152,7 +152,8 @@ static void warn_empty_classes(const sprite_store *s)
 			break;
 		for (uint32_t c = 0; c < in->nclasses; c++)
 			if (!n[c])
-				fprintf(stderr, PROG ": warning: class %s has no sample in split %s\n",
+				fprintf(stderr,
+					PROG ": warning: class %s has no sample in split %s\n",
 					in->class_names[c], in->splits[k].name);
 	}
 	free(n);
@@ -488,174 +489,186 @@ static int check_mode_options(const char *given, unsigned mode)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static const struct option longopts[] = {
+	{"tile", required_argument, NULL, OPT_TILE},
+	{"fit", required_argument, NULL, OPT_FIT},
+	{"sheet", required_argument, NULL, OPT_SHEET},
+	{"compress", required_argument, NULL, OPT_COMPRESS},
+	{"window", required_argument, NULL, OPT_WINDOW},
+	{"store-version", required_argument, NULL, OPT_STORE_VERSION},
+	{"jobs", required_argument, NULL, OPT_JOBS},
+	{"strict", no_argument, NULL, OPT_STRICT},
+	{"name", required_argument, NULL, OPT_NAME},
+	{"verify", no_argument, NULL, OPT_VERIFY},
+	{"info", no_argument, NULL, OPT_INFO},
+	{"export", required_argument, NULL, OPT_EXPORT},
+	{"format", required_argument, NULL, OPT_FORMAT},
+	{"split", required_argument, NULL, OPT_SPLIT},
+	{"limit", required_argument, NULL, OPT_LIMIT},
+	{"force", no_argument, NULL, OPT_FORCE},
+	{"skipped", no_argument, NULL, OPT_SKIPPED},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{NULL, 0, NULL, 0},
+};
+
+/* The command line, as parsed. */
+struct cli {
+	struct sprite_pack_options o;
+	int verify, info, quiet, force;
+	const char *export_dir, *format, *split;
+	uint64_t limit;
+	char given[OPT_END]; /* options given, for check_mode_options() */
+};
+
+/* Take option opt (its argument in optarg): -1 to go on, else the exit status. */
+static int take_opt(struct cli *c, int opt)
 {
-	static const struct option longopts[] = {
-		{"tile", required_argument, NULL, OPT_TILE},
-		{"fit", required_argument, NULL, OPT_FIT},
-		{"sheet", required_argument, NULL, OPT_SHEET},
-		{"compress", required_argument, NULL, OPT_COMPRESS},
-		{"window", required_argument, NULL, OPT_WINDOW},
-		{"store-version", required_argument, NULL, OPT_STORE_VERSION},
-		{"jobs", required_argument, NULL, OPT_JOBS},
-		{"strict", no_argument, NULL, OPT_STRICT},
-		{"name", required_argument, NULL, OPT_NAME},
-		{"verify", no_argument, NULL, OPT_VERIFY},
-		{"info", no_argument, NULL, OPT_INFO},
-		{"export", required_argument, NULL, OPT_EXPORT},
-		{"format", required_argument, NULL, OPT_FORMAT},
-		{"split", required_argument, NULL, OPT_SPLIT},
-		{"limit", required_argument, NULL, OPT_LIMIT},
-		{"force", no_argument, NULL, OPT_FORCE},
-		{"skipped", no_argument, NULL, OPT_SKIPPED},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
-	struct sprite_pack_options o = {.codec = SPRITE_CODEC_LZ4, .fit = SPRITE_FIT_CROP};
-	int mode_verify = 0, mode_info = 0, quiet = 0, force = 0, opt;
-	const char *export_dir = NULL, *format = "tiff", *split = NULL;
-	uint64_t limit = UINT64_MAX;
 	uint32_t v;
-
-	char given[OPT_END] = {0};
-
-	while ((opt = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
-		if (opt > 0 && opt < OPT_END)
-			given[opt] = 1;
-		switch (opt) {
-		case OPT_TILE:
-			if (sprite_parse_tile(optarg, &o.tile_h, &o.tile_w, &o.tile_c) < 0) {
-				fprintf(stderr,
-					PROG ": bad --tile '%s' (HxW or HxWxC, sides 1..%u, "
-					     "C 1, 3 or 4)\n",
-					optarg, SPRITE_MAX_TILE_SIDE);
-				return 2;
-			}
-			break;
-		case OPT_FIT:
-			if (sprite_fit_parse(optarg, &o.fit) < 0) {
-				fprintf(stderr, PROG ": bad --fit '%s' (crop, pad or stretch)\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case OPT_SHEET:
-			if (parse_u32(optarg, SPRITE_MAX_SHEET_TILES, &o.sheet_tiles) < 0 ||
-			    o.sheet_tiles == 0) {
-				fprintf(stderr, PROG ": bad --sheet '%s' (1..%u)\n", optarg,
-					SPRITE_MAX_SHEET_TILES);
-				return 2;
-			}
-			break;
-		case OPT_STORE_VERSION:
-			if (parse_u32(optarg, SPRITE_VERSION, &o.store_version) < 0 ||
-			    o.store_version < 2) {
-				fprintf(stderr, PROG ": bad --store-version '%s' (2..%u)\n", optarg,
-					SPRITE_VERSION);
-				return 2;
-			}
-			break;
-		case OPT_WINDOW:
-			if (!strcmp(optarg, "full")) {
-				o.order_window = SPRITE_ORDER_FULL;
-			} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &o.order_window) <
-					   0 ||
-				   o.order_window == 0) {
-				fprintf(stderr,
-					PROG ": bad --window '%s' (1..%u sheets, or full)\n",
-					optarg, SPRITE_ORDER_WINDOW_MAX);
-				return 2;
-			}
-			break;
-		case OPT_COMPRESS:
-			if (!strcmp(optarg, "lz4")) {
-				o.codec = SPRITE_CODEC_LZ4;
-			} else if (!strcmp(optarg, "none") || !strcmp(optarg, "raw")) {
-				o.codec = SPRITE_CODEC_RAW;
-			} else {
-				fprintf(stderr, PROG ": bad --compress '%s' (lz4 or none)\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case OPT_JOBS:
-			if (parse_u32(optarg, 256, &v) < 0 || v == 0) {
-				fprintf(stderr, PROG ": bad --jobs '%s' (1..256)\n", optarg);
-				return 2;
-			}
-			o.jobs = (int)v;
-			break;
-		case OPT_STRICT:
-			o.strict = 1;
-			break;
-		case OPT_NAME:
-			/* Refused rather than cut: a cut name would not be the one asked for. */
-			if (strlen(optarg) >= SPRITE_NAME_MAX) {
-				fprintf(stderr,
-					PROG ": --name is %zu bytes long; a store's name holds at "
-					     "most %u bytes\n",
-					strlen(optarg), SPRITE_NAME_MAX - 1);
-				return 2;
-			}
-			o.name = optarg;
-			break;
-		case OPT_VERIFY:
-			mode_verify = 1;
-			break;
-		case OPT_INFO:
-			mode_info = 1;
-			break;
-		case OPT_EXPORT:
-			export_dir = optarg;
-			break;
-		case OPT_FORMAT:
-			format = optarg;
-			break;
-		case OPT_SPLIT:
-			split = optarg;
-			break;
-		case OPT_LIMIT: {
-			char *e;
-			errno = 0;
-			unsigned long long n = strtoull(optarg, &e, 10);
-			if (errno || e == optarg || *e || optarg[0] == '-') {
-				fprintf(stderr, PROG ": bad --limit '%s'\n", optarg);
-				return 2;
-			}
-			limit = n;
-			break;
-		}
-		case OPT_FORCE:
-			force = 1;
-			break;
-		case OPT_SKIPPED:
-			break; /* given[] holds it */
-		case 'q':
-			quiet = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf(PROG " " SPRITEFS_VERSION "\n");
-			return 0;
-		default:
-			usage(stderr);
+	switch (opt) {
+	case OPT_TILE:
+		if (sprite_parse_tile(optarg, &c->o.tile_h, &c->o.tile_w, &c->o.tile_c) < 0) {
+			fprintf(stderr,
+				PROG ": bad --tile '%s' (HxW or HxWxC, sides 1..%u, "
+				     "C 1, 3 or 4)\n",
+				optarg, SPRITE_MAX_TILE_SIDE);
 			return 2;
 		}
+		break;
+	case OPT_FIT:
+		if (sprite_fit_parse(optarg, &c->o.fit) < 0) {
+			fprintf(stderr, PROG ": bad --fit '%s' (crop, pad or stretch)\n", optarg);
+			return 2;
+		}
+		break;
+	case OPT_SHEET:
+		if (parse_u32(optarg, SPRITE_MAX_SHEET_TILES, &c->o.sheet_tiles) < 0 ||
+		    c->o.sheet_tiles == 0) {
+			fprintf(stderr, PROG ": bad --sheet '%s' (1..%u)\n", optarg,
+				SPRITE_MAX_SHEET_TILES);
+			return 2;
+		}
+		break;
+	case OPT_STORE_VERSION:
+		if (parse_u32(optarg, SPRITE_VERSION, &c->o.store_version) < 0 ||
+		    c->o.store_version < 2) {
+			fprintf(stderr, PROG ": bad --store-version '%s' (2..%u)\n", optarg,
+				SPRITE_VERSION);
+			return 2;
+		}
+		break;
+	case OPT_WINDOW:
+		if (!strcmp(optarg, "full")) {
+			c->o.order_window = SPRITE_ORDER_FULL;
+		} else if (parse_u32(optarg, SPRITE_ORDER_WINDOW_MAX, &c->o.order_window) < 0 ||
+			   c->o.order_window == 0) {
+			fprintf(stderr, PROG ": bad --window '%s' (1..%u sheets, or full)\n",
+				optarg, SPRITE_ORDER_WINDOW_MAX);
+			return 2;
+		}
+		break;
+	case OPT_COMPRESS:
+		if (!strcmp(optarg, "lz4")) {
+			c->o.codec = SPRITE_CODEC_LZ4;
+		} else if (!strcmp(optarg, "none") || !strcmp(optarg, "raw")) {
+			c->o.codec = SPRITE_CODEC_RAW;
+		} else {
+			fprintf(stderr, PROG ": bad --compress '%s' (lz4 or none)\n", optarg);
+			return 2;
+		}
+		break;
+	case OPT_JOBS:
+		if (parse_u32(optarg, 256, &v) < 0 || v == 0) {
+			fprintf(stderr, PROG ": bad --jobs '%s' (1..256)\n", optarg);
+			return 2;
+		}
+		c->o.jobs = (int)v;
+		break;
+	case OPT_STRICT:
+		c->o.strict = 1;
+		break;
+	case OPT_NAME:
+		/* Refused rather than cut: a cut name would not be the one asked for. */
+		if (strlen(optarg) >= SPRITE_NAME_MAX) {
+			fprintf(stderr,
+				PROG ": --name is %zu bytes long; a store's name holds at "
+				     "most %u bytes\n",
+				strlen(optarg), SPRITE_NAME_MAX - 1);
+			return 2;
+		}
+		c->o.name = optarg;
+		break;
+	case OPT_VERIFY:
+		c->verify = 1;
+		break;
+	case OPT_INFO:
+		c->info = 1;
+		break;
+	case OPT_EXPORT:
+		c->export_dir = optarg;
+		break;
+	case OPT_FORMAT:
+		c->format = optarg;
+		break;
+	case OPT_SPLIT:
+		c->split = optarg;
+		break;
+	case OPT_LIMIT: {
+		char *e;
+		errno = 0;
+		unsigned long long n = strtoull(optarg, &e, 10);
+		if (errno || e == optarg || *e || optarg[0] == '-') {
+			fprintf(stderr, PROG ": bad --limit '%s'\n", optarg);
+			return 2;
+		}
+		c->limit = n;
+		break;
+	}
+	case OPT_FORCE:
+		c->force = 1;
+		break;
+	case OPT_SKIPPED:
+		break; /* c->given[] holds it */
+	case 'q':
+		c->quiet = 1;
+		break;
+	case 'h':
+		usage(stdout);
+		return 0;
+	case 'V':
+		printf(PROG " " SPRITEFS_VERSION "\n");
+		return 0;
+	default:
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.o = {.codec = SPRITE_CODEC_LZ4, .fit = SPRITE_FIT_CROP},
+			.format = "tiff",
+			.limit = UINT64_MAX};
+	int opt;
+	while ((opt = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
+		if (opt > 0 && opt < OPT_END)
+			c.given[opt] = 1;
+		int r = take_opt(&c, opt);
+		if (r >= 0)
+			return r;
 	}
 	int nargs = argc - optind;
-	if (mode_verify + mode_info + (export_dir != NULL) > 1) {
+	if (c.verify + c.info + (c.export_dir != NULL) > 1) {
 		fprintf(stderr, PROG ": --verify, --info and --export do not go together\n");
 		return 2;
 	}
-	unsigned mode = mode_verify  ? MODE_VERIFY
-			: mode_info  ? MODE_INFO
-			: export_dir ? MODE_EXPORT
-				     : MODE_PACK;
-	if (check_mode_options(given, mode) < 0)
+	unsigned mode = c.verify       ? MODE_VERIFY
+			: c.info       ? MODE_INFO
+			: c.export_dir ? MODE_EXPORT
+				       : MODE_PACK;
+	if (check_mode_options(c.given, mode) < 0)
 		return 2;
 	if (mode != MODE_PACK) {
 		if (nargs != 1) {
@@ -664,17 +677,17 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		const char *store = argv[optind];
-		if (mode_verify)
-			return do_verify(store, quiet);
-		if (mode_info)
-			return do_info(store, given[OPT_SKIPPED]);
-		return spritefs_pack_export(store, export_dir, format, split, limit, o.jobs, o.strict, force,
-				 quiet);
+		if (mode == MODE_VERIFY)
+			return do_verify(store, c.quiet);
+		if (mode == MODE_INFO)
+			return do_info(store, c.given[OPT_SKIPPED]);
+		return spritefs_pack_export(store, c.export_dir, c.format, c.split, c.limit,
+					    c.o.jobs, c.o.strict, c.force, c.quiet);
 	}
 	if (nargs != 2) {
 		fprintf(stderr, PROG ": expected SOURCE and STORE\n");
 		usage(stderr);
 		return 2;
 	}
-	return do_pack(argv[optind], argv[optind + 1], &o, quiet);
+	return do_pack(argv[optind], argv[optind + 1], &c.o, c.quiet);
 }
