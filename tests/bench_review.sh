@@ -5,7 +5,8 @@
 # matrix, each measured row with a time per epoch, samples/s that agree with the split's size,
 # and a test accuracy; the rows that cannot run on the CPU say why instead of a number; the
 # effects (GA on/off, the baseline repeated) are ratios of the rows; the report's "what the
-# measurements support" section is on stdout; no mount or folder is left behind.
+# measurements support" section is on stdout; no mount or folder is left behind. Then
+# spritefs-bench accuracy --quick: the figure it prints is its log's.
 #   usage: bench_review.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
 BENCH=${1:?bench script}
@@ -92,9 +93,13 @@ for name, why in (("hntrain-ga1-amp", "CPU backend"), ("hntrain-ga2-amp", "CPU b
     elif x.get("epoch_s") is not None or x.get("samples_s") is not None:
         bad.append(f"{name}: a number where nothing was measured: {x}")
 e = s.get("effects", {}).get("hntrain", {})
-ga, base = e.get("ga") or {}, rows.get("hntrain-ga1-off", {})
+ga = e.get("ga") or {}
+# the baseline is the mean of its two runs (first and last)
+base = (rows["hntrain-ga1-off"]["epoch_s"] + rows["hntrain-ga1-off-repeat"]["epoch_s"]) / 2
+if not num(e.get("baseline_epoch_s"), 1e-3, 3600) or abs(e["baseline_epoch_s"] - base) > 1e-9:
+    bad.append(f"hntrain's baseline {e.get('baseline_epoch_s')} is not its two runs' mean {base}")
 if not num(ga.get("time_ratio"), 1e-3, 1e3) or \
-        abs(ga["time_ratio"] - rows["hntrain-ga2-off"]["epoch_s"] / base["epoch_s"]) > 1e-9:
+        abs(ga["time_ratio"] - rows["hntrain-ga2-off"]["epoch_s"] / base) > 1e-9:
     bad.append(f"hntrain GA on/off ratio {ga} is not the rows' epoch times over each other")
 if not num(e.get("repeat_ratio"), 1e-3, 1e3):
     bad.append(f"hntrain's repeat ratio {e.get('repeat_ratio')}")
@@ -106,5 +111,38 @@ if not any(l.startswith("* hntrain: GA ") and f"{ga.get('time_ratio', 0):.2f}x" 
 if bad:
     print("FAIL: results.json: " + "; ".join(bad)); sys.exit(1)
 print("results.json ok:", {n: round(rows[n]["samples_s"], 1) for n in measured})
+PYEOF
+
+# spritefs-bench accuracy --quick: one epoch of resnet-fm on 1,024 samples through a mount; the
+# figure on stdout is the log's, held against 94% within 15 epochs
+"$BENCH" accuracy --quick --no-gpu --out "$OUT/acc" >"$OUT/acc.stdout" 2>"$OUT/acc.stderr" &
+BPID=$!
+wait "$BPID"
+rc=$?
+tail -5 "$OUT/acc.stderr"
+cat "$OUT/acc.stdout"
+((rc == 0)) || fail "spritefs-bench accuracy exited with $rc"
+left=$(leftovers)
+[[ -z $left ]] || fail "spritefs-bench accuracy left mounts or folders behind: $left"
+line=$(grep '^spritefs-bench accuracy: best test accuracy ' "$OUT/acc.stdout") || fail "no figure on stdout"
+$PY - "$OUT/acc/results.json" "$OUT/acc/logs/accuracy.jsonl" "$line" <<'PYEOF' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+log = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+ep = [l for l in log if "epoch" in l and not l.get("final")]
+bad = []
+if len(ep) != 1 or len(s["epochs"]) != 1:
+    bad.append(f"{len(ep)} epoch lines in the log, {len(s['epochs'])} in the summary: expected 1")
+elif s["best_test_acc"] != ep[0]["test_acc"] or not 0 < s["best_test_acc"] <= 1:
+    bad.append(f"best {s['best_test_acc']} is not the log's {ep[0]['test_acc']}")
+elif s["pass"] is not (s["best_test_acc"] >= 0.94) or s["target"] != 0.94 or s["target_epochs"] != 15:
+    bad.append(f"pass {s['pass']} for {s['best_test_acc']} against {s['target']} in {s['target_epochs']}")
+elif f"{100 * s['best_test_acc']:.2f}%" not in sys.argv[3] or ("pass" if s["pass"] else "miss") not in sys.argv[3]:
+    bad.append(f"the printed figure does not say {s['best_test_acc']}: {sys.argv[3]}")
+if "--limit 1024" not in (s.get("command") or "") or "--augment flip" not in s["command"]:
+    bad.append(f"the run's command: {s.get('command')}")
+if bad:
+    print("FAIL: accuracy: " + "; ".join(bad)); sys.exit(1)
+print("accuracy ok:", sys.argv[3])
 PYEOF
 echo PASS

@@ -47,6 +47,9 @@ def main(out):
     if cfg.get("dataset") == "review":
         from . import review_report
         return review_report.main(out, recs, machine, notes)
+    if cfg.get("dataset") == "accuracy":
+        from . import accuracy
+        return accuracy.report(out, recs)
     return standard(out, recs, machine, data, notes, gnuplot)
 
 

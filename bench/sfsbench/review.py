@@ -19,9 +19,11 @@ technique off and on, alone and together:
        and off; hntrain's GPU backend always stages through pinned buffers
 
 B is 64 on the CPU and the review's 128 on a GPU (where hntrain --device gpu
-starts). After the matrix each framework's baseline runs again: the ratio of
-the two is the run-to-run noise against which the effects are judged (this
-machine's cores are shared). Each run gets a fresh mount whose view batch is its (micro-)batch,
+starts). A framework's runs go together, its baseline first; after the matrix
+each framework's baseline runs again, in reverse order (hntrain's baseline
+runs first and last): the ratio of the two is the run-to-run noise against
+which the effects are judged (this machine's cores are shared), and their
+mean is the baseline the ratios are taken against. Each run gets a fresh mount whose view batch is its (micro-)batch,
 so hntrain reads epoch views. Every run records time per epoch (the training
 pass, data wait included), samples/s and test accuracy; review_report.py
 makes the tables, results.json and the "what the measurements support"
@@ -52,19 +54,22 @@ def steady(per):
 
 
 def matrix(gpu):
-    """The runs: (framework, ga, amp, memory, None to measure or why it is not)."""
+    """The runs, a framework's together (its baseline first): (framework, ga, amp, memory,
+    None to measure or why it is not)."""
     runs = []
-    for ga in (1, 2):
-        for on in (False, True):
-            if gpu:
-                a = "fp16" if on else "off"
-                runs += [("hntrain", ga, a, "pinned", None), ("hntrain", ga, a, "pageable", PIN_HN),
-                         ("pytorch", ga, a, "pageable", None), ("pytorch", ga, a, "pinned", None)]
-            else:
-                runs += [("hntrain", ga, "fp16/bf16" if on else "off", "-", CPU_NA if on else None),
-                         ("pytorch", ga, "bf16" if on else "off", "-", None)]
-    if not gpu:
-        runs += [("hntrain", 1, "off", "pinned", PIN_CPU), ("pytorch", 1, "off", "pinned", PIN_CPU)]
+    for fw in ("hntrain", "pytorch"):
+        for ga in (1, 2):
+            for on in (False, True):
+                if gpu:
+                    a = "fp16" if on else "off"
+                    runs += [("hntrain", ga, a, "pinned", None), ("hntrain", ga, a, "pageable", PIN_HN)] \
+                        if fw == "hntrain" else [("pytorch", ga, a, "pageable", None), ("pytorch", ga, a, "pinned", None)]
+                elif fw == "hntrain":
+                    runs.append(("hntrain", ga, "fp16/bf16" if on else "off", "-", CPU_NA if on else None))
+                else:
+                    runs.append(("pytorch", ga, "bf16" if on else "off", "-", None))
+        if not gpu:
+            runs.append((fw, 1, "off", "pinned", PIN_CPU))
     return runs
 
 
@@ -217,8 +222,9 @@ def run(b):
     load0 = os.getloadavg()
     for fw, ga, amp, mem, why in runs:
         r.run_one(fw, ga, amp, mem, why)
-    b.msg("      each framework's baseline again: the run-to-run noise the effects are held against")
-    for fw in ("hntrain", "pytorch") if r.torch_ok else ("hntrain",):
+    b.msg("      each framework's baseline again, in reverse order: the run-to-run noise the effects are "
+          "held against")
+    for fw in ("pytorch", "hntrain") if r.torch_ok else ("hntrain",):
         fw, ga, amp, mem, why = next(x for x in runs if x[0] == fw and x[4] is None)
         r.run_one(fw, ga, amp, mem, why, repeat=True)
     b.rec("review-load", "machine", "-", 0, {"loadavg_before": load0, "loadavg_after": os.getloadavg()})
