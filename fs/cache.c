@@ -25,9 +25,15 @@
  * the budget without throwing away what the next batches need. A sheet that
  * was prefetched for another kind of reader (batches/, images.npy) and not yet
  * read is only evicted by a reader that needs room, never by another
- * prefetch. A reader that needs a sheet while everything is pinned goes over
- * budget for the duration (pins are bounded by the readers in flight); a
- * prefetch never does. A sheet that fails its checksum is marked failed for
+ * prefetch. A reader of a view evicts by the same rule, only sheets needed
+ * later than its own; where there is none it goes over budget (up to a
+ * quarter more), and a reader whose batch the budget cannot hold beside the
+ * older batches waits at its request's start until they are done (admit):
+ * several readers at different batches of a view then take turns instead of
+ * evicting what the others are about to read, which read a store 7-22x over.
+ * A reader that needs a sheet while everything is pinned goes over budget
+ * for the duration (pins are bounded by the readers in flight); a prefetch
+ * never does. A sheet that fails its checksum is marked failed for
  * good: the bytes on disk will not change while we are mounted, and every
  * later reader gets EIO without another read.
  */
@@ -49,6 +55,7 @@ struct slot {
 	uint8_t unused;	 /* prefetched, not yet read */
 	uint8_t waiters; /* a reader sleeps on it */
 	uint8_t push;	 /* loaded ahead of a batch-file reader: push it to the kernel */
+	uint8_t fresh;	 /* loaded for a sleeping reader that has not pinned it yet */
 	int err;	 /* last error for S_EMPTY after a transient failure */
 };
 
@@ -59,11 +66,12 @@ struct slot {
 struct stream {
 	void *handle; /* pinned epoch order; NULL: free */
 	const struct sfs_plan *plan;
-	uint32_t pos;	 /* oldest batch not yet read to its end: sheets used before are done */
-	uint64_t fin;	 /* bit k: batch pos + k has been read to its end */
-	uint32_t high;	 /* furthest batch read */
-	uint32_t cursor; /* batches before it have every sheet resident or loading */
-	uint64_t used;	 /* LRU tick */
+	uint32_t pos;	  /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	  /* bit k: batch pos + k has been read to its end */
+	uint64_t started; /* bit k: batch pos + k has had a request */
+	uint32_t high;	  /* furthest batch read */
+	uint32_t cursor;  /* batches before it have every sheet resident or loading */
+	uint64_t used;	  /* LRU tick */
 	uint64_t start_bytes; /* split's store bytes read when the stream began */
 	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
 	uint64_t served[FINWIN];
@@ -80,10 +88,13 @@ struct sfs_cache {
 	uint32_t *res;	   /* ready sheets, in no order */
 	uint32_t nres;
 	uint32_t loading;
+	uint32_t room_waiters; /* readers waiting for older batches to free room */
 	uint64_t tick;
 	struct stream streams[NSTREAMS];
 	uint32_t current;     /* the stream made last, for stats.json */
 	uint64_t *split_read; /* store bytes loaded per split */
+	/* most batches of one view read at once, per split: its readers (working set) */
+	uint32_t readers[SPRITE_MAX_SPLITS];
 
 	/* sheet memory */
 	size_t block;	  /* bytes per block */
@@ -305,9 +316,10 @@ static uint64_t next_use(struct sfs_cache *c, uint32_t i)
  * The sheet to evict: ready, unpinned, and used farthest ahead (no use at
  * all first, the least recently used of those first). A sheet prefetched for
  * a reader outside the streams and not yet read is taken only on demand.
- * Only a sheet whose next use is after `before` may go. Returns its number,
- * or UINT32_MAX. Locked.
+ * Only a sheet whose next use is after `before` may go, unless demand is
+ * ANY_USE. Returns its number, or UINT32_MAX. Locked.
  */
+#define ANY_USE 2 /* demand: any unpinned sheet may go, whatever its next use */
 static uint32_t pick_victim(struct sfs_cache *c, int demand, uint64_t before)
 {
 	uint32_t best = UINT32_MAX;
@@ -315,7 +327,7 @@ static uint32_t pick_victim(struct sfs_cache *c, int demand, uint64_t before)
 	for (uint32_t k = 0; k < c->nres; k++) {
 		uint32_t i = c->res[k];
 		struct slot *s = &c->slots[i];
-		if (s->pins)
+		if (s->pins || s->fresh)
 			continue;
 		uint64_t score = next_use(c, i);
 		if (score == NO_USE && s->unused) {
@@ -323,7 +335,7 @@ static uint32_t pick_victim(struct sfs_cache *c, int demand, uint64_t before)
 				continue;
 			score = NO_USE - 1;
 		}
-		if (score <= before && !demand)
+		if (score <= before && demand != ANY_USE)
 			continue;
 		if (best == UINT32_MAX || score > best_score ||
 		    (score == best_score && s->tick < best_tick)) {
@@ -358,13 +370,30 @@ static void make_room(struct sfs *fs, struct sfs_cache *c, uint64_t need, int de
 
 /*
  * Start loading sheet i (locked, slot empty); a prefetch only evicts sheets
- * used after `before`. Returns 0 or -EAGAIN (no room for a prefetch).
+ * used after `before`. A demand load of a sheet that a view needs evicts by
+ * Belady's rule too, only sheets needed later than it, and else goes over
+ * budget (up to OVER_BUDGET): with N readers at N batches, evicting what an
+ * older batch is about to read makes its reader load it again, evicting
+ * another's (4 readers of 8 MiB views read a store 7x over); readers of later
+ * batches wait at their request's start instead (admit). Past that, and for
+ * readers outside the views (no next use known), the farthest sheet goes,
+ * whatever its use. Returns 0 or -EAGAIN (no room for a prefetch).
  */
+#define OVER_BUDGET(c) ((c)->budget + (c)->budget / 4)
 static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int demand, int push,
 		      uint64_t before)
 {
 	struct slot *s = &c->slots[i];
-	make_room(fs, c, c->block, demand, before);
+	if (demand) {
+		before = next_use(c, i);
+		make_room(fs, c, c->block, demand, before);
+		if (before != NO_USE && c->resident + c->block > c->budget)
+			SFS_ADD(fs, over_budget_loads, 1);
+		if (before == NO_USE || c->resident + c->block > OVER_BUDGET(c))
+			make_room(fs, c, c->block, ANY_USE, 0);
+	} else {
+		make_room(fs, c, c->block, demand, before);
+	}
 	if (!demand && c->resident + c->block > c->budget)
 		return -EAGAIN;
 	set_state(s, S_LOADING);
@@ -380,8 +409,16 @@ static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int deman
 	return 0;
 }
 
+/* Wake the readers that wait for room, when there are any. Locked. */
+static void room_changed(struct sfs_cache *c)
+{
+	if (c->room_waiters)
+		pthread_cond_broadcast(&c->cond);
+}
+
 int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 {
+
 	struct sfs_cache *c = fs->cache;
 	int64_t ret;
 	int waited = 0, counted = 0;
@@ -393,6 +430,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 	for (;;) {
 		if (s->state == S_READY) {
 			s->pins++;
+			s->fresh = 0;
 			s->tick = ++c->tick;
 			if (s->unused) {
 				s->unused = 0;
@@ -440,8 +478,8 @@ void sfs_sheet_put(struct sfs *fs, uint32_t i)
 {
 	struct sfs_cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
-	if (i < c->n && c->slots[i].pins)
-		c->slots[i].pins--;
+	if (i < c->n && c->slots[i].pins && !--c->slots[i].pins)
+		room_changed(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -512,6 +550,7 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 	} else {
 		set_state(s, S_READY);
 		s->raw = raw;
+		s->fresh = s->waiters; /* kept for the sleeping reader until it pins it */
 		s->tick = ++c->tick;
 		res_add(c, i);
 		if (s->push && s->unused && !s->waiters && fs->o.push) {
@@ -561,6 +600,54 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 	}
 }
 
+/*
+ * Admission at the start of a request for batch b of a stream: when the
+ * sheets it still needs do not fit in the budget beside those of the older
+ * batches (free room, plus sheets needed only after b), the reader waits
+ * until older batches are done (the position moves on) or room appears.
+ * Readers of a view that outnumber what the budget holds then take turns
+ * instead of evicting each other's sheets. The oldest batch never waits, so
+ * the stream moves on; the reader holds no sheet while it waits. At most
+ * ROOM_WAITERS readers wait at once, so that FUSE threads (main.c: 32) and
+ * the kernel's async requests (ll.c) are left to serve the oldest batch's
+ * requests queued behind theirs, and a wait is bounded (ROOM_WAIT_MS) in case
+ * that batch's reader has gone. Locked.
+ */
+#define ROOM_WAITERS 24u
+#define ROOM_WAIT_MS 2000
+static void admit(struct sfs *fs, struct sfs_cache *c, struct stream *st, void *handle, uint32_t b)
+{
+	struct timespec until = {0, 0};
+	while (st->handle == handle && b > st->pos && c->room_waiters < ROOM_WAITERS) {
+		const struct sfs_plan *pl = st->plan;
+		uint64_t d = b - st->pos, need = 0, have = 0;
+		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++)
+			need += c->slots[pl->first_sheet + pl->bsh[k]].state == S_EMPTY;
+		if (c->budget > c->resident)
+			have = (c->budget - c->resident) / c->block;
+		for (uint32_t k = 0; k < c->nres && have < need; k++) {
+			const struct slot *s = &c->slots[c->res[k]];
+			have += !s->pins && !s->fresh && next_use(c, c->res[k]) > d;
+		}
+		if (have >= need)
+			return;
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (!until.tv_sec && !until.tv_nsec) {
+			long ns = now.tv_nsec + ROOM_WAIT_MS % 1000 * 1000000l;
+			until.tv_sec = now.tv_sec + ROOM_WAIT_MS / 1000 + ns / 1000000000l;
+			until.tv_nsec = ns % 1000000000l;
+		} else if (now.tv_sec > until.tv_sec ||
+			   (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+			return;
+		}
+		SFS_ADD(fs, room_waits, 1);
+		c->room_waiters++;
+		pthread_cond_timedwait(&c->cond, &c->lock, &until);
+		c->room_waiters--;
+	}
+}
+
 void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size)
 {
 	struct sfs_cache *c = fs->cache;
@@ -590,6 +677,8 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 				      .start_bytes = c->split_read[pl->split],
 				      .done = calloc((pl->nbatches + 63) / 64, sizeof(uint64_t))};
 		c->current = (uint32_t)(st - c->streams);
+		if (drop)
+			room_changed(c); /* the old order's sheets are needed no more */
 	}
 	st->used = ++c->tick;
 	if (batch < st->pos && st->done && !(st->done[batch / 64] >> (batch % 64) & 1) &&
@@ -607,6 +696,7 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		 */
 		uint32_t old = st->pos;
 		st->fin <<= old - batch;
+		st->started <<= old - batch;
 		for (uint32_t b = batch + 1; b < old; b++)
 			if (st->done[b / 64] >> (b % 64) & 1)
 				st->fin |= 1ull << (b - batch);
@@ -615,6 +705,7 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
 		st->fin = 0;
+		st->started = 0;
 		memset(st->served, 0, sizeof(st->served));
 		if (st->done)
 			memset(st->done, 0, (pl->nbatches + 63) / 64 * sizeof(uint64_t));
@@ -636,13 +727,36 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		}
 	}
 	/* the oldest batch not read to its end; a reader that skips batches moves it on */
+	uint32_t was = st->pos;
 	while ((st->fin & 1) || (st->high > st->pos && st->high - st->pos >= FINWIN)) {
 		st->served[st->pos % FINWIN] = 0;
 		st->fin >>= 1;
+		st->started >>= 1;
 		st->pos++;
 	}
+	if (st->pos != was)
+		room_changed(c); /* the sheets of the batches passed may now go */
+	uint32_t more = 0;
+	if (!served && batch - st->pos < FINWIN) {
+		/* the batches begun and not read to their end: the view's readers now */
+		st->started |= 1ull << (batch - st->pos);
+		uint32_t now = (uint32_t)__builtin_popcountll(st->started & ~st->fin);
+		if (now > c->readers[pl->split])
+			more = c->readers[pl->split] = now;
+	}
+	if (!served)
+		admit(fs, c, st, handle, batch);
 	stream_prefetch(fs, c, st);
 	pthread_mutex_unlock(&c->lock);
+	if (more > 1) {
+		const struct sfs_split *sp = &fs->splits[pl->split];
+		uint64_t ws = sfs_working_set(fs, sp, more);
+		if (ws > c->budget && ws > sfs_working_set(fs, sp, more - 1))
+			sfs_log("spritefs: %u readers of split %s's epoch views at once: working set "
+				"%.1f MiB, cache %.1f MiB: they take turns; give -o cache= at least "
+				"the working set to read each sheet once with no waiting",
+				more, sp->name, ws / 1048576.0, c->budget / 1048576.0);
+	}
 	if (drop)
 		sfs_epoch_put(fs, drop);
 }
@@ -664,6 +778,7 @@ int sfs_cache_release_stream(struct sfs *fs)
 		drop = lru->handle;
 		free(lru->done);
 		*lru = (struct stream){.handle = NULL};
+		room_changed(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (drop)
@@ -689,10 +804,35 @@ void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io)
 	pthread_mutex_unlock(&c->lock);
 }
 
-uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp)
+uint32_t sfs_cache_readers(struct sfs *fs, uint32_t split)
+{
+	struct sfs_cache *c = fs->cache;
+	uint32_t r = 1;
+	if (c && split < SPRITE_MAX_SPLITS) {
+		pthread_mutex_lock(&c->lock);
+		r = c->readers[split] > 1 ? c->readers[split] : 1;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return r;
+}
+
+uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp, uint32_t readers)
 {
 	uint64_t block = ((fs->max_raw + 4095) & ~4095ull) ? (fs->max_raw + 4095) & ~4095ull : 4096;
-	uint64_t sheets = sp->window ? 2ull * sp->window : sp->nsheets;
+	uint64_t sheets = sp->nsheets;
+	if (sp->window && sp->window < sp->nsheets) {
+		/*
+		 * The readers' batches in flight span readers x batch samples of the
+		 * order: the windows those overlap (one more where they straddle a
+		 * boundary, or to load the next), counted with the fewest samples a
+		 * window has (ceil(S / window) windows share the S sheets).
+		 */
+		uint64_t nwin = (sp->nsheets + sp->window - 1) / sp->window;
+		uint64_t per = sp->nsheets / nwin * fs->info->sheet_tiles;
+		uint64_t span = (uint64_t)(readers ? readers : 1) * fs->o.batch;
+		uint64_t wins = (span + per - 1) / (per ? per : 1) + 1;
+		sheets = wins * sp->window;
+	}
 	if (sheets > sp->nsheets)
 		sheets = sp->nsheets;
 	return (sheets + 2) * block;

@@ -96,6 +96,14 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = SFS_MAX_READ;
 	conn->max_readahead =
 		conn->max_readahead > SFS_MAX_READ ? conn->max_readahead : SFS_MAX_READ;
+	/*
+	 * Requests the kernel keeps in flight for async reads (an O_DIRECT read
+	 * is split into 1 MiB requests): the kernel's 12 would be filled by
+	 * readers of later batches that the cache holds back (cache.c,
+	 * wait_for_room) while the oldest batch's requests queue behind them.
+	 */
+	conn->max_background = SFS_MAX_BACKGROUND;
+	conn->congestion_threshold = SFS_MAX_BACKGROUND * 3 / 4;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

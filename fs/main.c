@@ -317,11 +317,15 @@ static uint64_t default_cache(void)
  * two sheets cannot serve a batch that straddles two (refused, naming the
  * smallest budget that works); below a split's working set its views read
  * sheets more than once (said, naming the budget that would do). Where a
- * split is windowed, the working set is said in any case.
+ * split is windowed, the working set is said in any case: for the ranks this
+ * node serves (-o ranks), one reader each, and for 4 and 8 readers of
+ * batch files at once (a loader's threads, ranks); the mount then says so
+ * again if more readers come than the budget holds (cache.c).
  */
 static int check_budget(struct sfs *fs)
 {
-	char a[32], b[32], w[32];
+	char a[32], b[32], w[32], m4[32], m8[32];
+	uint32_t readers = fs->o.nranks ? fs->o.rank_hi - fs->o.rank_lo + 1 : 1;
 	uint64_t block = (fs->max_raw + 4095) & ~4095ull;
 	if (fs->o.cache_bytes < 2 * block) {
 		fprintf(stderr,
@@ -336,7 +340,7 @@ static int check_budget(struct sfs *fs)
 	uint64_t ws = 0;
 	int windowed = 0;
 	for (uint32_t k = 0; k < fs->info->nsplits; k++) {
-		uint64_t x = sfs_working_set(fs, &fs->splits[k]);
+		uint64_t x = sfs_working_set(fs, &fs->splits[k], readers);
 		windowed |= fs->splits[k].window != 0;
 		if (!big || x > ws) {
 			big = &fs->splits[k];
@@ -345,12 +349,17 @@ static int check_budget(struct sfs *fs)
 	}
 	if (windowed || ws > fs->o.cache_bytes) {
 		if (big->window)
-			snprintf(b, sizeof(b), "2 windows of %u sheets", big->window);
+			snprintf(b, sizeof(b), "%llu windows of %u sheets",
+				 (unsigned long long)((ws / block - 2) / big->window), big->window);
 		else
 			snprintf(b, sizeof(b), "all %u sheets: full order", big->nsheets);
-		fprintf(stderr, "spritefs: %sworking set of split %s: %s (%s), cache %s%s\n",
+		fprintf(stderr,
+			"spritefs: %sworking set of split %s: %s (%s) for %u reader%s of %u-sample "
+			"batch files (4 readers: %s, 8: %s), cache %s%s\n",
 			ws > fs->o.cache_bytes ? "warning: " : "", big->name,
-			sprite_fmt_size(ws, w, sizeof(w)), b,
+			sprite_fmt_size(ws, w, sizeof(w)), b, readers, readers > 1 ? "s" : "",
+			fs->o.batch, sprite_fmt_size(sfs_working_set(fs, big, 4), m4, sizeof(m4)),
+			sprite_fmt_size(sfs_working_set(fs, big, 8), m8, sizeof(m8)),
 			sprite_fmt_size(fs->o.cache_bytes, a, sizeof(a)),
 			ws > fs->o.cache_bytes
 				? ": its epoch views will read sheets more than once; give -o cache= "

@@ -62,6 +62,7 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
+#define SFS_MAX_BACKGROUND  64u	  /* async requests in flight (ll.c; cache.c waits) */
 #define SFS_STATS_SIZE	    4096u	  /* stats.json: one page, padded with spaces */
 
 /* ---- stats ------------------------------------------------------------- */
@@ -74,6 +75,7 @@ struct sfs_stats {
 	uint64_t bytes_mapped;		      /* sheet memory chunks, used or free */
 	uint64_t sheets_pushed, bytes_pushed; /* into the kernel's page cache */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
+	uint64_t room_waits, over_budget_loads; /* cache.c: readers held back; Belady over budget */
 	uint64_t uring_reads, uring_bytes, buffered_reads;
 	uint64_t inflight;
 	uint64_t checksum_failures, read_errors;
@@ -285,11 +287,17 @@ void sfs_cache_epoch_io(struct sfs *fs, struct sfs_epoch_io *io);
  */
 int sfs_cache_release_stream(struct sfs *fs);
 /*
- * Budget the split's epoch views need to read each stored byte once: two
- * windows of sheets (the one being served and the next, loading) and two
- * more for readers in flight; the whole split for a full order.
+ * Budget the split's epoch views need to read each stored byte once when
+ * `readers` of them read a batch file each at once: the windows of sheets
+ * that readers x -o batch samples of the order overlap, one more (a
+ * boundary straddled, or the next window loading), and two sheets for
+ * requests in flight; for one reader of small batches two windows; the whole
+ * split for a full order. Below it, readers of later batches wait for the
+ * older ones' sheets to be done (cache.c) rather than evict them.
  */
-uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp);
+uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp, uint32_t readers);
+/* The most batch files of the split's views read at once so far (at least 1). */
+uint32_t sfs_cache_readers(struct sfs *fs, uint32_t split);
 /* Nonzero when sheet i is resident or on its way. */
 int sfs_sheet_present(struct sfs *fs, uint32_t i);
 /*

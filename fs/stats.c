@@ -49,8 +49,10 @@ static void epoch_io_json(struct sfs *fs, struct sprite_str *s)
 		for (uint32_t k = 1; k < fs->info->nsplits; k++)
 			if (fs->splits[k].raw_bytes > sp->raw_bytes)
 				sp = &fs->splits[k];
-	sprite_str_printf(s, "  \"working_set\": %llu,\n",
-			  (unsigned long long)sfs_working_set(fs, sp));
+	/* for the readers its views have had at once (1 before any) */
+	uint32_t readers = sfs_cache_readers(fs, sp->index);
+	sprite_str_printf(s, "  \"working_set\": %llu,\n  \"view_readers\": %u,\n",
+			  (unsigned long long)sfs_working_set(fs, sp, readers), readers);
 	if (!io.active) {
 		sprite_str_printf(s, "  \"epoch\": null,\n");
 		return;
@@ -130,6 +132,8 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(prefetch_issued);
 	C(prefetch_hits);
 	C(prefetch_skipped);
+	C(room_waits);
+	C(over_budget_loads);
 	epoch_io_json(fs, &s);
 	C(inflight);
 	C(uring_reads);
