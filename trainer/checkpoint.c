@@ -319,6 +319,55 @@ static void check_floats(const float *v, uint64_t n, const char *field, int nonn
 				 field, i, (double)v[i], nonneg ? " non-negative" : "");
 }
 
+/* The fields of a checked header (and a version-3 position) into c. */
+static void header_to_checkpoint(const struct ckpt_header *h, const struct ckpt_pos *pos,
+				 struct hn_checkpoint *c)
+{
+	snprintf(c->spec, sizeof c->spec, "%s", h->spec);
+	c->in_c = (int)h->in_c;
+	c->in_h = (int)h->in_h;
+	c->in_w = (int)h->in_w;
+	c->nclasses = (int)h->nclasses;
+	c->nparams = h->nparams;
+	c->optim.kind = (enum hn_optim_kind)h->optim_kind;
+	c->optim.momentum = h->momentum;
+	c->optim.beta1 = h->beta1;
+	c->optim.beta2 = h->beta2;
+	c->optim.eps = h->eps;
+	c->optim.weight_decay = h->weight_decay;
+	c->epoch = h->epoch;
+	c->step = h->step;
+	c->seed = h->seed;
+	c->batch = h->batch;
+	c->accum = h->accum;
+	c->window = h->window;
+	memcpy(&c->nranks, h->pad + CKPT_NRANKS_AT, sizeof c->nranks);
+	memcpy(c->test_split, h->pad + CKPT_TEST_SPLIT_AT, 16);
+	c->test_split[16] = 0;
+	if (c->nranks == 0) /* written before data-parallel training */
+		c->nranks = 1;
+	memcpy(c->augment, h->augment, sizeof c->augment);
+	c->augment[sizeof c->augment - 1] = 0;
+	memcpy(c->norm_mean, h->pad + CKPT_NORM_AT, sizeof c->norm_mean);
+	memcpy(c->norm_std, h->pad + CKPT_NORM_AT + sizeof c->norm_mean, sizeof c->norm_std);
+	c->train_count = h->train_count;
+	if (h->version >= 2) {
+		c->has_schedule = 1;
+		c->sched = h->sched;
+		c->lr = h->lr;
+		c->gamma = h->gamma;
+		c->epochs = h->epochs;
+		c->step_epochs = h->step_epochs;
+		c->warmup = h->warmup;
+	}
+	c->batch_in_epoch = pos->batch_in_epoch;
+	c->ep_seen = pos->ep_seen;
+	c->ep_correct = pos->ep_correct;
+	c->ep_loss = pos->ep_loss;
+	c->reason = pos->reason;
+	c->data_fp = pos->data_fp;
+}
+
 int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 {
 	memset(c, 0, sizeof *c);
@@ -415,33 +464,7 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 		rc = -EINVAL;
 		goto out;
 	}
-	snprintf(c->spec, sizeof c->spec, "%s", h.spec);
-	c->in_c = (int)h.in_c;
-	c->in_h = (int)h.in_h;
-	c->in_w = (int)h.in_w;
-	c->nclasses = (int)h.nclasses;
-	c->nparams = h.nparams;
-	c->optim.kind = (enum hn_optim_kind)h.optim_kind;
-	c->optim.momentum = h.momentum;
-	c->optim.beta1 = h.beta1;
-	c->optim.beta2 = h.beta2;
-	c->optim.eps = h.eps;
-	c->optim.weight_decay = h.weight_decay;
-	c->epoch = h.epoch;
-	c->step = h.step;
-	c->seed = h.seed;
-	c->batch = h.batch;
-	c->accum = h.accum;
-	c->window = h.window;
-	memcpy(&c->nranks, h.pad + CKPT_NRANKS_AT, sizeof c->nranks);
-	memcpy(c->test_split, h.pad + CKPT_TEST_SPLIT_AT, 16);
-	c->test_split[16] = 0;
-	if (c->nranks == 0) /* written before data-parallel training */
-		c->nranks = 1;
-	memcpy(c->augment, h.augment, sizeof c->augment);
-	c->augment[sizeof c->augment - 1] = 0;
-	memcpy(c->norm_mean, h.pad + CKPT_NORM_AT, sizeof c->norm_mean);
-	memcpy(c->norm_std, h.pad + CKPT_NORM_AT + sizeof c->norm_mean, sizeof c->norm_std);
+	header_to_checkpoint(&h, &pos, c);
 	for (int k = 0; k < HN_NORM_CH; k++) /* whatever the file says: finite, std >= 0 */
 		if (!isfinite(c->norm_mean[k]) || !(c->norm_std[k] >= 0 && c->norm_std[k] < 1e6)) {
 			snprintf(err, HN_ERR_MAX, "%s: bad input normalisation in the header",
@@ -449,22 +472,6 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 			rc = -EINVAL;
 			goto out;
 		}
-	c->train_count = h.train_count;
-	if (h.version >= 2) {
-		c->has_schedule = 1;
-		c->sched = h.sched;
-		c->lr = h.lr;
-		c->gamma = h.gamma;
-		c->epochs = h.epochs;
-		c->step_epochs = h.step_epochs;
-		c->warmup = h.warmup;
-	}
-	c->batch_in_epoch = pos.batch_in_epoch;
-	c->ep_seen = pos.ep_seen;
-	c->ep_correct = pos.ep_correct;
-	c->ep_loss = pos.ep_loss;
-	c->reason = pos.reason;
-	c->data_fp = pos.data_fp;
 	c->params = malloc(h.nparams * sizeof(float));
 	c->opt = malloc((h.opt_floats ? h.opt_floats : 1) * sizeof(float));
 	if (!c->params || !c->opt) {
