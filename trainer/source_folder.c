@@ -267,6 +267,74 @@ static int check_split(hn_source *s, int split, char *err)
 	return rc;
 }
 
+/*
+ * Tile shape: given, or as a mount or spritefs-pack without a tile takes
+ * it: that of the first training image that decodes, every image then
+ * having to be that size (checked by check_split). A side over
+ * HN_FOLDER_AUTO_SIDE is refused with the --tile to give: a model on whole
+ * photographs would not fit.
+ */
+static int folder_tile(hn_source *s, const char *path, const struct hn_source_options *o,
+		       char *err)
+{
+	struct folder_src *fs = s->priv;
+	int rc = 0;
+	s->info.h = o->tile_h;
+	s->info.w = o->tile_w;
+	s->info.c = o->tile_c;
+	if (!s->info.h || !s->info.w || !s->info.c) {
+		struct sprite_image im = {0};
+		uint64_t i = 0;
+		while (i < s->info.full_count[0] &&
+		       (rc = sprite_image_load(fs->files[0][i].path, &im, NULL)) < 0 &&
+		       rc != -ENOMEM)
+			i++;
+		if (rc == -ENOMEM)
+			return sprite_fail(err, rc, "%s: out of memory", path);
+		if (i == s->info.full_count[0]) {
+			/* every file named with why, as the check below would name them */
+			for (uint64_t k = 0; fs->on_skip && k < s->info.full_count[0]; k++) {
+				char why[SPRITE_ERR_MAX], shown[192], msg[2 * SPRITE_ERR_MAX];
+				struct sprite_sample_spec one = {1, 1, 1, SPRITE_FIT_STRETCH, 1,
+								 fs->tree};
+				uint8_t px;
+				if (sprite_sample_load(fs->files[0][k].path, &one, NULL, &px, NULL,
+						       why) == 0)
+					continue;
+				snprintf(msg, sizeof msg, "%s: %s",
+					 sprite_escape(fs->files[0][k].path, shown, sizeof shown), why);
+				s->nskipped++;
+				fs->on_skip(fs->skip_ctx, msg);
+			}
+			return sprite_fail(err, -EINVAL,
+					   "%s: no file of the training split decodes", path);
+		}
+		if (!s->info.c)
+			s->info.c = im.c;
+		if (!s->info.h || !s->info.w) {
+			char shown[192];
+			sprite_escape(fs->files[0][i].path, shown, sizeof shown);
+			if (im.h > HN_FOLDER_AUTO_SIDE || im.w > HN_FOLDER_AUTO_SIDE) {
+				sprite_image_free(&im);
+				return sprite_fail(err, -EINVAL,
+						   "%s: no --tile given, and the first image (%s) is "
+						   "%ux%u: too large a tile to train on; give --tile "
+						   "64x64x%u (any HxWxC; --fit says how images become it)",
+						   path, shown, im.h, im.w, s->info.c);
+			}
+			s->info.h = im.h;
+			s->info.w = im.w;
+			fs->first = strdup(fs->files[0][i].path);
+			if (!fs->first) {
+				sprite_image_free(&im);
+				return sprite_fail(err, -ENOMEM, "out of memory");
+			}
+		}
+		sprite_image_free(&im);
+	}
+	return 0;
+}
+
 static int images_open(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	struct folder_src *fs = calloc(1, sizeof *fs);
@@ -333,66 +401,9 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	if (s->info.full_count[0] == 0)
 		return sprite_fail(err, -ENOENT, "%s: no image files in the training split", path);
 
-	/*
-	 * Tile shape: given, or as a mount or spritefs-pack without a tile takes
-	 * it: that of the first training image that decodes, every image then
-	 * having to be that size (checked below). A side over
-	 * HN_FOLDER_AUTO_SIDE is refused with the --tile to give: a model on
-	 * whole photographs would not fit.
-	 */
-	s->info.h = o->tile_h;
-	s->info.w = o->tile_w;
-	s->info.c = o->tile_c;
-	if (!s->info.h || !s->info.w || !s->info.c) {
-		struct sprite_image im = {0};
-		uint64_t i = 0;
-		while (i < s->info.full_count[0] &&
-		       (rc = sprite_image_load(fs->files[0][i].path, &im, NULL)) < 0 &&
-		       rc != -ENOMEM)
-			i++;
-		if (rc == -ENOMEM)
-			return sprite_fail(err, rc, "%s: out of memory", path);
-		if (i == s->info.full_count[0]) {
-			/* every file named with why, as the check below would name them */
-			for (uint64_t k = 0; fs->on_skip && k < s->info.full_count[0]; k++) {
-				char why[SPRITE_ERR_MAX], shown[192], msg[2 * SPRITE_ERR_MAX];
-				struct sprite_sample_spec one = {1, 1, 1, SPRITE_FIT_STRETCH, 1,
-								 fs->tree};
-				uint8_t px;
-				if (sprite_sample_load(fs->files[0][k].path, &one, NULL, &px, NULL,
-						       why) == 0)
-					continue;
-				snprintf(msg, sizeof msg, "%s: %s",
-					 sprite_escape(fs->files[0][k].path, shown, sizeof shown), why);
-				s->nskipped++;
-				fs->on_skip(fs->skip_ctx, msg);
-			}
-			return sprite_fail(err, -EINVAL,
-					   "%s: no file of the training split decodes", path);
-		}
-		if (!s->info.c)
-			s->info.c = im.c;
-		if (!s->info.h || !s->info.w) {
-			char shown[192];
-			sprite_escape(fs->files[0][i].path, shown, sizeof shown);
-			if (im.h > HN_FOLDER_AUTO_SIDE || im.w > HN_FOLDER_AUTO_SIDE) {
-				sprite_image_free(&im);
-				return sprite_fail(err, -EINVAL,
-						   "%s: no --tile given, and the first image (%s) is "
-						   "%ux%u: too large a tile to train on; give --tile "
-						   "64x64x%u (any HxWxC; --fit says how images become it)",
-						   path, shown, im.h, im.w, s->info.c);
-			}
-			s->info.h = im.h;
-			s->info.w = im.w;
-			fs->first = strdup(fs->files[0][i].path);
-			if (!fs->first) {
-				sprite_image_free(&im);
-				return sprite_fail(err, -ENOMEM, "out of memory");
-			}
-		}
-		sprite_image_free(&im);
-	}
+	rc = folder_tile(s, path, o, err);
+	if (rc < 0)
+		return rc;
 	/* Which files are samples, decided as spritefs-pack decides it. */
 	double t0 = sprite_now();
 	for (int k = 0; k < 2 && rc == 0; k++)
