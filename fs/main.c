@@ -31,178 +31,8 @@
 #include "common/image.h"
 #include "common/pack.h"
 #include "common/util.h"
+#include "fs/options.h"
 #include "fs/sfs.h"
-
-#define DEFAULT_PREFETCH  8u
-#define DEFAULT_EPOCHS	  100u
-#define DEFAULT_BATCH	  64u
-#define MAX_DEFAULT_CACHE (16ull << 30)
-#define DEFAULT_PREALLOC  (256ull << 20)
-#define DEFAULT_ORDERS	  (256ull << 20)
-#define KEY_ALLOW_OTHER	  1
-
-struct cli {
-	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
-	char *cachedir, *kopen, *push, *tile, *fit;
-	char *ranks, *log, *orders;
-	int allow_other;
-	int foreground, debug, help, version;
-	char *pos[3];
-	int npos;
-};
-
-#define OPT(t, f)                                                                                  \
-	{                                                                                          \
-		t, offsetof(struct cli, f), 0                                                      \
-	}
-static const struct fuse_opt cli_spec[] = {
-	OPT("cache=%s", cache),
-	OPT("prealloc=%s", prealloc),
-	OPT("prefetch=%s", prefetch),
-	OPT("epochs=%s", epochs),
-	OPT("seed=%s", seed),
-	OPT("window=%s", window),
-	OPT("batch=%s", batch),
-	OPT("ranks=%s", ranks),
-	OPT("workers=%s", workers),
-	OPT("direct=%s", direct),
-	OPT("cachedir=%s", cachedir),
-	OPT("kernel_open=%s", kopen),
-	OPT("push=%s", push),
-	OPT("tile=%s", tile),
-	OPT("fit=%s", fit),
-	OPT("log=%s", log),
-	OPT("orders=%s", orders),
-	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
-	{"-f", offsetof(struct cli, foreground), 1},
-	{"-d", offsetof(struct cli, debug), 1},
-	{"debug", offsetof(struct cli, debug), 1},
-	{"-h", offsetof(struct cli, help), 1},
-	{"--help", offsetof(struct cli, help), 1},
-	{"-V", offsetof(struct cli, version), 1},
-	{"--version", offsetof(struct cli, version), 1},
-	FUSE_OPT_END,
-};
-
-/* ours, when given without "=VALUE" (FUSE would call them unknown) */
-static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
-					 "window",   "batch",	    "ranks",	"workers", "direct",
-					 "cachedir", "kernel_open", "push",	"tile",	   "fit",
-					 "log",	     "orders"};
-
-static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
-{
-	struct cli *c = data;
-	if (key == FUSE_OPT_KEY_NONOPT) {
-		if (c->npos >= 2) {
-			fprintf(stderr, "spritefs: unexpected argument '%s'\n", arg);
-			return -1;
-		}
-		c->pos[c->npos++] = strdup(arg);
-		return 0;
-	}
-	if (key == KEY_ALLOW_OTHER) {
-		c->allow_other = 1;
-		return 1; /* FUSE's too */
-	}
-	for (size_t k = 0; key == FUSE_OPT_KEY_OPT && k < sizeof(cli_valued) / sizeof(*cli_valued);
-	     k++)
-		if (!strcmp(arg, cli_valued[k])) {
-			fprintf(stderr,
-				"spritefs: -o %s needs a value (-o %s=...; see spritefs -h)\n", arg,
-				arg);
-			return -1;
-		}
-	return 1; /* everything else goes to FUSE */
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: spritefs [-f] [-d] [-o OPTIONS] [SOURCE] MOUNTPOINT\n"
-		"\n"
-		"Serve a sprite store as read-only files (see docs/FORMAT.md, \"The mount\").\n"
-		"SOURCE: a store file (*.sprites); an image folder (packed once into a cache\n"
-		"store, reused while the folder is unchanged); omitted or \"default\": "
-		"Fashion-MNIST\n"
-		"from %s.\n"
-		"\n"
-		"  -f                 stay in the foreground\n"
-		"  -d                 FUSE debug output (implies -f)\n"
-		"  -o cache=SIZE      sheet cache budget, e.g. 512M (default: 1/4 of RAM, at most "
-		"16G)\n"
-		"  -o prealloc=SIZE   sheet memory faulted in at mount, so that first reads do "
-		"not\n"
-		"                     page-fault (default: the decoded store, at most the cache\n"
-		"                     and 256M; 0 = off)\n"
-		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
-		"  -o epochs=N        epoch views listed per seed (default %u)\n"
-		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can "
-		"be\n"
-		"                     looked up by name)\n"
-		"  -o batch=N         samples per epoch-view batch file (default %u)\n"
-		"  -o ranks=R[-R2]/N  this node serves data-parallel ranks R..R2 of N (mpirun\n"
-		"                     hntrain): prefetch only their epoch-view files b, those\n"
-		"                     with b %% N in R..R2 (default: every file)\n"
-		"  -o window=N|full   epoch views in another order than the data set's: N sheets\n"
-		"                     per window, or the full shuffle (default: the data set's\n"
-		"                     order, recorded by spritefs-pack --window; dataset.json)\n"
-		"  -o workers=N       decode threads (default: number of CPUs)\n"
-		"  -o direct=0|1      O_DIRECT store reads when the filesystem allows (default 1)\n"
-		"  -o kernel_open=0|1 let the kernel open files without asking the daemon (FUSE\n"
-		"                     no_open), where it can: no round trip per open (default 1)\n"
-		"  -o push=0|1        store sheets loaded ahead of a batches/ reader into the\n"
-		"                     kernel's page cache as they are decoded (default 1)\n"
-		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
-		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
-		"  -o tile=HxW[xC]    image folder: the tile its images are packed to (default:\n"
-		"                     their size when they all have one; images of several\n"
-		"                     sizes need it), as spritefs-pack --tile\n"
-		"  -o fit=MODE        image folder: crop (default), pad or stretch, as\n"
-		"                     spritefs-pack --fit\n"
-		"  -o orders=SIZE     memory for the epoch views' orders and plans, about 12\n"
-		"                     bytes a sample each (default 256M): as many orders are\n"
-		"                     kept as fit (at most %u), and a store whose largest\n"
-		"                     split needs more than the whole is refused\n"
-		"  -o allow_other     (FUSE) let every user in: the files then take the store's\n"
-		"                     owner, group and read bits (default_permissions), and a\n"
-		"                     store the user who mounts cannot read is refused\n"
-		"  -o log=FILE        append the daemon's messages (a bad sheet, a failed read)\n"
-		"                     to FILE, each with its time; they also go to stderr in\n"
-		"                     the foreground, and to syslog (daemon facility) once\n"
-		"                     detached\n"
-		"  other -o options go to FUSE (allow_other, default_permissions, ...);\n"
-		"  -o auto_unmount removes the mount if the daemon is killed (SIGKILL, OOM)\n"
-		"\n"
-		"exit status: 0 unmounted (SIGTERM, SIGINT, fusermount3 -u), 1 error (a bad\n"
-		"store or mount point, a failed mount), 2 usage (a missing or bad argument\n"
-		"or option)\n",
-		SPRITE_FMNIST_DIR, DEFAULT_PREFETCH, DEFAULT_EPOCHS, DEFAULT_BATCH, SFS_MAX_ORDERS);
-}
-
-static int parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr,
-			"spritefs: -o %s=%s: expected a whole number in %" PRIu64 "..%" PRIu64 "\n",
-			name, s, lo, hi);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-	uint64_t v;
-	if (parse_u64(name, s, lo, hi, &v))
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
 
 /*
  * The newest mount at the absolute path real (/proc/self/mountinfo): 1 when
@@ -300,18 +130,6 @@ static void tune_readahead(const char *mnt)
 	fclose(f);
 }
 
-static uint64_t ram_bytes(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (4ull << 30);
-}
-
-static uint64_t default_cache(void)
-{
-	uint64_t c = ram_bytes() / 4;
-	return c > MAX_DEFAULT_CACHE ? MAX_DEFAULT_CACHE : c;
-}
-
 /*
  * The budget against the sheets and the epoch views' working set: fewer than
  * two sheets cannot serve a batch that straddles two (refused, naming the
@@ -396,9 +214,9 @@ static int check_orders(struct sfs *fs)
 			"of it needs %s (12 bytes a sample), more than -o orders=%s; ",
 			fs->store_path, big->name, big->count, sprite_fmt_size(one, a, sizeof(a)),
 			sprite_fmt_size(fs->o.orders_bytes, b, sizeof(b)));
-		if (one > ram_bytes())
+		if (one > sfs_ram_bytes())
 			fprintf(stderr, "that is more than this machine's memory (%s)",
-				sprite_fmt_size(ram_bytes(), w, sizeof(w)));
+				sprite_fmt_size(sfs_ram_bytes(), w, sizeof(w)));
 		else
 			fprintf(stderr, "mount with -o orders=%lluM or more", mib);
 		fprintf(stderr, " (this budget serves splits of up to about %" PRIu64 " samples)\n",
@@ -484,12 +302,14 @@ static void warn_store_gaps(const struct sfs *fs, const char *mnt)
 			continue;
 		/* one line per split, naming the first few: a store of 65,535 classes
 		 * and a small test split would otherwise print thousands of lines */
-		fprintf(stderr, "spritefs: warning: %" PRIu32 " class%s no sample in split %s:", empty,
+		fprintf(stderr,
+			"spritefs: warning: %" PRIu32 " class%s no sample in split %s:", empty,
 			empty == 1 ? " has" : "es have", in->splits[k].name);
 		for (uint32_t c = 0, said = 0; c < in->nclasses && said < 8; c++)
 			if (!n[c])
 				fprintf(stderr, "%s %s", said++ ? "," : "", in->class_names[c]);
-		fprintf(stderr, "%s\n", empty > 8 ? ", ... (dataset.json's class_counts has all)" : "");
+		fprintf(stderr, "%s\n",
+			empty > 8 ? ", ... (dataset.json's class_counts has all)" : "");
 	}
 	free(n);
 	uint64_t skipped = sprite_store_skipped_count(fs->store);
@@ -499,118 +319,6 @@ static void warn_store_gaps(const struct sfs *fs, const char *mnt)
 			"skipped.txt names %s\n",
 			fs->store_path, skipped, skipped == 1 ? " was" : "s were", mnt,
 			skipped == 1 ? "it" : "them");
-}
-
-static int apply_options(struct cli *c, struct sfs_opts *o)
-{
-	o->cache_bytes = default_cache();
-	o->prealloc_bytes = DEFAULT_PREALLOC;
-	o->prefetch = DEFAULT_PREFETCH;
-	o->epochs = DEFAULT_EPOCHS;
-	o->seed = 0;
-	o->window = 0;
-	o->batch = DEFAULT_BATCH;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	o->workers = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (uint32_t)ncpu;
-	o->direct = 1;
-	o->kernel_open = 1;
-	o->push = 1;
-	if (c->cache) {
-		uint64_t v;
-		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
-			fprintf(stderr,
-				"spritefs: -o cache=%s: expected a size of at least 1M "
-				"(e.g. 512M, 2G)\n",
-				c->cache);
-			return -1;
-		}
-		o->cache_bytes = v;
-		if (v > ram_bytes()) {
-			/* a budget the machine cannot hold bounds nothing: refused, not warned */
-			char a[32], b[32];
-			fprintf(stderr,
-				"spritefs: -o cache=%s is more than this machine's memory (%s): "
-				"give at most that\n",
-				sprite_fmt_size(v, a, sizeof(a)),
-				sprite_fmt_size(ram_bytes(), b, sizeof(b)));
-			return -1;
-		}
-	}
-	if (c->prealloc) {
-		if (sprite_parse_size(c->prealloc, &o->prealloc_bytes) < 0) {
-			fprintf(stderr,
-				"spritefs: -o prealloc=%s: expected a size (e.g. 0, 64M, 1G)\n",
-				c->prealloc);
-			return -1;
-		}
-	}
-	o->orders_bytes = DEFAULT_ORDERS;
-	if (c->orders && (sprite_parse_size(c->orders, &o->orders_bytes) < 0 ||
-			  o->orders_bytes < (1u << 20) || o->orders_bytes > ram_bytes())) {
-		char m[32];
-		fprintf(stderr,
-			"spritefs: -o orders=%s: expected a size from 1M to this machine's memory "
-			"(%s), e.g. 64M, 1G\n",
-			c->orders, sprite_fmt_size(ram_bytes(), m, sizeof(m)));
-		return -1;
-	}
-	o->allow_other = c->allow_other;
-	if (c->prefetch && parse_u32("prefetch", c->prefetch, 0, 256, &o->prefetch))
-		return -1;
-	if (c->epochs && parse_u32("epochs", c->epochs, 1, SFS_MAX_EPOCHS, &o->epochs))
-		return -1;
-	if (c->seed && parse_u64("seed", c->seed, 0, UINT64_MAX, &o->seed))
-		return -1;
-	if (c->window && !strcmp(c->window, "full"))
-		o->window = SFS_WINDOW_FULL;
-	else if (c->window && parse_u32("window", c->window, 0, UINT32_MAX - 1, &o->window))
-		return -1;
-	if (c->batch && parse_u32("batch", c->batch, 1, SFS_MAX_BATCH, &o->batch))
-		return -1;
-	if (c->ranks) {
-		unsigned lo, hi, n;
-		int used = 0;
-		if (sscanf(c->ranks, "%u-%u/%u%n", &lo, &hi, &n, &used) == 3 && !c->ranks[used]) {
-		} else if (used = 0,
-			   sscanf(c->ranks, "%u/%u%n", &lo, &n, &used) == 2 && !c->ranks[used]) {
-			hi = lo;
-		} else {
-			used = -1;
-		}
-		if (used < 0 || n < 1 || n > 65536 || lo > hi || hi >= n) {
-			fprintf(stderr,
-				"spritefs: -o ranks=%s: expected R/N or R-R2/N with R <= R2 < N <= "
-				"65536 (ranks R..R2 of N)\n",
-				c->ranks);
-			return -1;
-		}
-		o->rank_lo = lo;
-		o->rank_hi = hi;
-		o->nranks = n;
-	}
-	if (c->workers && parse_u32("workers", c->workers, 1, 64, &o->workers))
-		return -1;
-	if (c->direct) {
-		uint32_t d;
-		if (parse_u32("direct", c->direct, 0, 1, &d))
-			return -1;
-		o->direct = (int)d;
-	}
-	if (c->kopen) {
-		uint32_t d;
-		if (parse_u32("kernel_open", c->kopen, 0, 1, &d))
-			return -1;
-		o->kernel_open = (int)d;
-	}
-	if (c->push) {
-		uint32_t d;
-		if (parse_u32("push", c->push, 0, 1, &d))
-			return -1;
-		o->push = (int)d;
-	}
-	o->foreground = c->foreground || c->debug;
-	o->debug = c->debug;
-	return 0;
 }
 
 /*
@@ -639,40 +347,130 @@ static int check_fuse_args(const struct fuse_args *args)
 	return r;
 }
 
-/*
- * -o tile=64,64,3: FUSE splits -o at commas, so the tile would reach us as
- * tile=64 and two unknown options. Said before FUSE parses, with the form
- * to give; -1 when found.
- */
-static int check_tile_commas(int argc, char *argv[])
+/* -o tile= and -o fit=, for a first-use pack: 0, or -1 after saying why. */
+static int parse_shape(const struct sfs_cli *c, struct sprite_pack_options *how)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *o = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[i + 1]
-				: !strncmp(argv[i], "-o", 2)		 ? argv[i] + 2
-									 : NULL;
-		const char *t = o ? strstr(o, "tile=") : NULL;
-		if (!t || (t != o && t[-1] != ','))
-			continue;
-		t += 5;
-		size_t n = strspn(t, "0123456789");
-		if (n && t[n] == ',' && t[n + 1] >= '0' && t[n + 1] <= '9') {
-			size_t len = n + 1 + strspn(t + n + 1, "0123456789,");
-			if (t[len - 1] == ',')
-				len--;
-			fprintf(stderr,
-				"spritefs: -o tile=%.*s: a tile is HxW or HxWxC with 'x' (e.g. -o "
-				"tile=64x64x3); commas separate -o options\n",
-				(int)len, t);
-			return -1;
-		}
+	if (c->tile && sprite_parse_tile(c->tile, &how->tile_h, &how->tile_w, &how->tile_c) < 0) {
+		fprintf(stderr,
+			"spritefs: -o tile=%s: expected HxW or HxWxC (sides 1..%u, C 1, 3 or 4)\n",
+			c->tile, SPRITE_MAX_TILE_SIDE);
+		return -1;
 	}
+	if (c->fit && sprite_fit_parse(c->fit, &how->fit) < 0) {
+		fprintf(stderr, "spritefs: -o fit=%s: expected crop, pad or stretch\n", c->fit);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * libfuse and the pack's temp file handlers only take over signals left
+ * at their default; a background job of a non-interactive shell starts
+ * with SIGINT ignored, and we want both of these to stop a first-use pack
+ * and to unmount cleanly wherever we were started from. Some job runners
+ * start us with SIGINT blocked: let the signals that stop us in.
+ */
+static void let_stop_signals_in(void)
+{
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+}
+
+/*
+ * SOURCE to a store file, in out: a store as it is, an image folder packed
+ * at first use, nothing (or "default", "fashion-mnist" where no such path
+ * is) Fashion-MNIST. 0, or the exit status (1, 2 for a usage mistake)
+ * after saying why.
+ */
+static int resolve_source(struct sfs *fs, const struct sfs_cli *c, const char *source,
+			  const struct sprite_pack_options *how, char *out, size_t cap)
+{
+	struct stat st;
+	if (!source || ((!strcmp(source, "default") || !strcmp(source, "fashion-mnist")) &&
+			stat(source, &st) < 0))
+		source = SPRITE_FMNIST_DIR;
+	if (stat(source, &st) < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", source, strerror(errno));
+		return 1;
+	}
+	if (source_perms(fs, source, &st) < 0)
+		return 1;
+	if (S_ISDIR(st.st_mode)) {
+		if (sfs_first_pack(source, c->cachedir, how, out, cap) < 0)
+			return 1;
+	} else if (S_ISREG(st.st_mode)) {
+		/* A store's tiles are made: an option that would shape them is refused. */
+		const char *shaping = c->tile ? "tile" : c->fit ? "fit" : NULL;
+		if (shaping) {
+			fprintf(stderr,
+				"spritefs: -o %s applies to the first-use pack of an image folder, "
+				"not to a store file (%s): its tiles were made by spritefs-pack\n",
+				shaping, source);
+			return 2;
+		}
+		if (!realpath(source, out))
+			snprintf(out, cap, "%s", source);
+	} else {
+		fprintf(stderr, "spritefs: %s: not a store file or an image folder\n", source);
+		return 1;
+	}
+	return 0;
+}
+
+/* Open and check the store at path; its file's time and identity. -1 after saying why. */
+static int open_store(struct sfs *fs, const char *path, char *err)
+{
+	struct stat st;
+	snprintf(fs->store_path, sizeof(fs->store_path), "%s", path);
+	fs->path_private = fs->o.allow_other && !path_public(fs->store_path);
+	int r = sprite_store_open(fs->store_path, &fs->store, err);
+	if (r < 0) {
+		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
+			err[0] ? err : sprite_strerror(-r));
+		return -1;
+	}
+	fs->info = sprite_store_info(fs->store);
+	if (stat(fs->store_path, &st) == 0) {
+		fs->mtime = st.st_mtim;
+		fs->store_dev = st.st_dev;
+		fs->store_ino = st.st_ino;
+	}
+	return 0;
+}
+
+/* FUSE options: ours first (the user's fsname wins), read-only last (always wins). */
+static int add_fuse_opts(struct sfs *fs, struct fuse_args *args, int debug)
+{
+	char *fsname = NULL;
+	if (fuse_opt_add_opt_escaped(&fsname, sfs_store_shown(fs)) < 0)
+		return -1;
+	size_t n = strlen(fsname) + 64;
+	char *o = malloc(n);
+	if (!o) {
+		free(fsname);
+		return -1;
+	}
+	snprintf(o, n, "-osubtype=spritefs,fsname=%s", fsname);
+	free(fsname);
+	int r = fuse_opt_insert_arg(args, 1, o);
+	free(o);
+	if (r < 0 || fuse_opt_add_arg(args, "-oro") < 0 ||
+	    (fs->o.allow_other && fuse_opt_add_arg(args, "-odefault_permissions") < 0) ||
+	    (debug && fuse_opt_add_arg(args, "-d") < 0))
+		return -1;
 	return 0;
 }
 
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli c;
+	struct sfs_cli c;
 	struct sfs *fs = NULL;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg = NULL;
@@ -681,17 +479,12 @@ int main(int argc, char *argv[])
 	const char *source, *mnt;
 	int ret = 1, r;
 
-	memset(&c, 0, sizeof(c));
-	if (check_tile_commas(argc, argv) < 0) {
-		ret = 2;
-		goto out_args;
-	}
-	if (fuse_opt_parse(&args, &c, cli_spec, cli_proc) == -1) {
+	if (sfs_cli_parse(argc, argv, &args, &c) < 0) {
 		ret = 2;
 		goto out_args;
 	}
 	if (c.help) {
-		usage(stdout);
+		sfs_usage(stdout);
 		ret = 0;
 		goto out_args;
 	}
@@ -716,20 +509,12 @@ int main(int argc, char *argv[])
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		goto out_args;
-	if (apply_options(&c, &fs->o) < 0) {
+	if (sfs_cli_apply(&c, &fs->o) < 0) {
 		ret = 2;
 		goto out_fs;
 	}
 	struct sprite_pack_options how = {.fit = SPRITE_FIT_CROP};
-	if (c.tile && sprite_parse_tile(c.tile, &how.tile_h, &how.tile_w, &how.tile_c) < 0) {
-		fprintf(stderr,
-			"spritefs: -o tile=%s: expected HxW or HxWxC (sides 1..%u, C 1, 3 or 4)\n",
-			c.tile, SPRITE_MAX_TILE_SIDE);
-		ret = 2;
-		goto out_fs;
-	}
-	if (c.fit && sprite_fit_parse(c.fit, &how.fit) < 0) {
-		fprintf(stderr, "spritefs: -o fit=%s: expected crop, pad or stretch\n", c.fit);
+	if (parse_shape(&c, &how) < 0) {
 		ret = 2;
 		goto out_fs;
 	}
@@ -745,68 +530,14 @@ int main(int argc, char *argv[])
 		}
 	}
 
-	/*
-	 * libfuse and the pack's temp file handlers only take over signals left
-	 * at their default; a background job of a non-interactive shell starts
-	 * with SIGINT ignored, and we want both of these to stop a first-use pack
-	 * and to unmount cleanly wherever we were started from. Some job runners
-	 * start us with SIGINT blocked: let the signals that stop us in.
-	 */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGHUP);
-	pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
-
-	/* resolve SOURCE to a store file */
-	struct stat st;
-	if (!source || ((!strcmp(source, "default") || !strcmp(source, "fashion-mnist")) &&
-			stat(source, &st) < 0))
-		source = SPRITE_FMNIST_DIR;
-	if (stat(source, &st) < 0) {
-		fprintf(stderr, "spritefs: %s: %s\n", source, strerror(errno));
+	let_stop_signals_in();
+	r = resolve_source(fs, &c, source, &how, source_store, sizeof(source_store));
+	if (r) {
+		ret = r;
 		goto out_fs;
 	}
-	if (source_perms(fs, source, &st) < 0)
+	if (open_store(fs, source_store, err) < 0)
 		goto out_fs;
-	if (S_ISDIR(st.st_mode)) {
-		if (sfs_first_pack(source, c.cachedir, &how, source_store, sizeof(source_store)) < 0)
-			goto out_fs;
-	} else if (S_ISREG(st.st_mode)) {
-		/* A store's tiles are made: an option that would shape them is refused. */
-		const char *shaping = c.tile ? "tile" : c.fit ? "fit" : NULL;
-		if (shaping) {
-			fprintf(stderr,
-				"spritefs: -o %s applies to the first-use pack of an image folder, "
-				"not to a store file (%s): its tiles were made by spritefs-pack\n",
-				shaping, source);
-			ret = 2;
-			goto out_fs;
-		}
-		if (!realpath(source, source_store))
-			snprintf(source_store, sizeof(source_store), "%s", source);
-	} else {
-		fprintf(stderr, "spritefs: %s: not a store file or an image folder\n", source);
-		goto out_fs;
-	}
-	snprintf(fs->store_path, sizeof(fs->store_path), "%s", source_store);
-	fs->path_private = fs->o.allow_other && !path_public(fs->store_path);
-
-	r = sprite_store_open(fs->store_path, &fs->store, err);
-	if (r < 0) {
-		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
-			err[0] ? err : sprite_strerror(-r));
-		goto out_fs;
-	}
-	fs->info = sprite_store_info(fs->store);
-	if (stat(fs->store_path, &st) == 0) {
-		fs->mtime = st.st_mtim;
-		fs->store_dev = st.st_dev;
-		fs->store_ino = st.st_ino;
-	}
 	r = sfs_tree_init(fs, err);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: %s: %s\n", fs->store_path,
@@ -824,26 +555,8 @@ int main(int argc, char *argv[])
 		goto out_cache;
 	}
 
-	/* FUSE options: ours first (the user's fsname wins), read-only last (always wins) */
-	{
-		char *fsname = NULL;
-		if (fuse_opt_add_opt_escaped(&fsname, sfs_store_shown(fs)) < 0)
-			goto out_cache;
-		size_t n = strlen(fsname) + 64;
-		char *o = malloc(n);
-		if (!o) {
-			free(fsname);
-			goto out_cache;
-		}
-		snprintf(o, n, "-osubtype=spritefs,fsname=%s", fsname);
-		free(fsname);
-		r = fuse_opt_insert_arg(&args, 1, o);
-		free(o);
-		if (r < 0 || fuse_opt_add_arg(&args, "-oro") < 0 ||
-		    (fs->o.allow_other && fuse_opt_add_arg(&args, "-odefault_permissions") < 0) ||
-		    (c.debug && fuse_opt_add_arg(&args, "-d") < 0))
-			goto out_cache;
-	}
+	if (add_fuse_opts(fs, &args, c.debug) < 0)
+		goto out_cache;
 	se = fuse_session_new(&args, &sfs_ll_ops, sizeof(sfs_ll_ops), fs);
 	if (!se) {
 		fprintf(stderr, "spritefs: bad FUSE options (see spritefs -h)\n");
@@ -866,7 +579,7 @@ int main(int argc, char *argv[])
 		goto out_prefetch;
 	}
 	if (fs->store_ino)
-		sfs_watch_start(fs); /* the store replaced at its path: said, not missed */
+		sfs_watch_start(fs);  /* the store replaced at its path: said, not missed */
 	if (sfs_epochs_start(fs) < 0) /* then requests build their orders themselves */
 		sfs_log("spritefs: no order builder thread: orders are built in the requests");
 	cfg = fuse_loop_cfg_create();
@@ -900,25 +613,7 @@ out_tree:
 out_fs:
 	free(fs);
 out_args:
-	for (int k = 0; k < c.npos; k++)
-		free(c.pos[k]);
-	free(c.cache);
-	free(c.prefetch);
-	free(c.prealloc);
-	free(c.epochs);
-	free(c.seed);
-	free(c.window);
-	free(c.batch);
-	free(c.ranks);
-	free(c.workers);
-	free(c.direct);
-	free(c.cachedir);
-	free(c.kopen);
-	free(c.push);
-	free(c.tile);
-	free(c.fit);
-	free(c.log);
-	free(c.orders);
+	sfs_cli_free(&c);
 	sfs_log_close();
 	fuse_opt_free_args(&args);
 	return ret;

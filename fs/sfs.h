@@ -1,8 +1,8 @@
 /*
  * sfs.h - private contracts between the parts of the spritefs daemon.
  *
- * The daemon is split by concern: main.c (command line, source resolution,
- * startup and staged shutdown), ll.c (the FUSE low-level operations), tree.c
+ * The daemon is split by concern: main.c (source resolution, startup and
+ * staged shutdown), options.c (the command line, options.h), ll.c (the FUSE low-level operations), tree.c
  * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
  * read.c (each file's bytes, assembled from cached sheets), readahead.c
  * (what to load ahead of a reader), labels.c (the label table), cache.c
