@@ -341,8 +341,8 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 	t->bytes += (uint64_t)n;
 	if (ctx.decode == RB_IMAGE) {
 		struct sprite_image im = {0};
-		int r = sprite_image_decode_for(t->buf, (size_t)n, it->path, ctx.th, ctx.tw, ctx.fit,
-						&im, err);
+		int r = sprite_image_decode_for(t->buf, (size_t)n, it->path, ctx.th, ctx.tw,
+						ctx.fit, &im, err);
 		if (r < 0)
 			return rb_fail("%s: %s", it->path, err[0] ? err : strerror(-r));
 		if (ctx.th) {
@@ -353,7 +353,8 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 			if (!tile || sprite_image_fit(&im, ctx.th, ctx.tw, c, ctx.fit, tile) < 0) {
 				free(tile);
 				sprite_image_free(&im);
-				return rb_fail("%s: %s", it->path, "cannot fit the image to --tile");
+				return rb_fail("%s: %s", it->path,
+					       "cannot fit the image to --tile");
 			}
 			t->sum += sprite_checksum(tile, tb);
 			rb_note_shape(ctx.th, ctx.tw, c);
@@ -506,11 +507,10 @@ static void usage(FILE *f)
 		   "  --label TEXT   copied into the JSON output\n");
 }
 
-int main(int argc, char **argv)
+/* The command line into ctx and the out-parameters: -1 to go on, else the exit code. */
+static int rb_parse(int argc, char **argv, int *threads, uint64_t *limit, uint64_t *bs,
+		    const char **label)
 {
-	int threads = 1;
-	uint64_t limit = 0, bs = 1 << 20;
-	const char *label = "";
 	static const struct option opts[] = {{"decode", required_argument, 0, 'd'},
 					     {"match", required_argument, 0, 'm'},
 					     {"threads", required_argument, 0, 't'},
@@ -556,28 +556,30 @@ int main(int argc, char **argv)
 			break;
 		case 'T':
 			if (sprite_parse_tile(optarg, &ctx.th, &ctx.tw, &ctx.tc) < 0) {
-				fprintf(stderr, "spritefs-readbench: bad --tile %s (HxW or HxWxC)\n",
+				fprintf(stderr,
+					"spritefs-readbench: bad --tile %s (HxW or HxWxC)\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case 'F':
 			if (sprite_fit_parse(optarg, &ctx.fit) < 0) {
-				fprintf(stderr, "spritefs-readbench: bad --fit %s (crop, pad or "
-						"stretch)\n",
+				fprintf(stderr,
+					"spritefs-readbench: bad --fit %s (crop, pad or "
+					"stretch)\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case 't':
-			threads = atoi(optarg);
-			if (threads < 1 || threads > 256) {
+			*threads = atoi(optarg);
+			if (*threads < 1 || *threads > 256) {
 				fprintf(stderr, "spritefs-readbench: --threads must be 1..256\n");
 				return 2;
 			}
 			break;
 		case 'b':
-			if (sprite_parse_size(optarg, &bs) < 0 || bs < 4096 || bs > (1ull << 30)) {
+			if (sprite_parse_size(optarg, bs) < 0 || *bs < 4096 || *bs > (1ull << 30)) {
 				fprintf(stderr, "spritefs-readbench: bad --bs %s (4K..1G)\n",
 					optarg);
 				return 2;
@@ -587,7 +589,7 @@ int main(int argc, char **argv)
 			ctx.direct = 1;
 			break;
 		case 'l':
-			limit = strtoull(optarg, NULL, 10);
+			*limit = strtoull(optarg, NULL, 10);
 			break;
 		case 'P':
 			ctx.passes = (uint32_t)atoi(optarg);
@@ -606,7 +608,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'L':
-			label = optarg;
+			*label = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -620,17 +622,25 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ctx.bs = (size_t)((bs + 4095) & ~4095ull);
-	size_t bufcap = ctx.bs;
+	return -1;
+}
+
+/*
+ * The items to read from the paths argv[first..]: a store's sheets, a .npy's
+ * row chunks, or a folder's files in sorted order. *bufcap grows to the
+ * largest item. 0, or the exit code.
+ */
+static int rb_items(int argc, char **argv, int first, uint64_t limit, int sheets_first,
+		    size_t *bufcap)
+{
 	char err[SPRITE_ERR_MAX + 512];
-	int npaths = argc - optind;
-	int sheets_first = ctx.decode == RB_LZ4 || ctx.decode == RB_COPY;
+	int npaths = argc - first;
 	if (ctx.decode == RB_STORE || ctx.decode == RB_NPY || sheets_first) {
 		ctx.srcs = calloc((size_t)npaths, sizeof(*ctx.srcs));
 		if (!ctx.srcs)
 			return 1;
 	}
-	for (int a = optind; a < argc; a++) {
+	for (int a = first; a < argc; a++) {
 		const char *p = argv[a];
 		if (ctx.decode == RB_STORE || sheets_first) {
 			struct rb_src *s = &ctx.srcs[ctx.nsrcs];
@@ -645,8 +655,8 @@ int main(int argc, char **argv)
 			for (uint32_t i = 0; i < in->nsheets; i++) {
 				if (limit && ctx.nitems >= limit)
 					break;
-				if (in->sheets[i].raw_size > bufcap)
-					bufcap = in->sheets[i].raw_size;
+				if (in->sheets[i].raw_size > *bufcap)
+					*bufcap = in->sheets[i].raw_size;
 				if (rb_add_item(NULL, i, 0, ctx.nsrcs) < 0)
 					return 1;
 				if (sheets_first &&
@@ -673,8 +683,8 @@ int main(int argc, char **argv)
 			}
 			/* chunks of about bs bytes, whole rows */
 			uint64_t per = ctx.bs / s->row_bytes ? ctx.bs / s->row_bytes : 1;
-			if (per * s->row_bytes > bufcap)
-				bufcap = per * s->row_bytes;
+			if (per * s->row_bytes > *bufcap)
+				*bufcap = per * s->row_bytes;
 			uint64_t rows = s->rows;
 			if (limit && rows > limit)
 				rows = limit;
@@ -703,22 +713,20 @@ int main(int argc, char **argv)
 		sprite_sort(ctx.items + before, ctx.nitems - before, sizeof(*ctx.items),
 			    rb_cmp_item);
 	}
-	if (limit && ctx.nitems > limit)
-		ctx.nitems = limit;
-	if (ctx.nitems == 0) {
-		fprintf(stderr, "spritefs-readbench: nothing to read%s%s\n",
-			ctx.match ? " matching " : "", ctx.match ? ctx.match : "");
-		return 1;
-	}
+	return 0;
+}
 
+/* Read every item on threads workers: the wall time (their CPU time in *cpu), or < 0. */
+static double rb_run(int threads, size_t bufcap, int sheets_first, double *cpu)
+{
 	struct rb_thread *th = calloc((size_t)threads, sizeof(*th));
 	if (!th)
-		return 1;
+		return -1;
 	for (int i = 0; i < threads; i++) {
 		th[i].cap = bufcap;
 		if (posix_memalign((void **)&th[i].buf, 4096, bufcap) != 0) {
 			fprintf(stderr, "spritefs-readbench: out of memory\n");
-			return 1;
+			return -1;
 		}
 		if (!sheets_first)
 			continue;
@@ -739,23 +747,51 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++) {
 		if (pthread_create(&th[i].tid, NULL, rb_worker, &th[i]) != 0) {
 			fprintf(stderr, "spritefs-readbench: cannot start threads\n");
-			return 1;
+			return -1;
 		}
 	}
-	double cpu = 0;
+	*cpu = 0;
 	for (int i = 0; i < threads; i++) {
 		pthread_join(th[i].tid, NULL);
 		ctx.files += th[i].files;
 		ctx.bytes += th[i].bytes;
 		ctx.samples += th[i].samples;
 		ctx.sum += th[i].sum;
-		cpu += th[i].cpu;
+		*cpu += th[i].cpu;
 		free(th[i].buf);
 		for (size_t k = 0; k < th[i].nouts; k++)
 			free(th[i].outs[k]);
 		free(th[i].outs);
 	}
-	double wall = sprite_now() - t0;
+	return sprite_now() - t0;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 1;
+	uint64_t limit = 0, bs = 1 << 20;
+	const char *label = "";
+	int r = rb_parse(argc, argv, &threads, &limit, &bs, &label);
+	if (r >= 0)
+		return r;
+	ctx.bs = (size_t)((bs + 4095) & ~4095ull);
+	size_t bufcap = ctx.bs;
+	int sheets_first = ctx.decode == RB_LZ4 || ctx.decode == RB_COPY;
+	r = rb_items(argc, argv, optind, limit, sheets_first, &bufcap);
+	if (r)
+		return r;
+	if (limit && ctx.nitems > limit)
+		ctx.nitems = limit;
+	if (ctx.nitems == 0) {
+		fprintf(stderr, "spritefs-readbench: nothing to read%s%s\n",
+			ctx.match ? " matching " : "", ctx.match ? ctx.match : "");
+		return 1;
+	}
+
+	double cpu;
+	double wall = rb_run(threads, bufcap, sheets_first, &cpu);
+	if (wall < 0)
+		return 1;
 	if (wall <= 0)
 		wall = 1e-9;
 	static const char *names[] = {"none", "image", "batch", "npy", "store", "lz4", "copy"};
