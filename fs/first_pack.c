@@ -61,8 +61,8 @@ static void prune_cache(const char *dir, const char *store, uint64_t id, const c
  * canonical path (sprite_cache_source_path), so that the folder has one
  * store whatever path it is given by, and a new one replaces its older ones.
  */
-int sfs_first_pack(const char *source, const char *cachedir,
-			const struct sprite_pack_options *how, char *out, size_t cap)
+int sfs_first_pack(const char *source, const char *cachedir, const struct sprite_pack_options *how,
+		   char *out, size_t cap)
 {
 	char err[SPRITE_ERR_MAX] = "";
 	char dir[PATH_MAX];
@@ -157,8 +157,7 @@ int sfs_first_pack(const char *source, const char *cachedir,
 		"spritefs: packed %" PRIu64 " samples (%" PRIu64 " skipped, %" PRIu64
 		" ignored%s) in %.1f s\n",
 		rep.packed, rep.skipped, rep.ignored,
-		named > 10 ? "; the first 10 ignored named" : "",
-		rep.seconds);
+		named > 10 ? "; the first 10 ignored named" : "", rep.seconds);
 	prune_cache(dir, out, id, source);
 	return 0;
 }

@@ -85,7 +85,8 @@ static void cpu_json(struct sfs *fs, struct sprite_str *s)
 		sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 	}
 	uint64_t served = SFS_GET(fs, bytes_served);
-	sprite_str_printf(s, "  \"cpu_s\": %.3f,\n  \"cpu_user_s\": %.3f,\n  \"cpu_sys_s\": %.3f,\n",
+	sprite_str_printf(s,
+			  "  \"cpu_s\": %.3f,\n  \"cpu_user_s\": %.3f,\n  \"cpu_sys_s\": %.3f,\n",
 			  user + sys, user, sys);
 	if (served)
 		sprite_str_printf(s, "  \"cpu_s_per_gb_served\": %.4f,\n",

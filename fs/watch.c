@@ -33,7 +33,7 @@ struct sfs_watch {
 	pthread_t tid;
 	const char *path;	 /* fs->store_path */
 	char name[NAME_MAX + 1]; /* its last part, as inotify names it */
-	uint64_t dev, ino; /* the store as opened */
+	uint64_t dev, ino;	 /* the store as opened */
 	struct timespec mtime;
 	int said_replaced, said_written;
 };
@@ -127,10 +127,9 @@ void sfs_watch_start(struct sfs *fs)
 		*slash = 0;
 	w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	w->efd = eventfd(0, EFD_CLOEXEC);
-	if (w->ifd < 0 || w->efd < 0 ||
-	    inotify_add_watch(w->ifd, dir,
-			      IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |
-				      IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0)
+	const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |
+			      IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+	if (w->ifd < 0 || w->efd < 0 || inotify_add_watch(w->ifd, dir, mask) < 0)
 		goto fail;
 	/*
 	 * The mount was visible (and fuse_daemonize let the caller go) before

@@ -92,7 +92,8 @@ static int write_tile_fd(struct export *E, int fd, const char *path, const uint8
 		if (r == 0)
 			r = sprite_write_full(fd, px, (size_t)h * w * c);
 		if (r < 0)
-			snprintf(err, SPRITE_ERR_MAX, "cannot write %.180s: %s", path, strerror(-r));
+			snprintf(err, SPRITE_ERR_MAX, "cannot write %.180s: %s", path,
+				 strerror(-r));
 		return r;
 	}
 	}
@@ -202,10 +203,11 @@ static void *export_worker(void *arg)
 				cfd = openat(E->split_fd[se->split], E->class_dir[b.labels[k]],
 					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 				if (cfd < 0) {
-					snprintf(err, sizeof err, "%.200s: %s", dir,
-						 errno == ELOOP || errno == ENOTDIR
-							 ? "not a folder (a link?): not written into"
-							 : strerror(errno));
+					snprintf(
+						err, sizeof err, "%.200s: %s", dir,
+						errno == ELOOP || errno == ENOTDIR
+							? "not a folder (a link?): not written into"
+							: strerror(errno));
 					goto fail;
 				}
 				cfd_split = (int)se->split;
@@ -281,7 +283,8 @@ static int check_export_dir(const char *dir, int force)
 static int open_subdir(int parent, const char *pdir, const char *name)
 {
 	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
-		fprintf(stderr, PROG ": --export: '%s' cannot be a folder name in %s\n", name, pdir);
+		fprintf(stderr, PROG ": --export: '%s' cannot be a folder name in %s\n", name,
+			pdir);
 		return -1;
 	}
 	if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST) {
@@ -298,7 +301,7 @@ static int open_subdir(int parent, const char *pdir, const char *name)
 }
 
 int spritefs_pack_export(const char *path, const char *dir, const char *format, const char *split,
-		     uint64_t limit, int jobs, int strict, int force, int quiet)
+			 uint64_t limit, int jobs, int strict, int force, int quiet)
 {
 	struct export E = {0};
 	int dfd = -1;
