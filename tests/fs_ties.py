@@ -18,10 +18,13 @@ definitions the file-level lines (column 0) that name an identifier before
 "=" or before "(" without ending in ";", and as uses every other occurrence of
 those names. It is checked on made-up files first.
 
+It also checks that fs/ is the daemon and nothing else: every fs/*.c is one
+of spritefs's sources in fs/meson.build, which builds no other program.
+
 Usage: fs_ties.py [ROOT]   (ROOT: the source tree, default this file's
 parent folder). Prints the tie table, then each circle found; exits 1 when
-a circle other than cache.c <-> prefetch.c exists (or the self-check fails),
-0 otherwise.
+a circle other than cache.c <-> prefetch.c exists, when fs/ holds more than
+the daemon, or when the self-check fails; 0 otherwise.
 """
 import os
 import re
@@ -157,6 +160,16 @@ def daemon_files(fs_dir):
     return sorted(f for f in os.listdir(fs_dir) if f.endswith(".c"))
 
 
+def not_daemon(fs_dir, files):
+    """The .c files of fs/ that fs/meson.build does not build into spritefs, and
+    the programs other than spritefs it builds: fs/ holds the daemon only."""
+    with open(os.path.join(fs_dir, "meson.build"), encoding="utf-8") as fh:
+        build = fh.read()
+    built = set(re.findall(r"'([\w.-]+\.c)'", build))
+    programs = set(re.findall(r"executable\(\s*'([\w.-]+)'", build))
+    return sorted(set(files) - built), sorted(programs - {"spritefs"})
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(__file__))
     if not self_check():
@@ -170,6 +183,13 @@ def main():
     for (a, b), n in sorted(t.items()):
         print(f"{a:>14} -> {b:<14} {n:4d}")
     bad = 0
+    loose, others = not_daemon(fs_dir, files)
+    for f in loose:
+        print(f"fs_ties: fs/{f} is not part of spritefs: fs/ holds the daemon only")
+        bad = 1
+    for p in others:
+        print(f"fs_ties: fs/meson.build builds {p}: give it a folder of its own (as pack/)")
+        bad = 1
     for c in circles(set(files), t):
         names = " <-> ".join(sorted(c))
         if c in ALLOWED:
