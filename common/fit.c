@@ -169,17 +169,17 @@ void sprite_fit_geometry(uint32_t h, uint32_t w, uint32_t th, uint32_t tw, enum 
  */
 struct sprite_fit_stream {
 	uint32_t ih, iw, ic, th, tw, tc;
-	int same;			  /* the image is the tile's size: rows copied */
-	uint32_t y;			  /* input rows taken */
-	uint32_t dh, dw;		  /* output rows and columns written */
-	uint8_t *dst;			  /* output row 0, column 0 in the tile */
-	size_t dstride;			  /* tile row bytes */
-	struct taps ty, tx;		  /* taps of the dh rows and dw columns */
-	uint32_t *first, *last;		  /* per output row: its first and last input row */
-	uint32_t lo, hi;		  /* output rows [lo, hi) hold an accumulator */
-	uint32_t slots;			  /* accumulators, output row oy in slot oy % slots */
-	float *acc;			  /* slots rows of iw * tc */
-	uint8_t *conv;			  /* one input row in the tile's channels */
+	int same;		/* the image is the tile's size: rows copied */
+	uint32_t y;		/* input rows taken */
+	uint32_t dh, dw;	/* output rows and columns written */
+	uint8_t *dst;		/* output row 0, column 0 in the tile */
+	size_t dstride;		/* tile row bytes */
+	struct taps ty, tx;	/* taps of the dh rows and dw columns */
+	uint32_t *first, *last; /* per output row: its first and last input row */
+	uint32_t lo, hi;	/* output rows [lo, hi) hold an accumulator */
+	uint32_t slots;		/* accumulators, output row oy in slot oy % slots */
+	float *acc;		/* slots rows of iw * tc */
+	uint8_t *conv;		/* one input row in the tile's channels */
 };
 
 /* One pixel of ic channels to tc, by the channel rule. */
@@ -216,14 +216,15 @@ void sprite_fit_stream_free(struct sprite_fit_stream *fs)
 	free(fs);
 }
 
-int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw,
-			    uint32_t ic, uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
+int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw, uint32_t ic,
+			    uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
 			    uint8_t *tile)
 {
 	*out = NULL;
 	if (!tile || ih == 0 || iw == 0 || th == 0 || tw == 0 || (uint32_t)fit > SPRITE_FIT_PAD ||
 	    (ic != 1 && ic != 3 && ic != 4) || (tc != 1 && tc != 3 && tc != 4) ||
-	    (uint64_t)ih * iw > SPRITE_IMAGE_MAX_PIXELS || (uint64_t)th * tw > SPRITE_IMAGE_MAX_PIXELS)
+	    (uint64_t)ih * iw > SPRITE_IMAGE_MAX_PIXELS ||
+	    (uint64_t)th * tw > SPRITE_IMAGE_MAX_PIXELS)
 		return -EINVAL;
 	struct sprite_fit_stream *fs = calloc(1, sizeof *fs);
 	if (!fs)
@@ -275,7 +276,8 @@ int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_
 			a = fs->ty.idx[t] < a ? fs->ty.idx[t] : a;
 			b = fs->ty.idx[t] > b ? fs->ty.idx[t] : b;
 		}
-		if (a == UINT32_MAX) /* no weight at all: an all-0 row, finished with its neighbour */
+		if (a ==
+		    UINT32_MAX) /* no weight at all: an all-0 row, finished with its neighbour */
 			a = b = oy ? fs->last[oy - 1] : 0;
 		if (oy && a < fs->first[oy - 1])
 			a = fs->first[oy - 1];
@@ -315,7 +317,8 @@ static void finish_row(struct sprite_fit_stream *fs, uint32_t oy)
 			for (uint32_t k = 0; k < K; k++) {
 				float wv = fs->tx.wt[(size_t)ox * K + k];
 				if (wv != 0.0f)
-					acc += wv * row[(size_t)fs->tx.idx[(size_t)ox * K + k] * c + ch];
+					acc += wv *
+					       row[(size_t)fs->tx.idx[(size_t)ox * K + k] * c + ch];
 			}
 			d[(size_t)ox * c + ch] = clamp_u8(acc);
 		}

@@ -123,8 +123,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 		char shown[SPRITE_ERR_MAX];
 		if (strlen(f->splits[k].name) >= SPRITE_SPLIT_NAME_MAX) {
 			sprite_seterr(err, "%s: split name longer than %u bytes",
-			       sprite_escape(f->splits[k].dir, shown, sizeof shown),
-			       SPRITE_SPLIT_NAME_MAX - 1);
+				      sprite_escape(f->splits[k].dir, shown, sizeof shown),
+				      SPRITE_SPLIT_NAME_MAX - 1);
 			r = -ENAMETOOLONG;
 		} else if (k == SPRITE_MAX_SPLITS) {
 			sprite_seterr(err, "%s: more than %u splits", src, SPRITE_MAX_SPLITS);
@@ -132,7 +132,8 @@ static int list_folder(const char *src, struct source *s, char *err)
 		}
 	}
 	if (r == 0 && f->nclasses > SPRITE_MAX_CLASSES) {
-		sprite_seterr(err, "%s: %zu classes, more than %u", src, f->nclasses, SPRITE_MAX_CLASSES);
+		sprite_seterr(err, "%s: %zu classes, more than %u", src, f->nclasses,
+			      SPRITE_MAX_CLASSES);
 		r = -E2BIG;
 	}
 	if (r == 0)
@@ -270,7 +271,7 @@ struct packing {
 	struct source s;
 	struct ring R;
 	sprite_writer *w;
-	size_t first;			   /* the item whose size the others must have (R.one_size) */
+	size_t first;			/* the item whose size the others must have (R.one_size) */
 	int64_t cur_split, store_split; /* the source's split being written, the store's */
 };
 
@@ -388,7 +389,8 @@ static int store_item(struct packing *p, size_t i, const struct slot *sl, int r)
 		if (o->on_skip)
 			o->on_skip(o->ctx, it->path, sl->why);
 		/* the store names it too (its skipped list) */
-		if (r == 0 && sprite_writer_add_skipped(p->w, rel_path(p->src, it->path), sl->why) < 0)
+		if (r == 0 &&
+		    sprite_writer_add_skipped(p->w, rel_path(p->src, it->path), sl->why) < 0)
 			return sprite_fail(p->err, -ENOMEM, "out of memory for the skipped list");
 		return r;
 	}
@@ -406,7 +408,8 @@ static int store_item(struct packing *p, size_t i, const struct slot *sl, int r)
 				   "images differ in size, %ux%u and %ux%u, and no tile size is "
 				   "given (spritefs-pack --tile HxWxC, spritefs -o tile=HxWxC; "
 				   "e.g. 64x64x3): %s is %ux%u, %s is %ux%u",
-				   R->th, R->tw, sl->h, sl->w, a, R->th, R->tw, shown, sl->h, sl->w);
+				   R->th, R->tw, sl->h, sl->w, a, R->th, R->tw, shown, sl->h,
+				   sl->w);
 	}
 	if ((int64_t)it->split != p->cur_split) {
 		p->cur_split = it->split;
@@ -459,8 +462,13 @@ static int write_items(struct packing *p)
 static int pack_folder(const char *src, const char *store, const struct sprite_pack_options *o,
 		       const char *dsname, struct sprite_pack_report *rep, char *err)
 {
-	struct packing p = {.src = src, .store = store, .o = o, .rep = rep, .err = err,
-			    .cur_split = -1, .store_split = -1};
+	struct packing p = {.src = src,
+			    .store = store,
+			    .o = o,
+			    .rep = rep,
+			    .err = err,
+			    .cur_split = -1,
+			    .store_split = -1};
 	struct ring *R = &p.R;
 	pthread_t *tids = NULL;
 	int nthreads = 0, r;
@@ -546,7 +554,8 @@ static int check_store_path(const char *store, char *err)
 {
 	struct stat st;
 	if (stat(store, &st) == 0 && S_ISDIR(st.st_mode)) {
-		sprite_seterr(err, "%s: is a folder (give the path of the store file to write)", store);
+		sprite_seterr(err, "%s: is a folder (give the path of the store file to write)",
+			      store);
 		return -EISDIR;
 	}
 	char *dir = strdup(store);
@@ -591,7 +600,7 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 	     o->tile_c > SPRITE_MAX_CHANNELS) ||
 	    (o->tile_c && o->tile_c != 1 && o->tile_c != 3 && o->tile_c != 4)) {
 		sprite_seterr(err, "bad tile shape %ux%ux%u (sides up to %u, channels 1, 3 or 4)",
-		       o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
+			      o->tile_h, o->tile_w, o->tile_c, SPRITE_MAX_TILE_SIDE);
 		return -EINVAL;
 	}
 	if ((uint32_t)o->fit > SPRITE_FIT_PAD) {
@@ -599,8 +608,8 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		return -EINVAL;
 	}
 	if (o->name && strlen(o->name) >= SPRITE_NAME_MAX) {
-		sprite_seterr(err, "data set name of %zu bytes: a store holds at most %u", strlen(o->name),
-		       SPRITE_NAME_MAX - 1);
+		sprite_seterr(err, "data set name of %zu bytes: a store holds at most %u",
+			      strlen(o->name), SPRITE_NAME_MAX - 1);
 		return -ENAMETOOLONG;
 	}
 	struct stat st;
@@ -610,8 +619,9 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 		return -e;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		sprite_seterr(err, "%s: not a folder (give an image folder or a folder of IDX files)",
-		       source);
+		sprite_seterr(err,
+			      "%s: not a folder (give an image folder or a folder of IDX files)",
+			      source);
 		return -ENOTDIR;
 	}
 
@@ -633,7 +643,7 @@ int sprite_pack(const char *source, const char *store, const struct sprite_pack_
 
 	double t0 = sprite_now();
 	r = sprite_pack_is_idx(source) ? sprite_pack_idx(source, store, o, dsname, rep, err)
-				  : pack_folder(source, store, o, dsname, rep, err);
+				       : pack_folder(source, store, o, dsname, rep, err);
 	rep->seconds = sprite_now() - t0;
 	if (r == 0 && stat(store, &st) == 0)
 		rep->bytes_out = (uint64_t)st.st_size;

@@ -42,8 +42,8 @@ struct sprite_pack_options {
 	 * tile_h/tile_w is given)
 	 */
 	uint32_t tile_h, tile_w, tile_c;
-	enum sprite_fit fit;		 /* how an image of another size becomes a tile */
-	uint32_t sheet_tiles;		 /* 0: sprite_default_sheet_tiles() */
+	enum sprite_fit fit;  /* how an image of another size becomes a tile */
+	uint32_t sheet_tiles; /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
 	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */
 	uint32_t order_window;

@@ -108,7 +108,7 @@ static int load_splits(const char *src, struct idx_split sp[2], int *nsp, unsign
 		rep->bytes_in += file_size(ip) + file_size(lp);
 		if (s->n >= 0 && nl >= 0 && nl != s->n) {
 			sprite_seterr(err, "%s holds %lld images but %s holds %lld labels", ip,
-			       (long long)s->n, lp, (long long)nl);
+				      (long long)s->n, lp, (long long)nl);
 			nl = -SPRITE_ECORRUPT;
 		}
 		free(ip);
@@ -128,7 +128,7 @@ static int load_splits(const char *src, struct idx_split sp[2], int *nsp, unsign
 }
 
 int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack_options *o,
-			   const char *dsname, struct sprite_pack_report *rep, char *err)
+		    const char *dsname, struct sprite_pack_report *rep, char *err)
 {
 	struct idx_split sp[2] = {{0}};
 	char *names_buf = NULL;
@@ -150,7 +150,8 @@ int sprite_pack_idx(const char *src, const char *store, const struct sprite_pack
 	uint32_t nclasses;
 	if (is_fashion(src)) {
 		if (maxlabel >= 10) {
-			sprite_seterr(err, "%s: label %u out of range for Fashion-MNIST", src, maxlabel);
+			sprite_seterr(err, "%s: label %u out of range for Fashion-MNIST", src,
+				      maxlabel);
 			r = -SPRITE_ECORRUPT;
 			goto out;
 		}

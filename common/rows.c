@@ -14,8 +14,8 @@
  * simplified API (codec.c, for images in memory) gives: palette and low bit
  * depths expanded, tRNS to alpha, 16 bits scaled to 8 with rounding, sRGB
  * output gamma (a 16-bit file without gamma information taken as sRGB),
- * alpha composited on black. An interlaced PNG needs all its passes before a
- * row is whole: -EAGAIN, and sample.c decodes it from memory instead.
+ * alpha by the background (sample.h). An interlaced PNG needs all its
+ * passes before a row is whole: -EAGAIN, and sample.c decodes it from memory instead.
  */
 #include <errno.h>
 #include <png.h>
@@ -33,9 +33,9 @@
 /* A buffered reader on a descriptor, from its start. */
 struct reader {
 	int fd;
-	int err;	/* errno of a failed read */
+	int err; /* errno of a failed read */
 	size_t pos, len;
-	uint64_t total; /* bytes read from fd */
+	uint64_t total;	    /* bytes read from fd */
 	uint8_t buf[65536]; /* last: the fields above are zeroed, not it */
 };
 
@@ -73,6 +73,7 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 	/* the header: within the reader's first fill (64 KiB) */
 	struct sprite_pnm hd;
 	int rc = sprite_pnm_parse(r->buf, r->len, "", &hd, why);
+	hd.bg = sp->background;
 	if (rc < 0)
 		return rc;
 	got->h = hd.h;
@@ -80,7 +81,8 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 	uint64_t row = (uint64_t)hd.w * hd.depth * hd.bps, need = row * hd.h;
 	if (need > size - hd.data_off) {
 		sprite_image_err(why, "", "truncated: %llu bytes of samples, %llu present",
-				 (unsigned long long)need, (unsigned long long)(size - hd.data_off));
+				 (unsigned long long)need,
+				 (unsigned long long)(size - hd.data_off));
 		return -SPRITE_ECORRUPT;
 	}
 	r->pos = hd.data_off;
@@ -92,7 +94,8 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 		      : -ENOMEM;
 	for (uint32_t y = 0; rc == 0 && y < hd.h; y++) {
 		if (rd(r, in, (size_t)row) != row) {
-			sprite_image_err(why, "", r->err ? "read error: %s" : "truncated while read%s",
+			sprite_image_err(why, "",
+					 r->err ? "read error: %s" : "truncated while read%s",
 					 r->err ? strerror(r->err) : "");
 			rc = r->err ? -r->err : -SPRITE_ECORRUPT;
 			break;
@@ -186,8 +189,9 @@ static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite
 		if (alpha)
 			for (size_t i = 0; i < w; i++)
 				for (uint32_t k = 0; k < oc; k++)
-					m->px[i * oc + k] = sprite_over_black(m->row[i * ch + k],
-									      m->row[i * ch + oc]);
+					m->px[i * oc + k] = sprite_over_bg(
+						m->row[i * ch + k], m->row[i * ch + oc],
+						sp->background, oc == 1 ? 3 : k);
 		rc = sprite_fit_stream_row(m->fs, alpha ? m->px : m->row);
 	}
 	if (rc == 0) {

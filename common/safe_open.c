@@ -175,8 +175,8 @@ int sprite_outfile_openat(struct sprite_outfile *o, int dirfd, const char *dir, 
 	size_t nl = strlen(name);
 	/* ".tmp." + 10 digits + "." + 16 hex */
 	if (nl + 32 > NAME_MAX || strchr(name, '/'))
-		return sprite_fail(err, -ENAMETOOLONG, "%s/%s: name too long for a temporary beside it",
-				   dir, name);
+		return sprite_fail(err, -ENAMETOOLONG,
+				   "%s/%s: name too long for a temporary beside it", dir, name);
 	memcpy(o->name, name, nl + 1);
 	int r = check_dirfd(dirfd, dir, err);
 	if (r < 0)
@@ -340,7 +340,8 @@ int sprite_open_append(const char *path, char *err)
 	const char *name;
 	int r = split_path(path, dir, sizeof dir, &name);
 	if (r < 0)
-		return sprite_fail(err, r, "%s: %s", path, r == -EISDIR ? "not a file name" : strerror(-r));
+		return sprite_fail(err, r, "%s: %s", path,
+				   r == -EISDIR ? "not a file name" : strerror(-r));
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return sprite_fail(err, -errno, "folder %s: %s", dir, strerror(errno));
@@ -363,9 +364,11 @@ int sprite_open_append(const char *path, char *err)
 				   : e == ENXIO ? "a FIFO nobody reads"
 						: strerror(e));
 	struct stat st;
-	const char *bad = fstat(fd, &st) < 0		   ? strerror(errno)
-			  : S_ISREG(st.st_mode) && linked	   ? "a symbolic link: a log is not written through one"
-			  : S_ISREG(st.st_mode) && st.st_nlink != 1 ? "has other names (hard links): not appended to"
+	const char *bad = fstat(fd, &st) < 0 ? strerror(errno)
+			  : S_ISREG(st.st_mode) && linked
+				  ? "a symbolic link: a log is not written through one"
+			  : S_ISREG(st.st_mode) && st.st_nlink != 1
+				  ? "has other names (hard links): not appended to"
 			  : !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)
 				  ? "not a file, a FIFO or a terminal"
 				  : NULL;

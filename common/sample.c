@@ -29,7 +29,8 @@ static int read_all(int fd, uint64_t size, struct sprite_sample_buf *buf, size_t
 		size_t ncap = want + 1 > 65536 ? want + 1 : 65536;
 		uint8_t *nb = realloc(buf->data, ncap);
 		if (!nb) {
-			snprintf(why, SPRITE_ERR_MAX, "out of memory for a file of %zu bytes", want);
+			snprintf(why, SPRITE_ERR_MAX, "out of memory for a file of %zu bytes",
+				 want);
 			return -ENOMEM;
 		}
 		buf->data = nb;
@@ -116,8 +117,8 @@ static int read_jpeg(int fd, uint64_t size, struct sprite_sample_buf *buf, size_
 				ncap = (size_t)size + 1;
 			uint8_t *nb = realloc(buf->data, ncap);
 			if (!nb) {
-				snprintf(why, SPRITE_ERR_MAX, "out of memory for a file of %zu bytes",
-					 want);
+				snprintf(why, SPRITE_ERR_MAX,
+					 "out of memory for a file of %zu bytes", want);
 				return -ENOMEM;
 			}
 			buf->data = nb;
@@ -171,8 +172,9 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 		snprintf(why, SPRITE_ERR_MAX, "file too large (%lld bytes)", (long long)st.st_size);
 		r = -EFBIG;
 	} else if (sp->tree && sprite_fd_inside(fd, sp->tree) == 0) {
-		snprintf(why, SPRITE_ERR_MAX, "opened out of the source tree (a link swapped in "
-					      "after the listing): not read");
+		snprintf(why, SPRITE_ERR_MAX,
+			 "opened out of the source tree (a link swapped in "
+			 "after the listing): not read");
 		r = -EPERM;
 	}
 	size_t len = 0;
@@ -201,7 +203,7 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 	/* An empty name keeps the path out of the reason: the caller names the file. */
 	if (r == 0)
 		r = sprite_image_decode_for(buf->data, len, "", sp->whole ? 0 : sp->th, sp->tw,
-					    sp->fit, &im, why);
+					    sp->fit, sp->background, &im, why);
 	if (r == 0) {
 		got->h = im.h;
 		got->w = im.w;

@@ -660,9 +660,10 @@ static int check_skipped(const char *t, size_t n, uint64_t count, char *err)
 			if (ch == '\t' && !tabs++)
 				tab = at;
 			else if (ch < 0x20)
-				return sprite_fail(err, -SPRITE_ECORRUPT,
-						   "skipped list: line %llu has a control character",
-						   (unsigned long long)lines + 1);
+				return sprite_fail(
+					err, -SPRITE_ECORRUPT,
+					"skipped list: line %llu has a control character",
+					(unsigned long long)lines + 1);
 		}
 		if (at == n || tabs != 1 || tab == start || tab + 1 == at)
 			return sprite_fail(err, -SPRITE_ECORRUPT,

@@ -510,9 +510,10 @@ static int write_skipped(sprite_writer *w, char *err)
 		return 0;
 	if (w->skip_dropped) {
 		char line[128];
-		int n = snprintf(line, sizeof line,
-				 "...\t%llu more skipped files not listed (the list holds %u MiB)\n",
-				 (unsigned long long)w->skip_dropped, SPRITE_SKIPPED_MAX >> 20);
+		int n = snprintf(
+			line, sizeof line,
+			"...\t%llu more skipped files not listed (the list holds %u MiB)\n",
+			(unsigned long long)w->skip_dropped, SPRITE_SKIPPED_MAX >> 20);
 		if (grow((void **)&w->skip_str, &w->skip_cap, w->skip_len + (uint64_t)n, 1) < 0)
 			return sprite_fail(err, -ENOMEM, "out of memory for the skipped list");
 		memcpy(w->skip_str + w->skip_len, line, (size_t)n);

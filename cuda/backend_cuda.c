@@ -375,10 +375,8 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	}
 	int major = 0, minor = 0;
 	if (cfg->amp == HN_AMP_BF16 &&
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
-		    cudaSuccess &&
-	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) ==
-		    cudaSuccess &&
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
 	    major < 8) {
 		snprintf(err, HN_ERR_MAX,
 			 "gpu: --amp=bf16 needs a GPU of compute capability 8.0 or later (this one "

@@ -499,9 +499,9 @@ extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *la
 	cudaError_t e = cudaMemsetAsync(res, 0, sizeof(*res), s);
 	if (e != cudaSuccess || n <= 0)
 		return e;
-	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(logits, labels, n, classes,
-								     grad_scale, amp, dlogits, loss_tmp,
-								     correct_tmp, &res->bad_label);
+	k_softmax_xent<<<hn_blocks((size_t)n), HN_K_THREADS, 0, s>>>(
+		logits, labels, n, classes, grad_scale, amp, dlogits, loss_tmp, correct_tmp,
+		&res->bad_label);
 	e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return e;
@@ -512,7 +512,6 @@ extern "C" cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *la
 /* ---- batch normalisation, global average pooling ---- */
 
 #define HN_BN_EPS 1e-5 /* trainer/backend.h's */
-
 
 __global__ void k_bn_stats_fin(const double *part, int n, int c, int hw, int parts, float *mean,
 			       float *invstd, float *run, float scale, const struct hn_k_amp *amp)
@@ -569,9 +568,8 @@ extern "C" cudaError_t hn_k_bn_running(const float *run, int c, float *mean, flo
 	return cudaGetLastError();
 }
 
-__global__ void k_bn_apply(const float *x, float *y, size_t total, int c, int hw,
-			   const float *mean, const float *invstd, const float *gamma,
-			   const float *beta)
+__global__ void k_bn_apply(const float *x, float *y, size_t total, int c, int hw, const float *mean,
+			   const float *invstd, const float *gamma, const float *beta)
 {
 	GRID_LOOP(i, total)
 	{
@@ -616,8 +614,7 @@ extern "C" cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, 
 	if (c <= 0 || n <= 0 || hw <= 0)
 		return cudaSuccess;
 	int parts;
-	cudaError_t e =
-		chan_sums(CH_BN_BWD, dy, x, n, c, hw, mean, invstd, scratch, &parts, s);
+	cudaError_t e = chan_sums(CH_BN_BWD, dy, x, n, c, hw, mean, invstd, scratch, &parts, s);
 	if (e != cudaSuccess)
 		return e;
 	k_bn_bwd_fin<<<hn_blocks((size_t)c), HN_K_THREADS, 0, s>>>(scratch, n, c, hw, parts, dgamma,

@@ -115,8 +115,7 @@ extern "C" cudaError_t hn_k_sgd(float *w, const float *grad, size_t count, float
 }
 
 extern "C" cudaError_t hn_k_momentum(float *w, const float *grad, float *v, size_t count, float lr,
-				     float mu, float wd, const struct hn_k_amp *amp,
-				     cudaStream_t s)
+				     float mu, float wd, const struct hn_k_amp *amp, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
@@ -189,7 +188,7 @@ __global__ void k_check_finite(const float *x, size_t count, int *flag)
 }
 
 extern "C" cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, int bf16,
-				       cudaStream_t s)
+					cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
@@ -201,7 +200,7 @@ extern "C" cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, i
 }
 
 extern "C" cudaError_t hn_k_half_to_f32(const void *x, float *y, size_t count, int bf16,
-				       cudaStream_t s)
+					cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
@@ -219,8 +218,8 @@ extern "C" cudaError_t hn_k_half_accumulate(const void *x16, float *acc, size_t 
 	if (count == 0)
 		return cudaSuccess;
 	if (bf16)
-		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(
-			(const __nv_bfloat16 *)x16, acc, count);
+		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __nv_bfloat16 *)x16,
+									 acc, count);
 	else
 		k_h_accumulate<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __half *)x16, acc,
 									 count);

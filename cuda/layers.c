@@ -495,7 +495,8 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 					    st->stream),
 			   st->err);
 			break;
-		case HN_LAYER_SAVE: /* its own slot: its gradient slot must differ from its input's */
+		case HN_LAYER_SAVE: /* its own slot: its gradient slot must differ from its input's
+				     */
 			CU(cudaMemcpyAsync(y, x, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
 					   st->stream),
 			   st->err);
@@ -569,9 +570,11 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 			CU(hn_k_add(dx, dy, dx, cnt, st->stream), st->err);
 			break;
 		case HN_LAYER_ADD: {
-			/* a save's output: to the save's input slot (see the save); else the slot */
+			/* a save's output: to the save's input slot (see the save); else the slot
+			 */
 			int j = l->shortcut;
-			float *ds = cu_dact(st, st->m.layers[j - 1].kind == HN_LAYER_SAVE ? j - 1 : j);
+			float *ds =
+				cu_dact(st, st->m.layers[j - 1].kind == HN_LAYER_SAVE ? j - 1 : j);
 			CU(cudaMemcpyAsync(ds, dy, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
 					   st->stream),
 			   st->err);

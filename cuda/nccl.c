@@ -106,7 +106,7 @@ static int nccl_fail(ncclResult_t r, const char *what, char *err)
 #define NCCL(call, what, err)                                                                      \
 	do {                                                                                       \
 		ncclResult_t r_ = (call);                                                          \
-		if (r_ != ncclSuccess && r_ != ncclInProgress) /* non-blocking: polled after */   \
+		if (r_ != ncclSuccess && r_ != ncclInProgress) /* non-blocking: polled after */    \
 			return nccl_fail(r_, what, err);                                           \
 	} while (0)
 

@@ -35,7 +35,8 @@ static double now_s(void)
 int cu_wait_bounded(const struct cu_wait *w, char *err)
 {
 	double t0 = now_s(), deadline = t0 + w->timeout_s;
-	long pause_ns = 2000; /* 2 us, doubling to 0.1 ms: a step waits little longer than the sum */
+	long pause_ns =
+		2000; /* 2 us, doubling to 0.1 ms: a step waits little longer than the sum */
 	for (;;) {
 		int rc = w->poll(w->ctx, err);
 		if (rc == 0)
@@ -48,10 +49,11 @@ int cu_wait_bounded(const struct cu_wait *w, char *err)
 		if (now_s() >= deadline) {
 			if (w->abort)
 				w->abort(w->ctx);
-			snprintf(err, CU_RANKS_ERR_MAX,
-				 "gpu: %s: no answer in %g s (HNTRAIN_DIST_TIMEOUT): a rank died or "
-				 "hangs; the NCCL communicator was aborted",
-				 w->what, w->timeout_s);
+			snprintf(
+				err, CU_RANKS_ERR_MAX,
+				"gpu: %s: no answer in %g s (HNTRAIN_DIST_TIMEOUT): a rank died or "
+				"hangs; the NCCL communicator was aborted",
+				w->what, w->timeout_s);
 			return -ETIMEDOUT;
 		}
 		struct timespec ts = {0, pause_ns};

@@ -2,14 +2,13 @@
  * sfs.h - private contracts between the parts of the spritefs daemon.
  *
  * The daemon is split by concern: main.c (source resolution, startup and
- * staged shutdown), options.c (the command line, options.h), ll.c (the FUSE low-level operations), tree.c
- * (the virtual tree: inode numbers, names, sizes, listings, dataset.json),
- * read.c (each file's bytes, assembled from cached sheets), readahead.c
- * (what to load ahead of a reader), labels.c (the label table), cache.c
- * (decoded sheets under a memory budget), prefetch.c (io_uring reads +
- * decode workers), epoch.c (seeded epoch views), batch.c (the layout
- * arithmetic sizes and bytes share), stats.c (counters, stats.json), log.c
- * (the log), watch.c (the store replaced at its path).
+ * staged shutdown), options.c (the command line, options.h), ll.c (the FUSE low-level operations),
+ * tree.c (the virtual tree: inode numbers, names, sizes, listings, dataset.json), read.c (each
+ * file's bytes, assembled from cached sheets), readahead.c (what to load ahead of a reader),
+ * labels.c (the label table), cache.c (decoded sheets under a memory budget), prefetch.c (io_uring
+ * reads + decode workers), epoch.c (seeded epoch views), batch.c (the layout arithmetic sizes and
+ * bytes share), stats.c (counters, stats.json), log.c (the log), watch.c (the store replaced at its
+ * path).
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -42,10 +41,10 @@ struct sfs_opts {
 	 * them; prefetch follows only those (nranks 0: every view file).
 	 */
 	uint32_t rank_lo, rank_hi, nranks;
-	uint32_t workers;	 /* decode threads */
-	int direct;		 /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
-	int kernel_open;	 /* 1: FUSE no_open when the kernel offers it */
-	int push;		 /* 1: push sheets loaded ahead into the kernel's page cache */
+	uint32_t workers; /* decode threads */
+	int direct;	  /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
+	int kernel_open;  /* 1: FUSE no_open when the kernel offers it */
+	int push;	  /* 1: push sheets loaded ahead into the kernel's page cache */
 	int foreground, debug;
 	uint64_t orders_bytes; /* -o orders=: epoch orders and plans (epoch.c) */
 	int allow_other;       /* -o allow_other: attributes follow the store (main.c) */
@@ -62,7 +61,7 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
-#define SFS_MAX_BACKGROUND  64u	  /* async requests in flight (ll.c; cache.c waits) */
+#define SFS_MAX_BACKGROUND  64u		  /* async requests in flight (ll.c; cache.c waits) */
 #define SFS_STATS_SIZE	    4096u	  /* stats.json: one page, padded with spaces */
 
 /* ---- stats ------------------------------------------------------------- */
@@ -81,8 +80,8 @@ struct sfs_stats {
 	uint64_t checksum_failures, read_errors;
 	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
 	uint64_t scratch_bytes;
-	uint64_t orders_bytes;		       /* epoch orders and plans held (epoch.c) */
-	uint64_t order_waits, order_refusals;  /* readers that waited for an order slot; EBUSY */
+	uint64_t orders_bytes;			/* epoch orders and plans held (epoch.c) */
+	uint64_t order_waits, order_refusals;	/* readers that waited for an order slot; EBUSY */
 	uint64_t seeds_recycled, seed_refusals; /* seed slots given to a new seed; ENOSPC */
 	double started;
 };
@@ -134,23 +133,23 @@ struct sfs {
 	const struct sprite_store_info *info;
 	char store_path[4096];
 	struct sfs_opts o;
-	uint64_t tile_bytes;   /* h*w*c */
-	uint32_t label_bytes;  /* 1 when nclasses <= 256, else 2 (labels.npy dtype) */
-	uint64_t max_raw;      /* largest decoded sheet */
-	uint64_t max_stored;   /* largest stored sheet */
-	struct timespec mtime; /* of the store file: every file's mtime */
+	uint64_t tile_bytes;	       /* h*w*c */
+	uint32_t label_bytes;	       /* 1 when nclasses <= 256, else 2 (labels.npy dtype) */
+	uint64_t max_raw;	       /* largest decoded sheet */
+	uint64_t max_stored;	       /* largest stored sheet */
+	struct timespec mtime;	       /* of the store file: every file's mtime */
 	uint64_t store_dev, store_ino; /* the store file as opened (watch.c) */
 	struct sfs_watch *watch;       /* watch.c; NULL when not watched */
 	struct sfs_split splits[SPRITE_MAX_SPLITS];
 	char **class_dir; /* directory name of each class under by-class/ */
 	char *dataset_json;
 	size_t dataset_json_len;
-	int pnm_c_ok;		 /* by-class images exist (c is 1 or 3; else .pam) */
-	int no_open;		 /* the kernel opens files without asking us (FUSE no_open) */
-	int paths_bad_logged;	 /* a bad path table was logged (once) */
+	int pnm_c_ok;	      /* by-class images exist (c is 1 or 3; else .pam) */
+	int no_open;	      /* the kernel opens files without asking us (FUSE no_open) */
+	int paths_bad_logged; /* a bad path table was logged (once) */
 	/* .spritefs/skipped.txt: the store's skipped list, read and checked on first read */
 	char *skipped_txt;
-	int skipped_bad; /* it failed its check: EIO, logged once */
+	int skipped_bad;	 /* it failed its check: EIO, logged once */
 	struct fuse_session *se; /* for notifications; NULL until the session exists */
 
 	pthread_mutex_t seed_lock;
@@ -205,8 +204,8 @@ struct sprite_pack_options;
  * root, ~/.cache/spritefs), or the one packed before from the same contents;
  * its path in out. -1 after saying why on stderr.
  */
-int sfs_first_pack(const char *source, const char *cachedir,
-		   const struct sprite_pack_options *how, char *out, size_t cap);
+int sfs_first_pack(const char *source, const char *cachedir, const struct sprite_pack_options *how,
+		   char *out, size_t cap);
 
 /* ---- log.c (the floor: calls no other fs/ file) ------------------------ */
 

@@ -1,11 +1,11 @@
 /*
  * fuzz_image.c - fuzz target: image files (common/codec.c and tiff.c: TIFF through libtiff, PNG
  * through libpng, JPEG through libturbojpeg, WebP through libwebp, Netpbm P5/P6/P7 parsed by
- * codec.c itself; the kind found from magic bytes), then the tile fit (fit.c), gray and RGB, shrinking and enlarging. An
- * image that decodes must have sides and pixel count within image.h's caps and 1 or 3 channels;
- * otherwise the decoder must say why. The same bytes as a file through sprite_sample_load
- * (common/sample.c: PNG, Netpbm and TIFF strips decoded row by row into the fit) must agree
- * with the decode from memory: both refuse, or both give the same tile to the bit.
+ * codec.c itself; the kind found from magic bytes), then the tile fit (fit.c), gray and RGB,
+ * shrinking and enlarging. An image that decodes must have sides and pixel count within image.h's
+ * caps and 1 or 3 channels; otherwise the decoder must say why. The same bytes as a file through
+ * sprite_sample_load (common/sample.c: PNG, Netpbm and TIFF strips decoded row by row into the fit)
+ * must agree with the decode from memory: both refuse, or both give the same tile to the bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +46,8 @@ static void rows_agree(const uint8_t *data, size_t size, const struct sprite_ima
 		}
 		int rb = sprite_sample_load(path, sp, NULL, b, NULL, why);
 		if (rb < 0 && !why[0]) {
-			fprintf(stderr, "fuzz_image: sprite_sample_load refused without a reason\n");
+			fprintf(stderr,
+				"fuzz_image: sprite_sample_load refused without a reason\n");
 			abort();
 		}
 		if ((ra == 0) != (rb == 0) || (ra == 0 && memcmp(a, b, n))) {

@@ -123,7 +123,8 @@ static void check_accepted(const struct hn_model *m)
 		if (m->layers[i].from) {
 			int added = 0;
 			for (int a = i + 1; a < m->nlayers; a++)
-				added += m->layers[a].kind == HN_LAYER_ADD && m->layers[a].shortcut == i;
+				added += m->layers[a].kind == HN_LAYER_ADD &&
+					 m->layers[a].shortcut == i;
 			if (added != 1)
 				broken("accepted a projection whose skipped output is lost", i);
 		}

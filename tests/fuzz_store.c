@@ -212,8 +212,7 @@ static void reseal(uint8_t *b, size_t len)
 	if (h.paths_offset <= len && h.paths_size <= len - h.paths_offset)
 		h.paths_checksum = sprite_checksum(b + h.paths_offset, (size_t)h.paths_size);
 	if (h.skipped_offset <= len && h.skipped_size <= len - h.skipped_offset)
-		h.skipped_checksum =
-			sprite_checksum(b + h.skipped_offset, (size_t)h.skipped_size);
+		h.skipped_checksum = sprite_checksum(b + h.skipped_offset, (size_t)h.skipped_size);
 	h.header_checksum = 0;
 	h.header_checksum = sprite_checksum(&h, sizeof h);
 	memcpy(b, &h, sizeof h);

@@ -30,8 +30,8 @@ static void gen(const struct shape *sh, uint32_t split, uint64_t i, uint8_t *til
 	size_t n = (size_t)sh->h * sh->w * sh->c;
 	for (size_t k = 0; k < n; k++)
 		tile[k] = sh->noisy == 2 && k < n / 20 ? 0
-			  : sh->noisy		     ? (uint8_t)mix(key + k)
-						     : (uint8_t)((key >> 8) + k / 7);
+			  : sh->noisy		       ? (uint8_t)mix(key + k)
+						       : (uint8_t)((key >> 8) + k / 7);
 	*lab = (uint16_t)(key % sh->nclasses);
 }
 

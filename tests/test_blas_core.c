@@ -25,12 +25,13 @@ int main(void)
 		{"Nehalem", 1, 1, "SkylakeX"},	{"prescott", 1, 0, "Haswell"},
 		{"Prescott", 0, 0, NULL}, /* an old CPU: the generic kernels are its best */
 		{"Haswell", 1, 1, NULL},  /* a choice with AVX2 FMA is left alone */
-		{"SkylakeX", 1, 1, NULL}, {"Zen", 1, 0, NULL},
-		{"CooperLake", 1, 1, NULL}, {NULL, 1, 1, NULL},
+		{"SkylakeX", 1, 1, NULL},	{"Zen", 1, 0, NULL},
+		{"CooperLake", 1, 1, NULL},	{NULL, 1, 1, NULL},
 	};
 	int bad = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		const char *got = hn_blas_core_want(cases[i].chosen, cases[i].avx2, cases[i].avx512);
+		const char *got =
+			hn_blas_core_want(cases[i].chosen, cases[i].avx2, cases[i].avx512);
 		if (!same(got, cases[i].want)) {
 			fprintf(stderr, "FAIL: %s avx2 %d avx512 %d: got %s, want %s\n",
 				cases[i].chosen ? cases[i].chosen : "(null)", cases[i].avx2,

@@ -264,10 +264,10 @@ int main(void)
 				"params[5] is nan");
 	expect_resealed_refused("an infinite weight", mb, len, b, bad, HDR + 36 * 4, &finf, 4,
 				"params[36] is inf");
-	expect_resealed_refused("a NaN in adam's m", mb, len, b, bad, HDR + (NP + 2) * 4, &fnan,
-				4, "adam_m[2] is nan");
-	expect_resealed_refused("a negative adam v", mb, len, b, bad, HDR + (2 * NP + 3) * 4,
-				&fneg, 4, "adam_v[3] is -1, expected a finite non-negative");
+	expect_resealed_refused("a NaN in adam's m", mb, len, b, bad, HDR + (NP + 2) * 4, &fnan, 4,
+				"adam_m[2] is nan");
+	expect_resealed_refused("a negative adam v", mb, len, b, bad, HDR + (2 * NP + 3) * 4, &fneg,
+				4, "adam_v[3] is -1, expected a finite non-negative");
 	expect_resealed_refused("a NaN beta2", mb, len, b, bad, 308, &fnan, 4, "beta2 is nan");
 	expect_resealed_refused("a NaN momentum", mb, len, b, bad, 300, &fnan, 4,
 				"momentum is nan");

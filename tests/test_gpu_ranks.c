@@ -68,13 +68,14 @@ static void pick(int l, int L, int count, const char *vis, const char *share, in
 {
 	char err[CU_RANKS_ERR_MAX] = "";
 	int got = cu_pick_device(l, L, count, vis, share, err);
-	CHECK(got == want, "rank %d of %d, %d GPUs, CUDA_VISIBLE_DEVICES=%s, share %s: %d, not %d (%s)",
-	      l, L, count, vis ? vis : "(unset)", share ? share : "(unset)", got, want, err);
+	CHECK(got == want,
+	      "rank %d of %d, %d GPUs, CUDA_VISIBLE_DEVICES=%s, share %s: %d, not %d (%s)", l, L,
+	      count, vis ? vis : "(unset)", share ? share : "(unset)", got, want, err);
 	if (words)
 		CHECK(strstr(err, words) != NULL, "message lacks \"%s\": %s", words, err);
 	printf("local rank %d of %d, %d visible, CUDA_VISIBLE_DEVICES=%s%s: %d%s%s\n", l, L, count,
-	       vis ? vis : "(unset)", share ? ", HNTRAIN_GPU_SHARE=1" : "", got, got < 0 ? ": " : "",
-	       got < 0 ? err : "");
+	       vis ? vis : "(unset)", share ? ", HNTRAIN_GPU_SHARE=1" : "", got,
+	       got < 0 ? ": " : "", got < 0 ? err : "");
 }
 
 int main(void)
@@ -120,14 +121,14 @@ int main(void)
 	struct fake failing = {.done_after = -1, .fail_after = 3};
 	err[0] = 0;
 	rc = wait_fake(&failing, 60, err, &secs);
-	CHECK(rc == -EIO && failing.aborts == 1 && secs < 1, "a failing peer: %d, %d aborts, %.2f s",
-	      rc, failing.aborts, secs);
+	CHECK(rc == -EIO && failing.aborts == 1 && secs < 1,
+	      "a failing peer: %d, %d aborts, %.2f s", rc, failing.aborts, secs);
 	CHECK(strstr(err, "injected") != NULL, "a failing peer's message: %s", err);
 	/* A late peer, in time: waited for, nothing aborted. */
 	struct fake late = {.done_after = 40, .fail_after = -1};
 	rc = wait_fake(&late, 60, err, &secs);
-	CHECK(rc == 0 && late.aborts == 0 && late.polls == 41, "a late peer: %d, %d aborts, %d polls",
-	      rc, late.aborts, late.polls);
+	CHECK(rc == 0 && late.aborts == 0 && late.polls == 41,
+	      "a late peer: %d, %d aborts, %d polls", rc, late.aborts, late.polls);
 	printf("late peer: done after %d polls in %.3f s\n", late.polls, secs);
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);

@@ -111,8 +111,9 @@ static void check_roundtrip(const struct shape *sh, int idx)
 			if (sprite_store_read_sheet(s, i, rb, e->raw_size, err) > 0) {
 				int n = LZ4_compress_default(rb, cb, (int)e->raw_size,
 							     LZ4_compressBound((int)e->raw_size));
-				int lz = n > 0 && (uint64_t)n * 100 <= (uint64_t)e->raw_size *
-									 (100 - SPRITE_LZ4_MIN_GAIN);
+				int lz = n > 0 &&
+					 (uint64_t)n * 100 <= (uint64_t)e->raw_size *
+								      (100 - SPRITE_LZ4_MIN_GAIN);
 				if (sh->noisy == 2) /* lz4 saves a little: raw by the rule */
 					CHECK(n > 0 && (uint32_t)n < e->raw_size && !lz,
 					      "case %d sheet %u: lz4 gives %d of %u, expected a "

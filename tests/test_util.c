@@ -279,7 +279,8 @@ static void check_safe_open(void)
 	snprintf(p, sizeof p, "%s/y.tmp.%d", d, (int)getpid());
 	fclose(fopen(p, "w"));
 	int dfd = open(d, O_RDONLY | O_DIRECTORY);
-	CHECK(sprite_outfile_sweep(dfd, "y") == 2, "sweep did not remove exactly the 2 stale files");
+	CHECK(sprite_outfile_sweep(dfd, "y") == 2,
+	      "sweep did not remove exactly the 2 stale files");
 	CHECK(access(p, F_OK) == 0, "sweep removed a live writer's temporary");
 	close(dfd);
 	/* a folder anyone may write, not sticky: refused; sticky: taken */
@@ -311,7 +312,8 @@ static void check_safe_open(void)
 	snprintf(p, sizeof p, "%s/fifo", d);
 	CHECK(mkfifo(p, 0644) == 0, "mkfifo");
 	CHECK(sprite_open_append(p, err) < 0, "append to a FIFO was taken");
-	CHECK(sprite_open_regular(p, err) == -EINVAL && strstr(err, "FIFO"), "read a FIFO: %s", err);
+	CHECK(sprite_open_regular(p, err) == -EINVAL && strstr(err, "FIFO"), "read a FIFO: %s",
+	      err);
 	snprintf(p, sizeof p, "%s/hard", d);
 	CHECK(link(q, p) == 0, "link");
 	CHECK(sprite_open_append(p, err) == -EINVAL, "append to a hard link: %s", err);
@@ -330,12 +332,14 @@ static void check_safe_open(void)
 	CHECK(sprite_path_inside(p, top) == 1, "a file of the folder counts as outside");
 	snprintf(p, sizeof p, "%s/out", d);
 	fd = open(p, O_RDONLY);
-	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 0, "a file opened through a link counts as inside");
+	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 0,
+	      "a file opened through a link counts as inside");
 	if (fd >= 0)
 		close(fd);
 	snprintf(p, sizeof p, "%s/x", d);
 	fd = open(p, O_RDONLY);
-	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 1, "a file of the folder opened counts as outside");
+	CHECK(fd >= 0 && sprite_fd_inside(fd, top) == 1,
+	      "a file of the folder opened counts as outside");
 	if (fd >= 0)
 		close(fd);
 	CHECK(sprite_path_inside("/", "/") == 1, "/ inside /");

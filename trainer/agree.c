@@ -65,15 +65,15 @@ static int settings(const struct hn_opts *o, const hn_source *src, const struct 
 	const struct hn_source_info *di = src ? hn_source_info(src) : NULL;
 	const struct hn_optim *op = &o->optim;
 	int k = 0;
-	snprintf(s[k++], SET_MAX, "--model %.150s (%zu parameters)", o->model,
-		 m ? m->nparams : 0);
+	snprintf(s[k++], SET_MAX, "--model %.150s (%zu parameters)", o->model, m ? m->nparams : 0);
 	snprintf(s[k++], SET_MAX, "--optim %d", (int)op->kind);
 	snprintf(s[k++], SET_MAX, "--lr %.17g", o->lr);
 	snprintf(s[k++], SET_MAX, "--momentum %.7g, adam's betas %.7g %.7g, eps %.7g", op->momentum,
 		 op->beta1, op->beta2, op->eps);
 	snprintf(s[k++], SET_MAX, "--wd %.7g", op->weight_decay);
-	snprintf(s[k++], SET_MAX, "--schedule %d --gamma %.17g --step-epochs %" PRIu64
-		 " --warmup %" PRIu64, (int)o->sched, o->gamma, o->step_epochs, o->warmup);
+	snprintf(s[k++], SET_MAX,
+		 "--schedule %d --gamma %.17g --step-epochs %" PRIu64 " --warmup %" PRIu64,
+		 (int)o->sched, o->gamma, o->step_epochs, o->warmup);
 	snprintf(s[k++], SET_MAX, "--epochs %" PRIu64 " --stop-after %" PRIu64, o->epochs,
 		 o->stop_after);
 	snprintf(s[k++], SET_MAX, "--seed %" PRIu64, o->seed);
@@ -100,7 +100,8 @@ static int settings(const struct hn_opts *o, const hn_source *src, const struct 
 	snprintf(s[k++], SET_MAX, "--checkpoint %s --checkpoint-every %" PRIu64 " %.17g",
 		 o->checkpoint ? "given" : "none", o->ckpt_every_steps, o->ckpt_every_s);
 	snprintf(s[k++], SET_MAX,
-		 "--resume: epoch %" PRIu64 " step %" PRIu64 " batch %" PRIu64 " weights %016" PRIx64,
+		 "--resume: epoch %" PRIu64 " step %" PRIu64 " batch %" PRIu64
+		 " weights %016" PRIx64,
 		 o->resume ? ck->epoch : 0, o->resume ? ck->step : 0,
 		 o->resume ? ck->batch_in_epoch : 0,
 		 o->resume && ck->params ? sprite_checksum(ck->params, ck->nparams * sizeof(float))
@@ -111,7 +112,8 @@ static int settings(const struct hn_opts *o, const hn_source *src, const struct 
 			 "the data's shape (%ux%ux%u tiles, %u classes, %" PRIu64 " + %" PRIu64
 			 " samples)",
 			 di->h, di->w, di->c, di->nclasses, di->count[0], di->count[1]);
-		snprintf(s[k++], SET_MAX, "the data's content (fingerprint %016" PRIx64 ")", data_fp);
+		snprintf(s[k++], SET_MAX, "the data's content (fingerprint %016" PRIx64 ")",
+			 data_fp);
 	}
 	return k;
 }
@@ -157,8 +159,9 @@ int hn_agree_settings(const struct hn_opts *o, const hn_source *src, const struc
 				if (cut)
 					*cut = 0;
 				snprintf(e2, sizeof e2, "%.120s", cut ? err : "");
-				snprintf(err, HN_ERR_MAX, "%.120s%srank %d differs in %.90s (rank 0's)",
-					 e2, e2[0] ? ": " : "", r, s[i]);
+				snprintf(err, HN_ERR_MAX,
+					 "%.120s%srank %d differs in %.90s (rank 0's)", e2,
+					 e2[0] ? ": " : "", r, s[i]);
 				r = N;
 				break;
 			}

@@ -125,7 +125,8 @@ struct hn_backend_config {
 	int amp;	  /* gpu: mixed precision: 0 off, HN_AMP_FP16 or HN_AMP_BF16 */
 	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
 	int device_index; /* gpu: the rank's local rank on its machine (or the ordinal alone) */
-	int device_ranks; /* gpu: ranks on its machine (0 or 1: alone); cuda/ranks.h picks the GPU */
+	int device_ranks; /* gpu: ranks on its machine (0 or 1: alone); cuda/ranks.h picks the GPU
+			   */
 	uint64_t seed;	  /* dropout randomness: seeded per (seed, step) */
 	int rank;	  /* data-parallel rank (0 alone): its own dropout masks */
 	/*

@@ -127,7 +127,8 @@ static size_t layout(struct cpu_state *st, char *base)
 		size_t of = out_floats(l), rows = i < st->stage ? C : R;
 		/* a ReLU runs in place, except on a block's input X, which its add reads */
 		int alias = l->kind == HN_LAYER_SAVE ||
-			    (l->kind == HN_LAYER_RELU && !(i && m->layers[i - 1].kind == HN_LAYER_SAVE));
+			    (l->kind == HN_LAYER_RELU &&
+			     !(i && m->layers[i - 1].kind == HN_LAYER_SAVE));
 		st->act[i + 1] = alias ? st->act[i] : take(base, &at, sizeof(float) * B * of);
 		st->col[i] = NULL;
 		st->idx[i] = NULL;

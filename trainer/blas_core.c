@@ -17,9 +17,9 @@
 #include "trainer/backend.h"
 
 /* Kernel sets without AVX2 FMA that OpenBLAS falls back to. */
-static const char *const weak[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
-				   "Atom", "Sandybridge", "Katmai", "Coppermine", "Northwood",
-				   "Banias", "Unknown"};
+static const char *const weak[] = {"Prescott",	 "Core2",     "Penryn",	     "Dunnington",
+				   "Nehalem",	 "Atom",      "Sandybridge", "Katmai",
+				   "Coppermine", "Northwood", "Banias",	     "Unknown"};
 
 const char *hn_blas_core_want(const char *chosen, int avx2, int avx512)
 {
@@ -44,8 +44,9 @@ void hn_blas_core_check(char **argv)
 	const char *again = getenv(REEXEC_ENV);
 	if (!want) {
 		if (again) {
-			fprintf(stderr, "hntrain: note: OpenBLAS had chosen its generic kernels on "
-					"this CPU; restarted with OPENBLAS_CORETYPE=%s\n",
+			fprintf(stderr,
+				"hntrain: note: OpenBLAS had chosen its generic kernels on "
+				"this CPU; restarted with OPENBLAS_CORETYPE=%s\n",
 				getenv("OPENBLAS_CORETYPE"));
 			unsetenv(REEXEC_ENV);
 		}
@@ -53,8 +54,9 @@ void hn_blas_core_check(char **argv)
 	}
 	const char *user = getenv("OPENBLAS_CORETYPE");
 	if (user && *user && !again) {
-		fprintf(stderr, "hntrain: warning: OPENBLAS_CORETYPE=%s makes OpenBLAS use its %s "
-				"kernels; this CPU has %s: OPENBLAS_CORETYPE=%s is faster\n",
+		fprintf(stderr,
+			"hntrain: warning: OPENBLAS_CORETYPE=%s makes OpenBLAS use its %s "
+			"kernels; this CPU has %s: OPENBLAS_CORETYPE=%s is faster\n",
 			user, chosen, avx512 ? "AVX-512" : "AVX2", want);
 		return;
 	}
@@ -66,7 +68,8 @@ void hn_blas_core_check(char **argv)
 		unsetenv("OPENBLAS_CORETYPE");
 	}
 	unsetenv(REEXEC_ENV);
-	fprintf(stderr, "hntrain: warning: OpenBLAS uses its generic %s kernels on a CPU with "
-			"%s; set OPENBLAS_CORETYPE=%s for its fast ones\n",
+	fprintf(stderr,
+		"hntrain: warning: OpenBLAS uses its generic %s kernels on a CPU with "
+		"%s; set OPENBLAS_CORETYPE=%s for its fast ones\n",
 		chosen, avx512 ? "AVX-512" : "AVX2", want);
 }

@@ -68,7 +68,7 @@ struct ckpt_header {
 #define CKPT_TEST_SPLIT_AT 0  /* in pad: bytes 424..439, the evaluation split, NUL-padded */
 /* Version 3: the position in the epoch, right after the 512-byte header. */
 struct ckpt_pos {
-	uint64_t batch_in_epoch; /* global batches of epoch `epoch` (0-based) trained */
+	uint64_t batch_in_epoch;   /* global batches of epoch `epoch` (0-based) trained */
 	uint64_t samples_in_epoch; /* of that epoch's order: min(batches x global batch, count) */
 	uint64_t global_batch;	   /* ranks x --batch, as batch x nranks says */
 	uint64_t ep_seen, ep_correct;
@@ -218,12 +218,12 @@ int hn_checkpoint_save(const char *path, const struct hn_checkpoint *c, char *er
 }
 
 /* Is v within [lo, hi]? Else *bad names the field, with its value and the range. */
-#define RANGE(field, v, lo, hi)                                                            \
-	do {                                                                               \
-		double v_ = (double)(v);                                                   \
-		if (!bad[0] && !(v_ >= (double)(lo) && v_ <= (double)(hi)))               \
-			snprintf(bad, CKPT_BAD_MAX, "%s is %.15g, expected %.15g to %.15g",  \
-				 field, v_, (double)(lo), (double)(hi));                  \
+#define RANGE(field, v, lo, hi)                                                                    \
+	do {                                                                                       \
+		double v_ = (double)(v);                                                           \
+		if (!bad[0] && !(v_ >= (double)(lo) && v_ <= (double)(hi)))                        \
+			snprintf(bad, CKPT_BAD_MAX, "%s is %.15g, expected %.15g to %.15g", field, \
+				 v_, (double)(lo), (double)(hi));                                  \
 	} while (0)
 
 /*
@@ -240,9 +240,9 @@ static void check_fields(const struct ckpt_header *h, const struct ckpt_pos *p, 
 	RANGE("nparams", h->nparams, 1, CKPT_MAX_PARAMS);
 	RANGE("optim_kind", h->optim_kind, 0, HN_OPT_ADAM);
 	if (!bad[0] && h->opt_floats != h->nparams * (uint64_t)hn_optim_state_per_param(
-							   (enum hn_optim_kind)h->optim_kind))
-		snprintf(bad, CKPT_BAD_MAX, "opt_floats is %" PRIu64 ", not what the optimizer keeps",
-			 h->opt_floats);
+							     (enum hn_optim_kind)h->optim_kind))
+		snprintf(bad, CKPT_BAD_MAX,
+			 "opt_floats is %" PRIu64 ", not what the optimizer keeps", h->opt_floats);
 	if (!bad[0] && (memchr(h->spec, 0, sizeof h->spec) == NULL || !h->spec[0]))
 		snprintf(bad, CKPT_BAD_MAX, "spec is not a model description");
 	RANGE("in_c", h->in_c, 1, 65535);
@@ -282,8 +282,8 @@ static void check_fields(const struct ckpt_header *h, const struct ckpt_pos *p, 
 		RANGE("batch_in_epoch", bie, 0, nb);
 		if (!bad[0] && bie % h->accum && bie != nb)
 			snprintf(bad, CKPT_BAD_MAX,
-				 "batch_in_epoch is %" PRIu64 ", inside a group of --accum %u",
-				 bie, h->accum);
+				 "batch_in_epoch is %" PRIu64 ", inside a group of --accum %u", bie,
+				 h->accum);
 		RANGE("global_batch", p->global_batch, gb, gb);
 		uint64_t s = bie * gb < h->train_count ? bie * gb : h->train_count;
 		RANGE("samples_in_epoch", p->samples_in_epoch, s, s);
@@ -315,8 +315,9 @@ static void check_floats(const float *v, uint64_t n, const char *field, int nonn
 {
 	for (uint64_t i = 0; i < n && !bad[0]; i++)
 		if (!isfinite(v[i]) || (nonneg && v[i] < 0))
-			snprintf(bad, CKPT_BAD_MAX, "%s[%" PRIu64 "] is %g, expected a finite%s value",
-				 field, i, (double)v[i], nonneg ? " non-negative" : "");
+			snprintf(bad, CKPT_BAD_MAX,
+				 "%s[%" PRIu64 "] is %g, expected a finite%s value", field, i,
+				 (double)v[i], nonneg ? " non-negative" : "");
 }
 
 /* The fields of a checked header (and a version-3 position) into c. */
@@ -452,7 +453,8 @@ int hn_checkpoint_load(const char *path, struct hn_checkpoint *c, char *err)
 		rc = -EINVAL;
 		goto out;
 	}
-	const float *pv = (const float *)(buf + hlen); /* hlen and the buffer keep 8-byte alignment */
+	const float *pv =
+		(const float *)(buf + hlen); /* hlen and the buffer keep 8-byte alignment */
 	check_floats(pv, h.nparams, "params", 0, bad);
 	if (h.optim_kind == HN_OPT_ADAM) {
 		check_floats(pv + h.nparams, h.nparams, "adam_m", 0, bad);

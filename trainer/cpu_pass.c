@@ -30,7 +30,8 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 		case HN_LAYER_CONV2D:
 			hn_conv2d_forward(out, col_at(st, tid, i, s0), st->mb[tid].tmp, in,
 					  st->params + l->w_off,
-					  l->b_len ? st->params + l->b_off : NULL, n, l, st->fused[i]);
+					  l->b_len ? st->params + l->b_off : NULL, n, l,
+					  st->fused[i]);
 			break;
 		case HN_LAYER_DENSE:
 			hn_dense_forward(out, in, st->params + l->w_off, st->params + l->b_off, n,
@@ -81,7 +82,8 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 		float *relu_out = st->fused[i] ? act_at(st, i + 1, s0) : NULL;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
-			hn_conv2d_backward(din, grads + l->w_off, l->b_len ? grads + l->b_off : NULL,
+			hn_conv2d_backward(din, grads + l->w_off,
+					   l->b_len ? grads + l->b_off : NULL,
 					   col_at(st, tid, i, s0), st->mb[tid].tmp,
 					   st->mb[tid].dcol, dout, relu_out, act_at(st, src, s0),
 					   st->params + l->w_off, n, l, st->keep_col);

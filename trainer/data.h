@@ -63,8 +63,8 @@ struct hn_source_info {
 };
 
 struct hn_source_options {
-	const char *train_split;	 /* "train" */
-	const char *test_split;		 /* "test"; NULL or "" or "none": no evaluation */
+	const char *train_split; /* "train" */
+	const char *test_split;	 /* "test"; NULL or "" or "none": no evaluation */
 	/*
 	 * --limit, --test-limit: N samples of the split, drawn without
 	 * replacement by seed (the same ids on every medium); 0 = all. The run

@@ -57,8 +57,8 @@ static const struct hn_emulate profiles[] = {
 	{"cosmoflow-h100", 1, 0.00350, 0.70, 0}, /* cosmoflow_h100.yaml */
 	{"cosmoflow-a100", 1, 0.00551, 0.70, 0}, /* cosmoflow_a100.yaml */
 };
-#define NPROFILES (sizeof profiles / sizeof profiles[0])
-#define EMU_MAX_BATCH 65536
+#define NPROFILES	(sizeof profiles / sizeof profiles[0])
+#define EMU_MAX_BATCH	65536
 #define EMU_MAX_SECONDS 3600.0
 
 static void profile_list(char *out, size_t cap)
@@ -103,8 +103,7 @@ int hn_emulate_parse(const char *s, struct hn_emulate *e, char *err)
 	}
 	errno = 0;
 	double t = strtod(colon + 1, &end);
-	if (end == colon + 1 || *end || errno || !isfinite(t) || !(t > 0) ||
-	    t > EMU_MAX_SECONDS) {
+	if (end == colon + 1 || *end || errno || !isfinite(t) || !(t > 0) || t > EMU_MAX_SECONDS) {
 		snprintf(err, HN_ERR_MAX,
 			 "the compute time after ':' must be a number of seconds per batch "
 			 "above 0 and at most %.0f, such as %llu:0.224",
@@ -166,12 +165,12 @@ void hn_emulate_check_opts(struct hn_opts *o)
 /* One rank's epoch. */
 struct emu_epoch {
 	uint64_t steps, samples;
-	double wall;	    /* from before the first batch to the last compute's end */
-	double compute;	    /* every step's */
-	double wait;	    /* blocked on the loader queue */
-	double first;	    /* the first step's wait and compute (left out of AU) */
-	double loader_cpu;  /* the loaders' CPU time on this rank's batches */
-	double au;	    /* this rank's AU */
+	double wall;	   /* from before the first batch to the last compute's end */
+	double compute;	   /* every step's */
+	double wait;	   /* blocked on the loader queue */
+	double first;	   /* the first step's wait and compute (left out of AU) */
+	double loader_cpu; /* the loaders' CPU time on this rank's batches */
+	double au;	   /* this rank's AU */
 };
 
 /* What each rank sends at the end of an epoch, in this order. */
@@ -351,8 +350,8 @@ static void end_epoch(struct emu *E, uint64_t e, const struct emu_epoch *ep)
 			snprintf(lo, sizeof lo, " (lowest rank %.1f%%)", 100 * au_lo);
 		printf("epoch %" PRIu64 "/%" PRIu64 "  AU %.1f%%%s %s  %.0f samples/s  %.1f MB/s  "
 		       "compute %.2f s  data wait %.3f s (%.2f%%)  loaders cpu %.2f s\n",
-		       e + 1, E->o->epochs, 100 * au, lo,
-		       au >= E->e->au_min ? "pass" : "FAIL", hn_log_ratio((double)samples, wall),
+		       e + 1, E->o->epochs, 100 * au, lo, au >= E->e->au_min ? "pass" : "FAIL",
+		       hn_log_ratio((double)samples, wall),
 		       hn_log_ratio((double)samples * E->tile_bytes / 1e6, wall), compute, wait,
 		       100 * hn_log_ratio(wait, wall), lcpu);
 	}
@@ -383,7 +382,8 @@ static void log_final(struct emu *E, double au, const hn_source *src)
 		fprintf(f, "%s%.6g", k ? ", " : "", E->au_epochs[k]);
 	fputs("], ", f);
 	hn_log_num(f, "samples_per_s", hn_log_ratio((double)E->samples, E->wall), 0);
-	hn_log_num(f, "mb_per_s", hn_log_ratio((double)E->samples * E->tile_bytes / 1e6, E->wall), 0);
+	hn_log_num(f, "mb_per_s", hn_log_ratio((double)E->samples * E->tile_bytes / 1e6, E->wall),
+		   0);
 	hn_log_num(f, "tile_bytes", E->tile_bytes, 0);
 	fputs("\"source\": ", f);
 	sprite_json_fputs(f, hn_source_info(src)->kind);
@@ -406,7 +406,8 @@ static int emu_setup(struct emu *E)
 				" samples (%d x %u) does not split over the ranks: the training "
 				"split has %" PRIu64
 				"; every accelerator needs a full batch per step. Use fewer ranks "
-				"(mpirun -np %" PRIu64 "), a smaller batch (--emulate BATCH:SECONDS) "
+				"(mpirun -np %" PRIu64
+				"), a smaller batch (--emulate BATCH:SECONDS) "
 				"or more data",
 				E->e->name, E->nranks, E->nranks == 1 ? "" : "s", gb, E->nranks,
 				E->e->batch, E->ntrain,
@@ -438,8 +439,7 @@ static void emu_free(struct emu *E)
 int hn_emulate_run(const struct hn_opts *o, hn_source *src)
 {
 	const struct hn_dist_info *d = hn_dist();
-	struct emu E = {.o = o, .e = &o->emulate, .src = src, .rank = d->rank,
-			.nranks = d->size};
+	struct emu E = {.o = o, .e = &o->emulate, .src = src, .rank = d->rank, .nranks = d->size};
 	char err[HN_ERR_MAX];
 	int ok = emu_setup(&E) == 0;
 	/* Every rank sets up alike; one that cannot stops them all (its message said why). */
@@ -463,8 +463,8 @@ int hn_emulate_run(const struct hn_opts *o, hn_source *src)
 		       di->c);
 		printf("emulate: %d x %s, batch %u per accelerator, %.4g s of compute per batch "
 		       "(%.0f samples/s each), AU to pass %.0f%%; %d loaders, queue %d\n",
-		       E.nranks, E.e->name, E.e->batch, E.e->compute_s,
-		       E.e->batch / E.e->compute_s, 100 * E.e->au_min, o->loaders, o->queue);
+		       E.nranks, E.e->name, E.e->batch, E.e->compute_s, E.e->batch / E.e->compute_s,
+		       100 * E.e->au_min, o->loaders, o->queue);
 		if (!E.e->image_tiles && E.e->name[0] >= 'a' && E.e->name[0] <= 'z')
 			printf("note: %s's samples are not 224x224x3 images; these tiles keep its "
 			       "steps per second, not its bytes per sample\n",

@@ -133,9 +133,9 @@ static void name_layers(const struct hn_model *m, char (*name)[48])
 		resnet |= m->layers[i].kind == HN_LAYER_SAVE;
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
-		const char *kind = l->kind == HN_LAYER_CONV2D	 ? "conv2d"
-				   : l->kind == HN_LAYER_DENSE	 ? "dense"
-								 : "batchnorm";
+		const char *kind = l->kind == HN_LAYER_CONV2D  ? "conv2d"
+				   : l->kind == HN_LAYER_DENSE ? "dense"
+							       : "batchnorm";
 		snprintf(name[i], sizeof name[i], "%d.%s", i, kind);
 		if (!resnet)
 			continue;
@@ -161,9 +161,10 @@ static void name_layers(const struct hn_model *m, char (*name)[48])
 			snprintf(name[i], sizeof name[i], "layer%d.%d.downsample.0", stage, block),
 				proj = 1;
 		else if (proj >= 0 && block >= 0 && (conv || bn))
-			snprintf(name[i], sizeof name[i], proj ? "layer%d.%d.downsample.1"
-							 : conv ? "layer%d.%d.conv%d"
-								: "layer%d.%d.bn%d",
+			snprintf(name[i], sizeof name[i],
+				 proj	? "layer%d.%d.downsample.1"
+				 : conv ? "layer%d.%d.conv%d"
+					: "layer%d.%d.bn%d",
 				 stage, block, conv ? ++convs : ++bns);
 		else if (l->kind == HN_LAYER_DENSE && i == m->nlayers - 1)
 			snprintf(name[i], sizeof name[i], "fc");
@@ -210,13 +211,12 @@ int hn_export_npz(const char *path, const struct hn_model *m, const float *param
 		snprintf(ents[nents].name, sizeof ents[nents].name, "%s.weight.npy", name[i]);
 		npy_member(&b, &ents[nents++], params + l->w_off, ws, wd);
 		if (l->b_len) { /* a bias-free conv has none */
-			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.bias.npy",
-				 name[i]);
+			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.bias.npy", name[i]);
 			npy_member(&b, &ents[nents++], params + l->b_off, bs, 1);
 		}
 		if (l->kind == HN_LAYER_BATCHNORM) {
-			snprintf(ents[nents].name, sizeof ents[nents].name,
-				 "%s.running_mean.npy", name[i]);
+			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.running_mean.npy",
+				 name[i]);
 			npy_member(&b, &ents[nents++], params + l->s_off, bs, 1);
 			snprintf(ents[nents].name, sizeof ents[nents].name, "%s.running_var.npy",
 				 name[i]);

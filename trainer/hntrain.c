@@ -352,8 +352,8 @@ static int plan_run(const struct hn_opts *o, const struct hn_checkpoint *ck, str
 	uint64_t in_epoch = (ck->batch_in_epoch + (uint64_t)o->accum - 1) / (uint64_t)o->accum;
 	if (o->resume && (ck->batch_in_epoch > t->nb_train ||
 			  ck->step != t->first_epoch * t->steps_per_epoch + in_epoch))
-		return hn_error("--resume: %" PRIu64 " steps after %" PRIu64
-				" epochs and %" PRIu64 " batches do not match --batch %d --accum %d"
+		return hn_error("--resume: %" PRIu64 " steps after %" PRIu64 " epochs and %" PRIu64
+				" batches do not match --batch %d --accum %d"
 				" over %" PRIu64 " samples",
 				ck->step, ck->epoch, ck->batch_in_epoch, o->batch, o->accum,
 				t->ntrain);
@@ -456,8 +456,8 @@ static int agree(const struct hn_opts *o, const hn_source *src, const struct hn_
  * checkpoint keeps it; a --resume checkpoint that recorded another is
  * refused: other data of the same shape.
  */
-static int data_fingerprint(const struct hn_opts *o, const struct hn_checkpoint *ck,
-			    hn_source *src, uint64_t *fp)
+static int data_fingerprint(const struct hn_opts *o, const struct hn_checkpoint *ck, hn_source *src,
+			    uint64_t *fp)
 {
 	*fp = 0;
 	if (hn_dist()->size < 2 && !o->checkpoint && !o->resume)

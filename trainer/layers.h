@@ -85,8 +85,7 @@ void hn_dense_backward(float *din, float *dw, float *db, float *tmp, const float
  * a save's backward: dx = dout + dskip (its two readers' gradients).
  */
 void hn_add_forward(float *out, const float *x, const float *y, size_t count, int relu);
-void hn_add_backward(float *dx, float *dy, const float *dout, const float *out_relu,
-		     size_t count);
+void hn_add_backward(float *dx, float *dy, const float *dout, const float *out_relu, size_t count);
 void hn_save_backward(float *dx, const float *dout, const float *dskip, size_t count);
 
 /*

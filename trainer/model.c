@@ -22,7 +22,7 @@
 
 #define MAX_DIM	   65536	/* channels / units / spatial size */
 #define MAX_PARAMS (1ULL << 31) /* floats: 8 GiB of weights is far past any use here */
-#define NO_BIAS	   ((size_t)-1)	/* a conv prototype's b_len: no bias ("nb") */
+#define NO_BIAS	   ((size_t)-1) /* a conv prototype's b_len: no bias ("nb") */
 
 static const struct {
 	const char *name, *spec;
@@ -291,7 +291,8 @@ static int add_block(struct hn_model *m, const struct block *b, const char *tok,
 	}
 	for (int k = 0; k < 3 && ks[k]; k++) {
 		l = conv_nb(cs[k], ks[k], ss[k], 0);
-		if ((rc = add_layer(m, &l, tok, err)) || (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
+		if ((rc = add_layer(m, &l, tok, err)) ||
+		    (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
 			return rc;
 		if (k < 2 && ks[k + 1] && (rc = add_kind(m, HN_LAYER_RELU, 0, tok, err)))
 			return rc;
@@ -301,7 +302,8 @@ static int add_block(struct hn_model *m, const struct block *b, const char *tok,
 	if (b->proj) {
 		shortcut = m->nlayers;
 		l = conv_nb(out, 1, b->stride, save + 1);
-		if ((rc = add_layer(m, &l, tok, err)) || (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
+		if ((rc = add_layer(m, &l, tok, err)) ||
+		    (rc = add_kind(m, HN_LAYER_BATCHNORM, 0, tok, err)))
 			return rc;
 	} else if (y->out_c != xc || y->out_h != xh || y->out_w != xw) {
 		char d[160];

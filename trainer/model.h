@@ -19,8 +19,8 @@
  * (c...nb: a conv without bias; m<k>s<s>p<p>: a padded max-pool; the
  * blocks' p: a 1x1 projection shortcut on the first one), and the presets
  * "resnet18", "resnet50" (torchvision's, the stem by tile size) and
- * "resnet-fm" (0.31M parameters, for 28x28 gray tiles). * and the final dense layer to nclasses is appended when the spec does not
- * end with one of that size. docs/HNTRAIN.md documents it.
+ * "resnet-fm" (0.31M parameters, for 28x28 gray tiles). * and the final dense layer to nclasses is
+ * appended when the spec does not end with one of that size. docs/HNTRAIN.md documents it.
  */
 #ifndef HN_MODEL_H
 #define HN_MODEL_H

@@ -124,8 +124,8 @@ static int skip_readers(const struct hn_model *m, int j)
 {
 	int n = 0;
 	for (int i = 0; i < m->nlayers; i++)
-		n += m->layers[i].from == j || (m->layers[i].kind == HN_LAYER_ADD &&
-						m->layers[i].shortcut == j);
+		n += m->layers[i].from == j ||
+		     (m->layers[i].kind == HN_LAYER_ADD && m->layers[i].shortcut == j);
 	return n;
 }
 

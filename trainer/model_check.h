@@ -20,9 +20,9 @@
 
 #include "backend.h"
 
-#define HN_CHECK_MAX_SIDE     65536	    /* input and output height, width */
-#define HN_CHECK_MAX_CHANNELS 65536	    /* channels, units */
-#define HN_CHECK_MAX_CLASSES  65535	    /* labels are uint16, as the store's */
+#define HN_CHECK_MAX_SIDE     65536	   /* input and output height, width */
+#define HN_CHECK_MAX_CHANNELS 65536	   /* channels, units */
+#define HN_CHECK_MAX_CLASSES  65535	   /* labels are uint16, as the store's */
 #define HN_CHECK_MAX_PARAMS   (1ULL << 31) /* floats in the parameter block */
 #define HN_CHECK_MAX_FLOATS   (1ULL << 31) /* floats of one sample's activation */
 

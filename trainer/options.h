@@ -66,7 +66,7 @@ struct hn_opts {
 	/* --checkpoint-every N (steps) or Nm (minutes): also between epochs; 0 neither */
 	uint64_t ckpt_every_steps;
 	double ckpt_every_s;
-	const char *export_path; /* --export: the final weights as .npz */
+	const char *export_path;   /* --export: the final weights as .npz */
 	struct hn_emulate emulate; /* --emulate PROFILE; name "" trains */
 	/* given explicitly on the command line (checked against --resume) */
 	int given_model, given_optim, given_seed, given_batch, given_accum, given_window, given_wd;

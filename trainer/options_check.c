@@ -363,8 +363,8 @@ void hn_opts_check(struct hn_opts *o, struct hn_checkpoint *ck)
 	/* A checkpoint inside epoch E+1 has trained part of it: the run goes on to its end. */
 	if (o->resume && ck->batch_in_epoch && o->epochs <= ck->epoch)
 		hn_die(2,
-		       "--epochs %" PRIu64 ": %s stopped inside epoch %" PRIu64
-		       " (give %" PRIu64 " or more, or leave --epochs out)",
+		       "--epochs %" PRIu64 ": %s stopped inside epoch %" PRIu64 " (give %" PRIu64
+		       " or more, or leave --epochs out)",
 		       o->epochs, o->resume, ck->epoch + 1, ck->epoch + 1);
 	if (o->resume && ck->batch_in_epoch && o->stop_after && o->stop_after <= ck->epoch)
 		hn_die(2,

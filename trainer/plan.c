@@ -70,8 +70,9 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in)
 	if (hn_model_trainable(m) == m->nparams)
 		snprintf(note, sizeof note, "(%zu parameters)", m->nparams);
 	else /* the trained count is the one PyTorch's model.parameters() gives */
-		snprintf(note, sizeof note, "(%zu parameters: %zu trained, %zu batchnorm statistics)",
-			 m->nparams, hn_model_trainable(m), m->nparams - hn_model_trainable(m));
+		snprintf(note, sizeof note,
+			 "(%zu parameters: %zu trained, %zu batchnorm statistics)", m->nparams,
+			 hn_model_trainable(m), m->nparams - hn_model_trainable(m));
 	row(f, "weights", w, note);
 	row(f, "gradients", w, NULL);
 	row(f, "optimizer state", opt,

@@ -131,8 +131,9 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile, char
 		return 1;
 	char why[SPRITE_ERR_MAX], msg[2 * SPRITE_ERR_MAX];
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
-	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
-					  (enum sprite_fit)fs->fit, fs->first != NULL, fs->tree};
+	struct sprite_sample_spec spec = {s->info.h,	     s->info.w,
+					  s->info.c,	     (enum sprite_fit)fs->fit,
+					  fs->first != NULL, fs->tree};
 	int rc = sprite_sample_load(f->path, &spec, NULL, tile, NULL, why);
 	if (rc == 0)
 		return 0;
@@ -140,8 +141,9 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile, char
 	if (rc == -ENOMEM)
 		return sprite_fail(err, rc, "%s: %s", shown, why);
 	if (fs->strict)
-		return sprite_fail(err, rc, "%s: %s (--strict stops at a file that does not decode)",
-				   shown, why);
+		return sprite_fail(err, rc,
+				   "%s: %s (--strict stops at a file that does not decode)", shown,
+				   why);
 	if (!__atomic_exchange_n(&fs->bad[split][i], 1, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(&s->nskipped, 1, __ATOMIC_RELAXED);
 		snprintf(msg, sizeof msg, "%s: %s (changed since the run started)", shown, why);
@@ -167,8 +169,9 @@ static void *check_worker(void *arg)
 	struct check *c = arg;
 	hn_source *s = c->s;
 	struct folder_src *fs = s->priv;
-	struct sprite_sample_spec spec = {s->info.h, s->info.w, s->info.c,
-					  (enum sprite_fit)fs->fit, fs->first != NULL, fs->tree};
+	struct sprite_sample_spec spec = {s->info.h,	     s->info.w,
+					  s->info.c,	     (enum sprite_fit)fs->fit,
+					  fs->first != NULL, fs->tree};
 	struct sprite_sample_buf buf = {0};
 	uint8_t *tile = malloc(s->info.h * (size_t)s->info.w * s->info.c);
 	char why[SPRITE_ERR_MAX];
@@ -200,8 +203,12 @@ static int check_split(hn_source *s, int split, char *err)
 {
 	struct folder_src *fs = s->priv;
 	uint64_t n = fs->nfiles[split];
-	struct check c = {s, split, 0, calloc(n ? n : 1, sizeof(char *)),
-			  calloc(2 * (n ? n : 1), sizeof(uint32_t)), 0};
+	struct check c = {s,
+			  split,
+			  0,
+			  calloc(n ? n : 1, sizeof(char *)),
+			  calloc(2 * (n ? n : 1), sizeof(uint32_t)),
+			  0};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, started = 0, rc = 0;
 	/* a tile each: at most 256 MiB of them, as spritefs-pack's decode ring */
@@ -229,7 +236,8 @@ static int check_split(hn_source *s, int split, char *err)
 		struct img_file *f = &fs->files[split][i];
 		if (rc == 0 && !c.why[i] && fs->first &&
 		    (c.hw[2 * i] != s->info.h || c.hw[2 * i + 1] != s->info.w)) {
-			/* As spritefs-pack: stretching or cropping to whichever sorts first is a guess. */
+			/* As spritefs-pack: stretching or cropping to whichever sorts first is a
+			 * guess. */
 			char first[96];
 			sprite_escape(fs->first, first, sizeof first);
 			sprite_escape(f->path, shown, sizeof shown);
@@ -274,8 +282,7 @@ static int check_split(hn_source *s, int split, char *err)
  * HN_FOLDER_AUTO_SIDE is refused with the --tile to give: a model on whole
  * photographs would not fit.
  */
-static int folder_tile(hn_source *s, const char *path, const struct hn_source_options *o,
-		       char *err)
+static int folder_tile(hn_source *s, const char *path, const struct hn_source_options *o, char *err)
 {
 	struct folder_src *fs = s->priv;
 	int rc = 0;
@@ -295,14 +302,15 @@ static int folder_tile(hn_source *s, const char *path, const struct hn_source_op
 			/* every file named with why, as the check below would name them */
 			for (uint64_t k = 0; fs->on_skip && k < s->info.full_count[0]; k++) {
 				char why[SPRITE_ERR_MAX], shown[192], msg[2 * SPRITE_ERR_MAX];
-				struct sprite_sample_spec one = {1, 1, 1, SPRITE_FIT_STRETCH, 1,
-								 fs->tree};
+				struct sprite_sample_spec one = {1, 1,	     1, SPRITE_FIT_STRETCH,
+								 1, fs->tree};
 				uint8_t px;
 				if (sprite_sample_load(fs->files[0][k].path, &one, NULL, &px, NULL,
 						       why) == 0)
 					continue;
 				snprintf(msg, sizeof msg, "%s: %s",
-					 sprite_escape(fs->files[0][k].path, shown, sizeof shown), why);
+					 sprite_escape(fs->files[0][k].path, shown, sizeof shown),
+					 why);
 				s->nskipped++;
 				fs->on_skip(fs->skip_ctx, msg);
 			}
@@ -316,11 +324,12 @@ static int folder_tile(hn_source *s, const char *path, const struct hn_source_op
 			sprite_escape(fs->files[0][i].path, shown, sizeof shown);
 			if (im.h > HN_FOLDER_AUTO_SIDE || im.w > HN_FOLDER_AUTO_SIDE) {
 				sprite_image_free(&im);
-				return sprite_fail(err, -EINVAL,
-						   "%s: no --tile given, and the first image (%s) is "
-						   "%ux%u: too large a tile to train on; give --tile "
-						   "64x64x%u (any HxWxC; --fit says how images become it)",
-						   path, shown, im.h, im.w, s->info.c);
+				return sprite_fail(
+					err, -EINVAL,
+					"%s: no --tile given, and the first image (%s) is "
+					"%ux%u: too large a tile to train on; give --tile "
+					"64x64x%u (any HxWxC; --fit says how images become it)",
+					path, shown, im.h, im.w, s->info.c);
 			}
 			s->info.h = im.h;
 			s->info.w = im.w;

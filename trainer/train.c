@@ -562,7 +562,8 @@ static int agree_requests(struct hn_train *t, int *stop, int *save)
 		double k = ceil(HN_CHECK_S / per_step);
 		every = k < 1 ? 1 : k > 1000 ? 1000 : (uint64_t)k;
 	}
-	/* a rank with HNTRAIN_RAISE_AT_BATCH asks for every step: the stop lands where tests put it */
+	/* a rank with HNTRAIN_RAISE_AT_BATCH asks for every step: the stop lands where tests put it
+	 */
 	float f[4] = {(float)(*stop != 0), (float)(*save != 0), t->rank == 0 ? (float)every : 0,
 		      (float)(raise_at != UINT64_MAX)};
 	if (hn_dist_sum_floats(f, 4, err) < 0)
@@ -583,15 +584,17 @@ static void say_stopped(const struct hn_train *t, uint64_t e, uint64_t done)
 	int sig = stop_sig ? stop_sig : SIGTERM;
 	char where[96];
 	if (done)
-		snprintf(where, sizeof where, "inside epoch %" PRIu64 ", after batch %" PRIu64
-			 " of %" PRIu64, e + 1, done, t->nb_train);
+		snprintf(where, sizeof where,
+			 "inside epoch %" PRIu64 ", after batch %" PRIu64 " of %" PRIu64, e + 1,
+			 done, t->nb_train);
 	else
 		snprintf(where, sizeof where, "after epoch %" PRIu64, e + 1);
 	fprintf(stderr,
 		"%s%s: %s: stopped %s (step %" PRIu64 "); checkpoint written to %s: continue "
 		"with --resume %s (exit %d)\n",
-		isatty(STDERR_FILENO) ? "\r\033[K" : "", HN_PROG, sig == SIGINT ? "SIGINT" : "SIGTERM",
-		where, t->step, t->o->checkpoint, t->o->checkpoint, HN_EXIT_STOPPED);
+		isatty(STDERR_FILENO) ? "\r\033[K" : "", HN_PROG,
+		sig == SIGINT ? "SIGINT" : "SIGTERM", where, t->step, t->o->checkpoint,
+		t->o->checkpoint, HN_EXIT_STOPPED);
 }
 
 /*

@@ -43,8 +43,8 @@ struct hn_train {
 	uint64_t first_step, step;  /* optimizer steps taken at the start, and now */
 	uint64_t first_batch;	    /* global batches of first_epoch the checkpoint has trained */
 	const struct hn_checkpoint *ck; /* the --resume checkpoint (zeroed: none) */
-	double last_save;		/* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
-	int stopped;			/* a signal stopped the run after a checkpoint */
+	double last_save; /* sprite_now() of the last checkpoint (--checkpoint-every Nm) */
+	int stopped;	  /* a signal stopped the run after a checkpoint */
 	/* a loader hangs in a read that never returns (a stopped FUSE daemon):
 	 * its thread still uses the source, so the caller exits without freeing it */
 	int abandoned;
@@ -52,9 +52,9 @@ struct hn_train {
 	 * and the step and time of the last one (train.c: agree_requests) */
 	uint64_t next_check, check_step;
 	double check_time;
-	uint64_t data_fp;		/* hn_data_fingerprint, kept in the checkpoint; 0 none */
-	uint64_t micro;		    /* batches handed to the backend in this process */
-	int pending;		    /* batches summed into a group's gradients, not applied */
+	uint64_t data_fp; /* hn_data_fingerprint, kept in the checkpoint; 0 none */
+	uint64_t micro;	  /* batches handed to the backend in this process */
+	int pending;	  /* batches summed into a group's gradients, not applied */
 	/* the totals of this process's epochs, for the final report (of every rank; the
 	 * times their mean) */
 	double wall_s, compute_s, data_wait_s, comm_s, augment_s, loader_cpu_s;
