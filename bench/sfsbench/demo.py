@@ -27,8 +27,10 @@ from . import core
 
 
 def pick(here, name):
-    """The installed program, else the build tree's."""
-    p = shutil.which(name)
+    """$SPRITEFS_BUILD's program (a test's build), else the installed one, else
+    the source tree's build/."""
+    p = core.find_bin(here, name, "DEMO_" + name.upper()) if os.environ.get("SPRITEFS_BUILD") else ""
+    p = p or shutil.which(name)
     if not p:
         root = os.path.dirname(here)
         p = next((x for x in sorted(glob.glob(f"{root}/build/*/{name}") + glob.glob(f"{root}/build/{name}"))
