@@ -27,7 +27,6 @@ struct sprite_sample_spec {
 	uint32_t th, tw, tc; /* the tile */
 	enum sprite_fit fit; /* how another size becomes the tile */
 	int whole;	     /* decode at full size (no JPEG DCT scaling): sizes compared */
-	uint32_t background; /* what alpha becomes: SPRITE_BG_* (format.h); 0 as stored */
 	/*
 	 * When set, the real path of the tree the file was listed in: a file
 	 * whose open lands outside it (a link swapped in after the listing) is
