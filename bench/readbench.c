@@ -342,7 +342,7 @@ static int rb_do_item(struct rb_thread *t, const struct rb_item *it)
 	if (ctx.decode == RB_IMAGE) {
 		struct sprite_image im = {0};
 		int r = sprite_image_decode_for(t->buf, (size_t)n, it->path, ctx.th, ctx.tw,
-						ctx.fit, &im, err);
+						ctx.fit, 0, &im, err);
 		if (r < 0)
 			return rb_fail("%s: %s", it->path, err[0] ? err : strerror(-r));
 		if (ctx.th) {

@@ -110,9 +110,11 @@ int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w
 	/*
 	 * Then the pack's parameters. A store packed before they were hashed has
 	 * another fingerprint and is packed again once (its tile was the first
-	 * image's and its fit a stretch; the default now is a crop).
+	 * image's and its fit a stretch; the default now is a crop). "fit2":
+	 * stores of "fit1" put alpha on black; the mount's packs now keep the
+	 * colours as stored (SPRITE_BG_STORED, the packer's default).
 	 */
-	uint32_t how[5] = {0x66697431 /* "fit1" */, tile_h, tile_w, tile_c, (uint32_t)fit};
+	uint32_t how[5] = {0x66697432 /* "fit2" */, tile_h, tile_w, tile_c, (uint32_t)fit};
 	XXH3_64bits_update(h, how, sizeof how);
 	if (r == 0)
 		*out = XXH3_64bits_digest(h);

@@ -113,8 +113,8 @@ int sprite_image_alloc(struct sprite_image *out, uint32_t h, uint32_t w, uint32_
 
 /* ---- PNG ------------------------------------------------------------- */
 
-static int decode_png(const void *data, size_t len, const char *name, struct sprite_image *out,
-		      char *err)
+static int decode_png(const void *data, size_t len, const char *name, uint32_t bg,
+		      struct sprite_image *out, char *err)
 {
 	png_image img;
 	memset(&img, 0, sizeof img);
@@ -163,7 +163,7 @@ static int decode_png(const void *data, size_t len, const char *name, struct spr
 	for (size_t i = 0; i < n; i++) {
 		unsigned a = buf[i * cin + c];
 		for (uint32_t k = 0; k < c; k++)
-			buf[i * c + k] = sprite_over_black(buf[i * cin + k], a);
+			buf[i * c + k] = sprite_over_bg(buf[i * cin + k], a, bg, c == 1 ? 3 : k);
 	}
 	out->h = h;
 	out->w = w;
@@ -404,7 +404,7 @@ done:
 /*
  * The binary Netpbm forms spritefs itself serves under by-class/ and
  * sheets/, and spritefs-pack --export --format pgm writes: P5 (gray), P6
- * (RGB) and P7 (PAM: depth 1-4, alpha composited on black). There is no
+ * (RGB) and P7 (PAM: depth 1-4, alpha by the background). There is no
  * well-kept decoding library for these in Debian that reports errors
  * instead of exiting (libnetpbm calls exit), and the format is a text
  * header in front of raw samples, so it is read here, every field bounded.
@@ -519,6 +519,7 @@ int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct spri
 	hd->maxval = (uint32_t)maxval;
 	hd->bps = maxval > 255 ? 2 : 1;
 	hd->data_off = c.pos;
+	hd->bg = 0;
 	return 0;
 }
 
@@ -531,24 +532,27 @@ void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out)
 			unsigned x = hd->bps == 2 ? (unsigned)s[0] << 8 | s[1] : s[0];
 			if (x > hd->maxval)
 				x = hd->maxval;
-			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled */
+			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled
+			 */
 			v[k] = hd->maxval == 255     ? x
 			       : hd->maxval == 65535 ? x >> 8
 						     : (x * 255u + hd->maxval / 2) / hd->maxval;
 		}
 		for (uint32_t k = 0; k < oc; k++)
-			out[i * oc + k] =
-				alpha ? sprite_over_black(v[k], v[hd->depth - 1]) : (uint8_t)v[k];
+			out[i * oc + k] = alpha ? sprite_over_bg(v[k], v[hd->depth - 1], hd->bg,
+								 oc == 1 ? 3 : k)
+						: (uint8_t)v[k];
 	}
 }
 
-static int decode_pnm(const void *data, size_t len, const char *name, struct sprite_image *out,
-		      char *err)
+static int decode_pnm(const void *data, size_t len, const char *name, uint32_t bg,
+		      struct sprite_image *out, char *err)
 {
 	struct sprite_pnm hd;
 	int r = sprite_pnm_parse(data, len, name, &hd, err);
 	if (r < 0)
 		return r;
+	hd.bg = bg;
 	uint64_t row = (uint64_t)hd.w * hd.depth * hd.bps, need = row * hd.h;
 	if (need > len - hd.data_off) {
 		sprite_image_err(err, name, "truncated: %llu bytes of samples, %llu present",
@@ -596,11 +600,12 @@ static const char *unsupported_kind(const uint8_t *p, size_t len)
 int sprite_image_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
 			char *err)
 {
-	return sprite_image_decode_for(data, len, name, 0, 0, SPRITE_FIT_STRETCH, out, err);
+	return sprite_image_decode_for(data, len, name, 0, 0, SPRITE_FIT_STRETCH, 0, out, err);
 }
 
 int sprite_image_decode_for(const void *data, size_t len, const char *name, uint32_t th,
-			    uint32_t tw, enum sprite_fit fit, struct sprite_image *out, char *err)
+			    uint32_t tw, enum sprite_fit fit, uint32_t bg, struct sprite_image *out,
+			    char *err)
 {
 	const uint8_t *p = data;
 	out->px = NULL;
@@ -611,19 +616,20 @@ int sprite_image_decode_for(const void *data, size_t len, const char *name, uint
 	}
 	if (len >= 4 && ((p[0] == 'I' && p[1] == 'I' && (p[2] == 42 || p[2] == 43) && p[3] == 0) ||
 			 (p[0] == 'M' && p[1] == 'M' && p[2] == 0 && (p[3] == 42 || p[3] == 43))))
-		return sprite_tiff_decode(data, len, name, out, err);
+		return sprite_tiff_decode(data, len, name, bg, out, err);
 	if (len >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0)
-		return decode_png(data, len, name, out, err);
+		return decode_png(data, len, name, bg, out, err);
 	if (len >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF)
 		return decode_jpeg(data, len, name, th, tw, fit, out, err);
 	if (len >= 3 && p[0] == 'P' && (p[1] == '5' || p[1] == '6' || p[1] == '7') &&
 	    (p[2] == ' ' || p[2] == '\t' || p[2] == '\n' || p[2] == '\r'))
-		return decode_pnm(data, len, name, out, err);
+		return decode_pnm(data, len, name, bg, out, err);
 	if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
-		return sprite_webp_decode(data, len, name, out, err);
+		return sprite_webp_decode(data, len, name, bg, out, err);
 	const char *kind = unsupported_kind(p, len);
 	if (kind)
-		sprite_image_err(err, name, "%s: not supported (PNG, TIFF, JPEG, WebP, PNM are)", kind);
+		sprite_image_err(err, name, "%s: not supported (PNG, TIFF, JPEG, WebP, PNM are)",
+				 kind);
 	else
 		sprite_image_err(err, name, "not a PNG/TIFF/JPEG/PNM file");
 	return -ENOTSUP;
@@ -631,11 +637,11 @@ int sprite_image_decode_for(const void *data, size_t len, const char *name, uint
 
 int sprite_image_load(const char *path, struct sprite_image *out, char *err)
 {
-	return sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH, out, err);
+	return sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH, 0, out, err);
 }
 
 int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprite_fit fit,
-			  struct sprite_image *out, char *err)
+			  uint32_t bg, struct sprite_image *out, char *err)
 {
 	out->px = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -688,7 +694,7 @@ int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprit
 		got += (size_t)n;
 	}
 	close(fd);
-	int r = sprite_image_decode_for(buf, got, path, th, tw, fit, out, err);
+	int r = sprite_image_decode_for(buf, got, path, th, tw, fit, bg, out, err);
 	if (buf != small)
 		free(buf);
 	return r;

@@ -30,10 +30,20 @@ int sprite_image_check_dims(uint64_t h, uint64_t w, const char *name, char *err)
 int sprite_image_alloc(struct sprite_image *out, uint32_t h, uint32_t w, uint32_t c,
 		       const char *name, char *err);
 
-/* Composite a colour value on black with 8-bit alpha, rounded. */
-static inline uint8_t sprite_over_black(unsigned v, unsigned a)
+/*
+ * Channel k (0-2 R, G, B; 3 a grey value) of a pixel with 8-bit alpha a by
+ * the background bg (SPRITE_BG_*, format.h): the value as stored, or
+ * composited on the background's colour (its grey by the fit rule's luma).
+ */
+static inline uint8_t sprite_over_bg(unsigned v, unsigned a, uint32_t bg, unsigned k)
 {
-	return (uint8_t)((v * a + 127) / 255);
+	if ((bg >> 24) != 1)
+		return (uint8_t)v;
+	unsigned b =
+		k < 3 ? (bg >> (16 - 8 * k)) & 255
+		      : (((bg >> 16) & 255) * 299 + ((bg >> 8) & 255) * 587 + (bg & 255) * 114 +
+			 500) / 1000;
+	return (uint8_t)((v * a + b * (255 - a) + 127) / 255);
 }
 
 /*
@@ -47,8 +57,8 @@ static inline uint8_t sprite_over_black(unsigned v, unsigned a)
  * stream with sprite_fit_stream_free.
  */
 struct sprite_fit_stream;
-int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw,
-			    uint32_t ic, uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
+int sprite_fit_stream_begin(struct sprite_fit_stream **out, uint32_t ih, uint32_t iw, uint32_t ic,
+			    uint32_t th, uint32_t tw, uint32_t tc, enum sprite_fit fit,
 			    uint8_t *tile);
 int sprite_fit_stream_row(struct sprite_fit_stream *fs, const uint8_t *row);
 int sprite_fit_stream_end(struct sprite_fit_stream *fs); /* frees fs */
@@ -59,23 +69,24 @@ size_t sprite_fit_stream_bytes(const struct sprite_fit_stream *fs);
  * A binary Netpbm header (P5, P6, P7) from the first len bytes of a file:
  * sizes checked (sprite_image_check_dims), depth 1-4, maxval 1-65535;
  * data_off where the samples start. sprite_pnm_row turns one row of samples
- * (w * depth * bps bytes) into w pixels of 1 or 3 channels (alpha composited
- * on black), as the decoder does.
+ * (w * depth * bps bytes) into w pixels of 1 or 3 channels (alpha by bg,
+ * which the caller sets after parsing), as the decoder does.
  */
 struct sprite_pnm {
 	uint32_t w, h, depth, maxval, bps;
 	size_t data_off;
+	uint32_t bg; /* SPRITE_BG_*: what alpha becomes (0 from parse: as stored) */
 };
 int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct sprite_pnm *hd,
 		     char *err);
 void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out);
 
 /* The WebP decoder (webp.c), as sprite_image_decode calls it on RIFF....WEBP. */
-int sprite_webp_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
-		       char *err);
+int sprite_webp_decode(const void *data, size_t len, const char *name, uint32_t bg,
+		       struct sprite_image *out, char *err);
 
 /* The TIFF decoder (tiff.c), as sprite_image_decode calls it on TIFF magic. */
-int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
-		       char *err);
+int sprite_tiff_decode(const void *data, size_t len, const char *name, uint32_t bg,
+		       struct sprite_image *out, char *err);
 
 #endif

@@ -17,6 +17,7 @@
 #include "common/image.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +114,36 @@ int sprite_fit_parse(const char *s, enum sprite_fit *out)
 	return -EINVAL;
 }
 
+int sprite_bg_parse(const char *s, uint32_t *out)
+{
+	unsigned v[3];
+	int n = -1;
+	if (!strcmp(s, "none")) {
+		*out = SPRITE_BG_STORED;
+		return 0;
+	}
+	if (!strcmp(s, "black") || !strcmp(s, "white")) {
+		*out = s[0] == 'b' ? SPRITE_BG_RGB(0, 0, 0) : SPRITE_BG_RGB(255, 255, 255);
+		return 0;
+	}
+	if (s[0] < '0' || s[0] > '9' || sscanf(s, "%3u,%3u,%3u%n", &v[0], &v[1], &v[2], &n) != 3 ||
+	    n < 0 || s[n] || v[0] > 255 || v[1] > 255 || v[2] > 255)
+		return -EINVAL;
+	*out = SPRITE_BG_RGB(v[0], v[1], v[2]);
+	return 0;
+}
+
+char *sprite_bg_name(uint32_t bg, char *buf, size_t size)
+{
+	if ((bg >> 24) != 1)
+		snprintf(buf, size, "%s", bg == 0 ? "not recorded" : "none");
+	else if ((bg & 0xffffff) == 0 || (bg & 0xffffff) == 0xffffff)
+		snprintf(buf, size, "%s", bg & 1 ? "white" : "black");
+	else
+		snprintf(buf, size, "%u,%u,%u", (bg >> 16) & 255, (bg >> 8) & 255, bg & 255);
+	return buf;
+}
+
 /*
  * The arithmetic docs/FORMAT.md states, all in integers (64-bit products):
  * the image is "wider" than the tile when w*th >= h*tw. Crop scales the
@@ -190,7 +221,7 @@ static inline void convert_px(const uint8_t *s, uint32_t ic, uint8_t *d, uint32_
 		rgb[0] = rgb[1] = rgb[2] = s[0];
 	} else if (ic == 4) {
 		for (int k = 0; k < 3; k++)
-			rgb[k] = sprite_over_black(s[k], s[3]);
+			rgb[k] = sprite_over_bg(s[k], s[3], SPRITE_BG_RGB(0, 0, 0), k);
 	} else {
 		memcpy(rgb, s, 3);
 	}

@@ -32,7 +32,7 @@
 
 #include <stdint.h>
 
-#define SPRITE_MAGIC	      "SPRITES\0" /* 8 bytes */
+#define SPRITE_MAGIC "SPRITES\0" /* 8 bytes */
 /*
  * 2 added order_window (a version-1 store reads as the default); 3 added the
  * label table and the source-path table after the names (labels_*, paths_*).
@@ -100,8 +100,25 @@ struct sprite_header {
 	 * packer could not use, skipped_count lines "PATH\tREASON\n".
 	 */
 	uint64_t skipped_offset, skipped_size, skipped_checksum, skipped_count;
-	uint8_t pad[SPRITE_HEADER_SIZE - 520];
+	/*
+	 * Optional, any version: what alpha became (SPRITE_BG_*); 0 in stores
+	 * before the field, whose alpha went on black. Readers ignore it.
+	 */
+	uint32_t background;
+	uint8_t pad[SPRITE_HEADER_SIZE - 524];
 };
+
+/*
+ * What an image's alpha becomes (struct sprite_header.background,
+ * struct sprite_sample_spec.background): SPRITE_BG_STORED drops it and
+ * keeps the colours as stored, as PIL's convert("RGB") / convert("L") do
+ * (torchvision's loader); SPRITE_BG_RGB(r, g, b) composites on that colour.
+ * 0 in a spec means SPRITE_BG_STORED.
+ */
+#define SPRITE_BG_STORED 0x02000000u
+#define SPRITE_BG_COLOUR 0x01000000u
+#define SPRITE_BG_RGB(r, g, b)                                                                     \
+	(SPRITE_BG_COLOUR | (uint32_t)(r) << 16 | (uint32_t)(g) << 8 | (uint32_t)(b))
 
 /* How an image of another size became a tile (struct sprite_header.fit). */
 enum sprite_fit {

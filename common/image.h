@@ -9,7 +9,8 @@
  *
  * Fit rule (documented in docs/FORMAT.md, "How an image becomes a tile"):
  * channels first (gray->RGB by replication, RGB->gray by BT.601 luma
- * 0.299/0.587/0.114, alpha dropped after compositing on black, palette
+ * 0.299/0.587/0.114, alpha dropped: the colours as stored, or composited on
+ * a background colour first (SPRITE_BG_*, format.h), palette
  * expanded, 16-bit scaled to 8, CMYK JPEG to RGB), then size by the fit mode
  * (enum sprite_fit, format.h): stretch to the tile, crop (shorter side to
  * the tile, centre cut out) or pad (longer side to the tile, centred on 0).
@@ -50,11 +51,14 @@ int sprite_image_load(const char *path, struct sprite_image *out, char *err);
  * then ceil(h/d) x ceil(w/d)), the largest d with h/d and w/d at least the
  * size the fit resizes to (as PIL's draft() picks it), so that the area
  * filter starts from fewer pixels. th == 0: full size, as sprite_image_decode.
+ * bg says what alpha becomes (SPRITE_BG_*; 0 as stored, which
+ * sprite_image_decode and sprite_image_load do).
  */
 int sprite_image_decode_for(const void *data, size_t len, const char *name, uint32_t th,
-			    uint32_t tw, enum sprite_fit fit, struct sprite_image *out, char *err);
+			    uint32_t tw, enum sprite_fit fit, uint32_t bg, struct sprite_image *out,
+			    char *err);
 int sprite_image_load_for(const char *path, uint32_t th, uint32_t tw, enum sprite_fit fit,
-			  struct sprite_image *out, char *err);
+			  uint32_t bg, struct sprite_image *out, char *err);
 
 /*
  * Where an h x w image goes in a th x tw tile: it is resized to rh x rw;
@@ -77,6 +81,15 @@ int sprite_image_fit(const struct sprite_image *im, uint32_t h, uint32_t w, uint
 const char *sprite_fit_name(uint32_t fit);
 /* The mode of one of those names; -EINVAL for another string. */
 int sprite_fit_parse(const char *s, enum sprite_fit *out);
+
+/*
+ * A background (SPRITE_BG_*, format.h) from "none" (alpha dropped, the
+ * colours as stored), "black", "white" or "R,G,B" (each 0-255); -EINVAL for
+ * another string. sprite_bg_name spells one back into buf ("not recorded"
+ * for 0, a store's header before the field) and returns buf.
+ */
+int sprite_bg_parse(const char *s, uint32_t *out);
+char *sprite_bg_name(uint32_t bg, char *buf, size_t size);
 
 /*
  * IDX files (MNIST, Fashion-MNIST), plain or gzip: images (magic 0x00000803,

@@ -170,6 +170,7 @@ struct ring {
 	const struct items *items;
 	uint32_t th, tw, tc;
 	enum sprite_fit fit;
+	uint32_t background;
 	int one_size; /* no tile size given: images are decoded whole, to be compared */
 	char *tree;   /* the source's real path: files opened outside it are refused */
 	size_t tile_bytes;
@@ -187,7 +188,8 @@ static void decode_item(struct ring *R, struct sprite_sample_buf *wb, size_t i)
 	struct slot *sl = &R->slots[i % R->nslots];
 	uint8_t *tile = R->tiles + (i % R->nslots) * R->tile_bytes;
 	/* A scaled decode could make a larger JPEG look the size of the others. */
-	struct sprite_sample_spec spec = {R->th, R->tw, R->tc, R->fit, R->one_size, R->tree};
+	struct sprite_sample_spec spec = {R->th,       R->tw,	R->tc,	      R->fit,
+					  R->one_size, R->tree, R->background};
 	struct sprite_sample_got got;
 	int r = sprite_sample_load(R->items->v[i].path, &spec, wb, tile, &got, sl->why);
 	sl->bad = r < 0;
@@ -310,6 +312,7 @@ static int open_store(struct packing *p, const char *dsname)
 	R->tw = o->tile_w ? o->tile_w : wd;
 	R->tc = o->tile_c ? o->tile_c : c;
 	R->fit = o->fit;
+	R->background = o->background;
 	R->one_size = one_size;
 	R->tree = realpath(p->src, NULL); /* NULL (out of memory): the listing's check alone */
 	R->tile_bytes = (size_t)R->th * R->tw * R->tc;
@@ -329,6 +332,7 @@ static int open_store(struct packing *p, const char *dsname)
 		.order_window = o->order_window,
 		.version = o->store_version,
 		.fit = o->fit,
+		.background = (o->background >> 24) == 1 ? o->background : SPRITE_BG_STORED,
 		.codec = o->codec,
 		.nclasses = (uint32_t)f->nclasses,
 		.class_names = cn,

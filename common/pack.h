@@ -43,6 +43,7 @@ struct sprite_pack_options {
 	 */
 	uint32_t tile_h, tile_w, tile_c;
 	enum sprite_fit fit;  /* how an image of another size becomes a tile */
+	uint32_t background;  /* image folders: what alpha becomes, SPRITE_BG_*; 0 as stored */
 	uint32_t sheet_tiles; /* 0: sprite_default_sheet_tiles() */
 	enum sprite_codec codec;
 	/* the data set's order: sheets per window; 0 the default, SPRITE_ORDER_FULL full */

@@ -14,8 +14,9 @@
  * simplified API (codec.c, for images in memory) gives: palette and low bit
  * depths expanded, tRNS to alpha, 16 bits scaled to 8 with rounding, sRGB
  * output gamma (a 16-bit file without gamma information taken as sRGB),
- * alpha composited on black. An interlaced PNG needs all its passes before a
- * row is whole: -EAGAIN, and sample.c decodes it from memory instead.
+ * alpha by the background (sample.h). An interlaced PNG needs all its
+ * passes before a row is whole: -EAGAIN, and sample.c decodes it from
+ * memory instead.
  */
 #include <errno.h>
 #include <png.h>
@@ -73,6 +74,7 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 	/* the header: within the reader's first fill (64 KiB) */
 	struct sprite_pnm hd;
 	int rc = sprite_pnm_parse(r->buf, r->len, "", &hd, why);
+	hd.bg = sp->background;
 	if (rc < 0)
 		return rc;
 	got->h = hd.h;
@@ -188,8 +190,9 @@ static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite
 		if (alpha)
 			for (size_t i = 0; i < w; i++)
 				for (uint32_t k = 0; k < oc; k++)
-					m->px[i * oc + k] = sprite_over_black(m->row[i * ch + k],
-									      m->row[i * ch + oc]);
+					m->px[i * oc + k] = sprite_over_bg(
+						m->row[i * ch + k], m->row[i * ch + oc],
+						sp->background, oc == 1 ? 3 : k);
 		rc = sprite_fit_stream_row(m->fs, alpha ? m->px : m->row);
 	}
 	if (rc == 0) {

@@ -203,7 +203,7 @@ int sprite_sample_load(const char *path, const struct sprite_sample_spec *sp,
 	/* An empty name keeps the path out of the reason: the caller names the file. */
 	if (r == 0)
 		r = sprite_image_decode_for(buf->data, len, "", sp->whole ? 0 : sp->th, sp->tw,
-					    sp->fit, &im, why);
+					    sp->fit, sp->background, &im, why);
 	if (r == 0) {
 		got->h = im.h;
 		got->w = im.w;

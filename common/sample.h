@@ -33,6 +33,7 @@ struct sprite_sample_spec {
 	 * refused. docs/FORMAT.md, "Symbolic links in a source tree".
 	 */
 	const char *tree;
+	uint32_t background; /* what alpha becomes: SPRITE_BG_* (format.h); 0 as stored */
 };
 
 /* What a file was. */

@@ -463,6 +463,7 @@ int sprite_store_open(const char *path, sprite_store **out, char *err)
 	in->file_size = h.file_size;
 	in->version = h.version;
 	in->fit = h.fit;
+	in->background = h.background;
 	in->order_window = h.version >= 2
 				   ? h.order_window
 				   : sprite_order_window(h.sheet_tiles,

@@ -44,7 +44,8 @@ struct sprite_store_info {
 	 */
 	uint32_t order_window;
 	uint32_t version;
-	uint32_t fit; /* enum sprite_fit: how images of another size became tiles */
+	uint32_t fit;	     /* enum sprite_fit: how images of another size became tiles */
+	uint32_t background; /* SPRITE_BG_*: what alpha became; 0 not recorded */
 	uint64_t file_size;
 	const struct sprite_split_entry *splits; /* nsplits entries */
 	const struct sprite_sheet_entry *sheets; /* nsheets entries */
@@ -201,6 +202,7 @@ struct sprite_writer_params {
 	 */
 	uint32_t version;
 	enum sprite_fit fit; /* recorded in the header */
+	uint32_t background; /* SPRITE_BG_* recorded in the header; 0 none recorded */
 };
 
 /*

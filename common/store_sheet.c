@@ -202,7 +202,7 @@ int sprite_store_verify_padding(const sprite_store *s, char *err)
 		if (h.pad[i])
 			return sprite_fail(
 				err, -SPRITE_ECORRUPT,
-				"header byte %zu is %u: the header's padding must be zero", 520 + i,
+				"header byte %zu is %u: the header's padding must be zero", 524 + i,
 				h.pad[i]);
 	size_t n = 0, cap = (size_t)s->info.nsheets + 6;
 	struct extent *e = malloc(cap * sizeof *e);

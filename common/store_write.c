@@ -277,6 +277,7 @@ int sprite_writer_open(const char *path, const struct sprite_writer_params *p, s
 	w->h.nclasses = p->nclasses;
 	w->h.flags = 0;
 	w->h.fit = p->fit;
+	w->h.background = p->background;
 	w->h.order_window =
 		p->order_window == SPRITE_ORDER_FULL ? 0
 		: p->order_window

@@ -177,9 +177,28 @@ struct tiff_layout {
 	uint16_t bps, spp, photo;
 	int alpha;     /* index of the alpha sample, or -1 */
 	int unassoc;   /* alpha is unassociated (colours not premultiplied) */
+	uint32_t bg;   /* what alpha becomes (SPRITE_BG_*) */
 	uint32_t cout; /* 1 or 3 */
 	uint8_t cmap[3][256];
 };
+
+/*
+ * A colour value with alpha a by the background: unassociated colours are
+ * as stored or composited; associated (premultiplied) ones are as stored
+ * (PIL's convert of "RGBa" keeps them) or get the background's share added.
+ */
+static inline uint8_t assoc_over(unsigned v, unsigned a, uint32_t bg, unsigned k)
+{
+	if ((bg >> 24) != 1)
+		return (uint8_t)v;
+	unsigned o = v + sprite_over_bg(0, a, bg, k);
+	return (uint8_t)(o > 255 ? 255 : o);
+}
+
+static inline uint8_t over(const struct tiff_layout *L, unsigned v, unsigned a, unsigned k)
+{
+	return L->unassoc ? sprite_over_bg(v, a, L->bg, k) : assoc_over(v, a, L->bg, k);
+}
 
 static inline unsigned sample(const uint8_t *row, uint32_t i, uint16_t bps)
 {
@@ -207,11 +226,11 @@ static void tiff_convert_row(const struct tiff_layout *L, const uint8_t *row, ui
 			unsigned g = sample(row, base, L->bps);
 			if (L->photo == PHOTOMETRIC_MINISWHITE)
 				g = 255 - g;
-			out[x] = L->unassoc ? sprite_over_black(g, a) : (uint8_t)g;
+			out[x] = over(L, g, a, 3);
 		} else {
 			for (uint32_t k = 0; k < 3; k++) {
 				unsigned v = sample(row, base + k, L->bps);
-				out[3 * x + k] = L->unassoc ? sprite_over_black(v, a) : (uint8_t)v;
+				out[3 * x + k] = over(L, v, a, k);
 			}
 		}
 	}
@@ -460,6 +479,17 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 	return r;
 }
 
+/* A premultiplied value of TIFFReadRGBAImage's raster by the background. */
+static uint8_t rgba_value(const struct tiff_layout *L, unsigned v, unsigned a, unsigned k)
+{
+	if ((L->bg >> 24) == 1 || !L->unassoc || a == 255)
+		return assoc_over(v, a, L->bg, k);
+	if (a == 0)
+		return 0;
+	unsigned o = (v * 255 + a / 2) / a;
+	return (uint8_t)(o > 255 ? 255 : o);
+}
+
 static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg, const char *name,
 		     struct sprite_image *out, char *err)
 {
@@ -478,7 +508,11 @@ static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
 		free(raster);
 		return -SPRITE_ECORRUPT;
 	}
-	/* libtiff premultiplies unassociated alpha: the colours are already on black. */
+	/*
+	 * libtiff premultiplies unassociated alpha: as stored, the colours are
+	 * divided back (exact where alpha is 255, within a level or so where
+	 * it is small, 0 where it is 0); on a colour, its share is added.
+	 */
 	uint32_t c =
 		(L->photo == PHOTOMETRIC_MINISBLACK || L->photo == PHOTOMETRIC_MINISWHITE) ? 1 : 3;
 	int r = sprite_image_alloc(out, L->h, L->w, c, name, err);
@@ -489,13 +523,9 @@ static int tiff_rgba(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
 	size_t n = (size_t)L->w * L->h;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t p = raster[i];
-		if (c == 1) {
-			out->px[i] = (uint8_t)TIFFGetR(p);
-		} else {
-			out->px[3 * i] = (uint8_t)TIFFGetR(p);
-			out->px[3 * i + 1] = (uint8_t)TIFFGetG(p);
-			out->px[3 * i + 2] = (uint8_t)TIFFGetB(p);
-		}
+		unsigned a = TIFFGetA(p), v[3] = {TIFFGetR(p), TIFFGetG(p), TIFFGetB(p)};
+		for (uint32_t k = 0; k < c; k++)
+			out->px[c * i + k] = rgba_value(L, v[k], a, c == 1 ? 3 : k);
 	}
 	free(raster);
 	return 0;
@@ -669,6 +699,7 @@ int sprite_tiff_rows(int fd, uint64_t size, const struct sprite_sample_spec *sp,
 	struct tiff_layout *L = calloc(1, sizeof *L);
 	int r = L ? tiff_layout_read(t, L, "", why) : -ENOMEM, gather = 0;
 	if (r == 0) {
+		L->bg = sp->background;
 		got->h = L->h;
 		got->w = L->w;
 		/* other layouts (tiles, planes, orientations, odd depths): read whole */
@@ -688,8 +719,8 @@ int sprite_tiff_rows(int fd, uint64_t size, const struct sprite_sample_spec *sp,
 	return r;
 }
 
-int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
-		       char *err)
+int sprite_tiff_decode(const void *data, size_t len, const char *name, uint32_t bg,
+		       struct sprite_image *out, char *err)
 {
 	struct tiff_mem mem = {data, len, 0};
 	struct tiff_msg msg;
@@ -715,6 +746,7 @@ int sprite_tiff_decode(const void *data, size_t len, const char *name, struct sp
 	r = tiff_layout_read(t, L, name, err);
 	if (r < 0)
 		goto done;
+	L->bg = bg;
 	r = tiff_fast(t, L, &msg, name, out, err);
 	if (r == 1)
 		r = tiff_rgba(t, L, &msg, name, out, err);

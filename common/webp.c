@@ -2,8 +2,8 @@
  * webp.c - WebP images (lossy, lossless, with alpha) through Debian's
  * libwebp, for codec.c's decoder: the file held in memory, the image
  * decoded whole (libwebp checks the bitstream; every size is checked
- * against the pixel caps before anything is allocated). Alpha is
- * composited on black as for PNG (image.h's fit rule). An animated WebP is
+ * against the pixel caps before anything is allocated). Alpha goes by the
+ * background as for PNG (image.h's fit rule). An animated WebP is
  * not a sample: which frame would be is a guess.
  */
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include "common/codec.h"
 #include "common/store.h"
 
-int sprite_webp_decode(const void *data, size_t len, const char *name, struct sprite_image *out,
-		       char *err)
+int sprite_webp_decode(const void *data, size_t len, const char *name, uint32_t bg,
+		       struct sprite_image *out, char *err)
 {
 	WebPBitstreamFeatures f;
 	VP8StatusCode st = WebPGetFeatures(data, len, &f);
@@ -51,7 +51,8 @@ int sprite_webp_decode(const void *data, size_t len, const char *name, struct sp
 	if (f.has_alpha) {
 		for (size_t i = 0; i < n; i++)
 			for (uint32_t k = 0; k < 3; k++)
-				buf[i * 3 + k] = sprite_over_black(buf[i * 4 + k], buf[i * 4 + 3]);
+				buf[i * 3 + k] =
+					sprite_over_bg(buf[i * 4 + k], buf[i * 4 + 3], bg, k);
 		uint8_t *shrunk = realloc(buf, n * 3);
 		buf = shrunk ? shrunk : buf;
 	}

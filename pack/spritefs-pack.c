@@ -69,6 +69,9 @@ static void usage(FILE *f)
 		"                      (default: shorter side to the tile, centre kept), pad\n"
 		"                      (longer side to the tile, the rest filled with 0), or\n"
 		"                      stretch (both sides to the tile, aspect not kept)\n"
+		"  --background COLOUR what transparent pixels become: none (default: alpha\n"
+		"                      dropped, the colours as stored, as PIL's convert and\n"
+		"                      torchvision's loader), black, white or R,G,B (0-255)\n"
 		"  --sheet N           tiles per sheet (default: as many as fill 4 MiB\n"
 		"                      decoded, at most 1024)\n"
 		"  --compress lz4|none sheet compression (default lz4: each sheet lz4 where it\n"
@@ -363,6 +366,8 @@ static int do_info(const char *path, int skipped)
 					    : "label table, no source paths");
 	printf("fit:         %s%s\n", sprite_fit_name(in->fit),
 	       in->fit == SPRITE_FIT_PAD ? " (filled with 0)" : "");
+	char bg[32];
+	printf("background:  %s\n", sprite_bg_name(in->background, bg, sizeof bg));
 	printf("sheet tiles: %u\n", in->sheet_tiles);
 	printf("sheets:      %u\n", in->nsheets);
 	if (in->order_window)
@@ -405,6 +410,7 @@ static int do_info(const char *path, int skipped)
 enum {
 	OPT_TILE = 256,
 	OPT_FIT,
+	OPT_BACKGROUND,
 	OPT_SHEET,
 	OPT_COMPRESS,
 	OPT_WINDOW,
@@ -437,6 +443,7 @@ static const struct {
 } mode_opts[] = {
 	{OPT_TILE, "--tile", MODE_PACK},
 	{OPT_FIT, "--fit", MODE_PACK},
+	{OPT_BACKGROUND, "--background", MODE_PACK},
 	{OPT_SHEET, "--sheet", MODE_PACK},
 	{OPT_COMPRESS, "--compress", MODE_PACK},
 	{OPT_WINDOW, "--window", MODE_PACK},
@@ -492,6 +499,7 @@ static int check_mode_options(const char *given, unsigned mode)
 static const struct option longopts[] = {
 	{"tile", required_argument, NULL, OPT_TILE},
 	{"fit", required_argument, NULL, OPT_FIT},
+	{"background", required_argument, NULL, OPT_BACKGROUND},
 	{"sheet", required_argument, NULL, OPT_SHEET},
 	{"compress", required_argument, NULL, OPT_COMPRESS},
 	{"window", required_argument, NULL, OPT_WINDOW},
@@ -539,6 +547,15 @@ static int take_opt(struct cli *c, int opt)
 	case OPT_FIT:
 		if (sprite_fit_parse(optarg, &c->o.fit) < 0) {
 			fprintf(stderr, PROG ": bad --fit '%s' (crop, pad or stretch)\n", optarg);
+			return 2;
+		}
+		break;
+	case OPT_BACKGROUND:
+		if (sprite_bg_parse(optarg, &c->o.background) < 0) {
+			fprintf(stderr,
+				PROG ": bad --background '%s' (none, black, white or R,G,B with "
+				     "each 0-255)\n",
+				optarg);
 			return 2;
 		}
 		break;

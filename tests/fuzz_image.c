@@ -28,8 +28,8 @@ static void rows_agree(const uint8_t *data, size_t size, const struct sprite_ima
 	if (!path)
 		return;
 	static const struct sprite_sample_spec specs[] = {
-		{11, 13, 3, SPRITE_FIT_CROP, 0, NULL},
-		{5, 40, 1, SPRITE_FIT_PAD, 0, NULL},
+		{11, 13, 3, SPRITE_FIT_CROP, 0, NULL, SPRITE_BG_RGB(255, 255, 255)},
+		{5, 40, 1, SPRITE_FIT_PAD, 0, NULL, 0},
 	};
 	for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
 		const struct sprite_sample_spec *sp = &specs[k];
@@ -39,8 +39,8 @@ static void rows_agree(const uint8_t *data, size_t size, const struct sprite_ima
 		int ra = -1;
 		struct sprite_image jm = {0};
 		/* the memory path as sample.c takes it: JPEG DCT scaling for the tile */
-		if (im && sprite_image_decode_for(data, size, "", sp->th, sp->tw, sp->fit, &jm,
-						  why) == 0) {
+		if (im && sprite_image_decode_for(data, size, "", sp->th, sp->tw, sp->fit,
+						  sp->background, &jm, why) == 0) {
 			ra = sprite_image_fit(&jm, sp->th, sp->tw, sp->tc, sp->fit, a);
 			sprite_image_free(&jm);
 		}

@@ -67,7 +67,7 @@ static uint8_t alpha_at(uint32_t y, uint32_t x)
 	return v > 255 ? 255 : (uint8_t)v;
 }
 
-static uint8_t over_black(unsigned v, unsigned a)
+static inline uint8_t over_black(unsigned v, unsigned a)
 {
 	return (uint8_t)((v * a + 127) / 255);
 }

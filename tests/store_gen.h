@@ -61,7 +61,8 @@ static int write_store(const char *path, const struct shape *sh)
 					 sh->nclasses <= 10 ? names : NULL,
 					 0,
 					 0,
-					 SPRITE_FIT_STRETCH};
+					 SPRITE_FIT_STRETCH,
+					 0};
 	sprite_writer *w;
 	int r = sprite_writer_open(path, &p, &w, err);
 	if (r < 0) {

@@ -164,9 +164,9 @@ def resize(a, rh, rw, y0, x0, dh, dw):
 
 def reference(name, path):
     """The source as the packer should see it, decoded by PIL."""
-    if name == "png16a.png":  # alpha composited on black, 16 -> 8 bits
+    if name == "png16a.png":  # alpha dropped, colours as stored, 16 -> 8 bits
         p = np.load(f"{T}/png16a.npy").astype(np.float64) / 65535 * 255
-        return np.rint(p[..., :3] * p[..., 3:] / 255).astype(np.uint8), 2  # libpng rounds its own way
+        return np.rint(p[..., :3]).astype(np.uint8), 2  # libpng rounds its own way
     im = Image.open(path)
     if name.endswith(".jpg"):  # the scaled decode, as PIL's draft() picks it
         o = im.getexif().get(0x0112, 1) if name.startswith("orient") else 1

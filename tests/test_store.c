@@ -260,7 +260,7 @@ static void check_writer(void)
 	struct stat st;
 	uint8_t tile[16] = {0};
 	struct sprite_writer_params p = {
-		"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0, 0, SPRITE_FIT_STRETCH};
+		"w", 4, 4, 1, 8, SPRITE_CODEC_LZ4, 3, NULL, 0, 0, SPRITE_FIT_STRETCH, 0};
 	sprite_writer *w;
 	snprintf(path, sizeof(path), "%s/w.sprites", dir);
 

@@ -66,8 +66,8 @@ static void expected(const struct tcase *tc, uint32_t h, uint32_t w, uint8_t *ou
 				uint8_t v = pat(y, x, ch);
 				if (tc->kind == K_PALETTE)
 					v = pat(0, pat(y, x, 0), ch); /* colour map entry */
-				if (tc->kind == K_GRAYA || tc->kind == K_RGBA_U ||
-				    tc->kind == K_RGBA_A)
+				/* alpha dropped, the colours as stored: premultiplied ones too */
+				if (tc->kind == K_RGBA_A)
 					v = over_black(v, alpha_at(y, x));
 				out[(y * w + x) * *c + ch] = v;
 			}

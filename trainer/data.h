@@ -74,6 +74,7 @@ struct hn_source_options {
 	uint64_t test_limit;
 	uint32_t tile_h, tile_w, tile_c; /* images: fit to this tile; 0 = from the first image */
 	uint32_t fit;			 /* images: enum sprite_fit, as spritefs-pack --fit */
+	uint32_t background;		 /* images: what alpha becomes, SPRITE_BG_* (0 as stored) */
 	uint32_t window; /* --window: sheets per window, 0 the full shuffle, HN_WINDOW_DATASET not
 			    given */
 	uint64_t seed;	 /* for a mount's epoch views */

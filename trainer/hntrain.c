@@ -100,6 +100,7 @@ static int open_source(const struct hn_opts *o, hn_source **src)
 		.tile_w = o->tile_w,
 		.tile_c = o->tile_c,
 		.fit = o->fit,
+		.background = o->background,
 		.window = o->given_window ? o->window : HN_WINDOW_DATASET,
 		.seed = o->seed,
 		.batch = (uint32_t)o->batch,

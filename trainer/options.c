@@ -265,6 +265,16 @@ static void p_fit(const struct opt_row *r, const char *arg, struct hn_opts *o)
 		hn_die(2, "--fit: expected crop, pad or stretch, got \"%s\"", arg);
 }
 
+static void p_background(const struct opt_row *r, const char *arg, struct hn_opts *o)
+{
+	(void)r;
+	if (sprite_bg_parse(arg, &o->background) < 0)
+		hn_die(2,
+		       "--background: expected none, black, white or R,G,B (each 0-255), "
+		       "got \"%s\"",
+		       arg);
+}
+
 static void p_window(const struct opt_row *r, const char *arg, struct hn_opts *o)
 {
 	(void)r;
@@ -430,6 +440,10 @@ static const struct opt_row rows[] = {
 	{"fit", REQ, .parse = p_fit, .given = F(given_fit), .meta = "MODE",
 	 .help = "image folders: crop (default), pad or stretch, as\n"
 		 "spritefs-pack --fit"},
+	{"background", REQ, .parse = p_background, .meta = "COLOUR",
+	 .help = "image folders: what transparent pixels become: none\n"
+		 "(default: the colours as stored, as PIL's convert), black,\n"
+		 "white or R,G,B; as spritefs-pack --background"},
 	{"window", REQ, .parse = p_window, .given = F(given_window), .meta = "N|full",
 	 .help = "the sample order: N sheets per shuffle window, or the full\n"
 		 "shuffle (default: the data set's, as a store records it)"},

@@ -32,6 +32,7 @@ struct hn_opts {
 	int skip_bad_sheets; /* --skip-bad-sheets */
 	uint32_t tile_h, tile_w, tile_c;
 	enum sprite_fit fit; /* image folders; crop unless --fit */
+	uint32_t background; /* image folders: SPRITE_BG_*, --background; 0 as stored */
 	uint32_t window;
 	struct hn_augment augment; /* --augment; spec "" none */
 	/*

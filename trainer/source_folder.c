@@ -41,7 +41,8 @@ struct folder_src {
 	uint64_t nfiles[2];
 	uint8_t *bad[2]; /* per file: did not decode, skipped from then on */
 	int strict;
-	uint32_t fit; /* enum sprite_fit */
+	uint32_t fit;	     /* enum sprite_fit */
+	uint32_t background; /* SPRITE_BG_*: what alpha becomes */
 	/* no --tile: every image must have the first one's size (that one's path) */
 	char *first;
 	void (*on_skip)(void *ctx, const char *why);
@@ -131,9 +132,9 @@ static int image_sample(hn_source *s, int split, uint64_t i, uint8_t *tile, char
 		return 1;
 	char why[SPRITE_ERR_MAX], msg[2 * SPRITE_ERR_MAX];
 	char shown[192]; /* the path in a message of SPRITE_ERR_MAX bytes, with room for why */
-	struct sprite_sample_spec spec = {s->info.h,	     s->info.w,
-					  s->info.c,	     (enum sprite_fit)fs->fit,
-					  fs->first != NULL, fs->tree};
+	struct sprite_sample_spec spec = {
+		s->info.h,	   s->info.w, s->info.c,     (enum sprite_fit)fs->fit,
+		fs->first != NULL, fs->tree,  fs->background};
 	int rc = sprite_sample_load(f->path, &spec, NULL, tile, NULL, why);
 	if (rc == 0)
 		return 0;
@@ -169,9 +170,9 @@ static void *check_worker(void *arg)
 	struct check *c = arg;
 	hn_source *s = c->s;
 	struct folder_src *fs = s->priv;
-	struct sprite_sample_spec spec = {s->info.h,	     s->info.w,
-					  s->info.c,	     (enum sprite_fit)fs->fit,
-					  fs->first != NULL, fs->tree};
+	struct sprite_sample_spec spec = {
+		s->info.h,	   s->info.w, s->info.c,     (enum sprite_fit)fs->fit,
+		fs->first != NULL, fs->tree,  fs->background};
 	struct sprite_sample_buf buf = {0};
 	uint8_t *tile = malloc(s->info.h * (size_t)s->info.w * s->info.c);
 	char why[SPRITE_ERR_MAX];
@@ -302,8 +303,8 @@ static int folder_tile(hn_source *s, const char *path, const struct hn_source_op
 			/* every file named with why, as the check below would name them */
 			for (uint64_t k = 0; fs->on_skip && k < s->info.full_count[0]; k++) {
 				char why[SPRITE_ERR_MAX], shown[192], msg[2 * SPRITE_ERR_MAX];
-				struct sprite_sample_spec one = {1, 1,	     1, SPRITE_FIT_STRETCH,
-								 1, fs->tree};
+				struct sprite_sample_spec one = {
+					1, 1, 1, SPRITE_FIT_STRETCH, 1, fs->tree, fs->background};
 				uint8_t px;
 				if (sprite_sample_load(fs->files[0][k].path, &one, NULL, &px, NULL,
 						       why) == 0)
@@ -353,6 +354,7 @@ static int images_open(hn_source *s, const char *path, const struct hn_source_op
 	fs->tree = realpath(path, NULL); /* NULL: the listing's check alone */
 	fs->strict = o->strict;
 	fs->fit = o->fit;
+	fs->background = o->background;
 	fs->on_skip = o->on_skip;
 	fs->on_ignore = o->on_ignore;
 	fs->skip_ctx = o->skip_ctx;
