@@ -17,7 +17,10 @@
 # JPEGs (PIL's decode and CMYK->RGB as reference); a 16-bit PNG with alpha; a
 # 400x300 JPEG that takes the scaled decode (PIL's draft() as reference); a
 # JPEG whose header declares 30000x30000, named and skipped, with the pack's
-# peak RSS bounded (/usr/bin/time).
+# peak RSS bounded (/usr/bin/time). Alpha (#30): an RGBA and a gray+alpha PNG
+# against PIL's convert("RGB") / convert("L") by default and against PIL's
+# alpha_composite on white for --background white, the header's background
+# field read back; bad --background values refused with the option named.
 set -uo pipefail
 
 PACK=${1:?spritefs-pack path}
@@ -81,6 +84,15 @@ png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 6
        chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 open(f"{J}/png16a.png", "wb").write(png)
 
+# RGBA and gray+alpha PNGs, alpha from 0 to 255 (rows of each end).
+os.makedirs(f"{T}/alpha/a")
+rgba = np.concatenate([noise(23, 31), rng.integers(0, 256, (23, 31, 1), dtype=np.uint8)], 2)
+rgba[0, :, 3], rgba[1, :, 3] = 0, 255
+Image.fromarray(rgba, "RGBA").save(f"{T}/alpha/a/rgba.png")
+la = np.stack([noise(29, 19)[..., 0], rng.integers(0, 256, (29, 19), dtype=np.uint8)], 2)
+la[0, :, 1], la[1, :, 1] = 0, 255
+Image.fromarray(la, "LA").save(f"{T}/alpha/a/la.png")
+
 # A JPEG whose header says 30000x30000 (the SOF0 size patched), beside a good one.
 os.makedirs(f"{T}/huge/a")
 buf = io.BytesIO()
@@ -93,15 +105,15 @@ open(f"{T}/huge/a/huge.jpg", "wb").write(bytes(j))
 EOF
 
 # ---- pack and compare ------------------------------------------------------------------
-check() { # SRC STORE TILE FIT
-	$PY - "$1" "$2" "$3" "$4" "$T" <<'EOF'
+check() { # SRC STORE TILE FIT [BACKGROUND]
+	$PY - "$1" "$2" "$3" "$4" "$T" "${5:-none}" <<'EOF'
 import os, struct, sys, warnings
 import numpy as np
 from PIL import Image, ImageOps
 
 warnings.simplefilter("ignore")  # PIL on the bad EXIF block
 
-src, store, tile, fit, T = sys.argv[1:6]
+src, store, tile, fit, T, bg = sys.argv[1:7]
 th, tw = (int(v) for v in tile.split("x")[:2])
 
 def read_store(path):
@@ -111,6 +123,11 @@ def read_store(path):
     nsheets, = struct.unpack_from("<I", b, 40)
     index, = struct.unpack_from("<Q", b, 56)
     fitv, = struct.unpack_from("<I", b, 436)
+    bgv, = struct.unpack_from("<I", b, 520)
+    want_bg = {"none": 0x02000000, "white": 0x01FFFFFF}[bg]
+    if bgv != want_bg:
+        print(f"{path}: header background {bgv:#x}, want {want_bg:#x}")
+        sys.exit(1)
     tiles = []
     for s in range(nsheets):
         off, stored, rawsz = struct.unpack_from("<QII", b, index + 48 * s)
@@ -168,6 +185,12 @@ def reference(name, path):
         p = np.load(f"{T}/png16a.npy").astype(np.float64) / 65535 * 255
         return np.rint(p[..., :3]).astype(np.uint8), 2  # libpng rounds its own way
     im = Image.open(path)
+    if name in ("rgba.png", "la.png"):  # alpha: as PIL's convert, or on white
+        if bg == "white":
+            im = Image.alpha_composite(Image.new("RGBA", im.size, (255, 255, 255, 255)),
+                                       im.convert("RGBA"))
+        im = im.convert("L") if name == "la.png" else im
+        return np.asarray(im.convert("RGB")), 1 if bg == "none" else 2
     if name.endswith(".jpg"):  # the scaled decode, as PIL's draft() picks it
         o = im.getexif().get(0x0112, 1) if name.startswith("orient") else 1
         w, h = im.size
@@ -227,6 +250,26 @@ for fit in crop pad; do
 		check "$T/jpeg" "$st" 16x16x3 "$fit" || fail "jpeg, $fit: not as the reference"
 	}
 done
+
+# Alpha: as stored by default, composited on white with --background white.
+for bg in none white; do
+	for fit in crop pad; do
+		st="$T/alpha-$bg-$fit.sprites"
+		args=(--background $bg)
+		[[ $bg == none ]] && args=()
+		expect_rc 0 "$PACK" -q --tile 16x16x3 --fit $fit "${args[@]}" --compress none \
+			"$T/alpha" "$st" &&
+			{ check "$T/alpha" "$st" 16x16x3 $fit $bg || fail "alpha, $bg, $fit: not as PIL"; }
+	done
+done
+expect_rc 0 "$PACK" --info "$T/alpha-white-crop.sprites" &&
+	grep -q "^background: *white$" "$T/out" || fail "--info: no 'background: white': $(cat "$T/out")"
+for v in purple 1,2 1,2,300 -1,0,0 1,2,3,4 ""; do
+	expect_rc 2 "$PACK" --tile 16x16x3 --background "$v" "$T/alpha" "$T/bad.sprites" &&
+		grep -q -- "--background '$v' (none, black, white or R,G,B" "$T/out" ||
+		fail "--background '$v': $(cat "$T/out")"
+done
+[[ -e $T/bad.sprites ]] && fail "a bad --background wrote a store"
 
 # The default is crop, and --info says so.
 expect_rc 0 "$PACK" -q --tile 16x16x3 --compress none "$T/png" "$T/default.sprites" &&
