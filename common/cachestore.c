@@ -87,7 +87,7 @@ static int fp_walk(XXH3_state_t *h, const char *dir, size_t skip, int depth, str
 }
 
 int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w, uint32_t tile_c,
-			    enum sprite_fit fit, uint64_t *out, char *err)
+			    enum sprite_fit fit, uint32_t background, uint64_t *out, char *err)
 {
 	struct stat st;
 	if (stat(source, &st) < 0) {
@@ -111,10 +111,11 @@ int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w
 	 * Then the pack's parameters. A store packed before they were hashed has
 	 * another fingerprint and is packed again once (its tile was the first
 	 * image's and its fit a stretch; the default now is a crop). "fit2":
-	 * stores of "fit1" put alpha on black; the mount's packs now keep the
-	 * colours as stored (SPRITE_BG_STORED, the packer's default).
+	 * stores of "fit1" put alpha on black; now the background is hashed,
+	 * as stored (the default) the same however it is spelled.
 	 */
-	uint32_t how[5] = {0x66697432 /* "fit2" */, tile_h, tile_w, tile_c, (uint32_t)fit};
+	uint32_t bg = (background >> 24) == 1 ? background : SPRITE_BG_STORED;
+	uint32_t how[6] = {0x66697432 /* "fit2" */, tile_h, tile_w, tile_c, (uint32_t)fit, bg};
 	XXH3_64bits_update(h, how, sizeof how);
 	if (r == 0)
 		*out = XXH3_64bits_digest(h);

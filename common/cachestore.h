@@ -21,11 +21,12 @@
 /*
  * A cheap fingerprint of a source (paths, sizes, mtimes of every file) and
  * of what the pack makes of it (the tile shape asked for, 0 for the images'
- * own, and the fit mode), so a cache store can be reused while the source is
- * unchanged, and a folder packed two ways has two stores.
+ * own, the fit mode and the background, SPRITE_BG_*, 0 as stored), so a cache
+ * store can be reused while the source is unchanged, and a folder packed two
+ * ways has two stores.
  */
 int sprite_pack_fingerprint(const char *source, uint32_t tile_h, uint32_t tile_w, uint32_t tile_c,
-			    enum sprite_fit fit, uint64_t *out, char *err);
+			    enum sprite_fit fit, uint32_t background, uint64_t *out, char *err);
 
 /*
  * Remove the "<name>.sprites.tmp.<pid>" files in a cache folder whose writer

@@ -68,7 +68,7 @@ int sfs_first_pack(const char *source, const char *cachedir, const struct sprite
 	char dir[PATH_MAX];
 	uint64_t fp;
 	int r = sprite_pack_fingerprint(source, how->tile_h, how->tile_w, how->tile_c, how->fit,
-					&fp, err);
+					how->background, &fp, err);
 	if (r < 0) {
 		fprintf(stderr, "spritefs: %s: %s\n", source, err[0] ? err : sprite_strerror(-r));
 		return -1;
@@ -129,6 +129,7 @@ int sfs_first_pack(const char *source, const char *cachedir, const struct sprite
 					.tile_w = how->tile_w,
 					.tile_c = how->tile_c,
 					.fit = how->fit,
+					.background = how->background,
 					.name = name,
 					.progress = &prog,
 					.on_skip = on_skip,

@@ -347,7 +347,7 @@ static int check_fuse_args(const struct fuse_args *args)
 	return r;
 }
 
-/* -o tile= and -o fit=, for a first-use pack: 0, or -1 after saying why. */
+/* -o tile=, fit= and background=, for a first-use pack: 0, or -1 after saying why. */
 static int parse_shape(const struct sfs_cli *c, struct sprite_pack_options *how)
 {
 	if (c->tile && sprite_parse_tile(c->tile, &how->tile_h, &how->tile_w, &how->tile_c) < 0) {
@@ -358,6 +358,13 @@ static int parse_shape(const struct sfs_cli *c, struct sprite_pack_options *how)
 	}
 	if (c->fit && sprite_fit_parse(c->fit, &how->fit) < 0) {
 		fprintf(stderr, "spritefs: -o fit=%s: expected crop, pad or stretch\n", c->fit);
+		return -1;
+	}
+	if (c->background && sprite_bg_parse(c->background, &how->background) < 0) {
+		fprintf(stderr,
+			"spritefs: -o background=%s: expected none, black, white or R,G,B "
+			"(each 0-255)\n",
+			c->background);
 		return -1;
 	}
 	return 0;
@@ -406,7 +413,10 @@ static int resolve_source(struct sfs *fs, const struct sfs_cli *c, const char *s
 			return 1;
 	} else if (S_ISREG(st.st_mode)) {
 		/* A store's tiles are made: an option that would shape them is refused. */
-		const char *shaping = c->tile ? "tile" : c->fit ? "fit" : NULL;
+		const char *shaping = c->tile	      ? "tile"
+				      : c->fit	      ? "fit"
+				      : c->background ? "background"
+						      : NULL;
 		if (shaping) {
 			fprintf(stderr,
 				"spritefs: -o %s applies to the first-use pack of an image folder, "

@@ -51,6 +51,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("push=%s", push),
 	OPT("tile=%s", tile),
 	OPT("fit=%s", fit),
+	OPT("background=%s", background),
 	OPT("log=%s", log),
 	OPT("orders=%s", orders),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -65,10 +66,10 @@ static const struct fuse_opt cli_spec[] = {
 };
 
 /* ours, when given without "=VALUE" (FUSE would call them unknown) */
-static const char *const cli_valued[] = {"cache",    "prealloc",    "prefetch", "epochs",  "seed",
-					 "window",   "batch",	    "ranks",	"workers", "direct",
-					 "cachedir", "kernel_open", "push",	"tile",	   "fit",
-					 "log",	     "orders"};
+static const char *const cli_valued[] = {
+	"cache", "prealloc", "prefetch", "epochs", "seed",     "window",
+	"batch", "ranks",    "workers",	 "direct", "cachedir", "kernel_open",
+	"push",	 "tile",     "fit",	 "log",	   "orders",   "background"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -140,6 +141,9 @@ void sfs_usage(FILE *f)
 		"                     sizes need it), as spritefs-pack --tile\n"
 		"  -o fit=MODE        image folder: crop (default), pad or stretch, as\n"
 		"                     spritefs-pack --fit\n"
+		"  -o background=C    image folder: what transparent pixels become: none\n"
+		"                     (default: the colours as stored), black, white or\n"
+		"                     R,G,B, as spritefs-pack --background\n"
 		"  -o orders=SIZE     memory for the epoch views' orders and plans, about 12\n"
 		"                     bytes a sample each (default 256M): as many orders are\n"
 		"                     kept as fit (at most %u), and a store whose largest\n"
@@ -365,6 +369,7 @@ void sfs_cli_free(struct sfs_cli *c)
 	free(c->push);
 	free(c->tile);
 	free(c->fit);
+	free(c->background);
 	free(c->log);
 	free(c->orders);
 }

@@ -132,6 +132,10 @@ expect_rc2 "^hntrain: --tile does not apply to a store file \($TMP/d.sprites\)" 
 expect_rc2 "^hntrain: --strict does not apply to a store file" "${D[@]}" --strict
 expect_rc2 "^hntrain: --fit does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" --fit pad
 expect_rc2 "^hntrain: --fit: expected crop, pad or stretch, got \"squash\"" "${D[@]}" --fit squash
+expect_rc2 "^hntrain: --background does not apply to a store file \($TMP/d.sprites\)" "${D[@]}" \
+	--background white
+expect_rc2 "^hntrain: --background: expected none, black, white or R,G,B \(each 0-255\), got \"1,2\"" \
+	"${D[@]}" --background 1,2
 expect_rc2 "^hntrain: --tile does not apply to an IDX folder" --data "$TMP/idx" --tile 8x8
 expect_rc2 "^hntrain: --cache does not apply to an image folder \($TMP/imgs\)" \
 	--data "$TMP/imgs" --cache 1M

@@ -217,7 +217,7 @@ sfs_umount "$T/mnt3"
 SFS_PID=$pad_pid
 sfs_umount "$T/mnt"
 # A store file's tiles are made: -o tile= and -o fit= are usage errors naming the option.
-for o in tile=8x8 fit=pad; do
+for o in tile=8x8 fit=pad background=white; do
 	rc=0
 	"$SPRITEFS" -f -o "$o" "$(ls "$T/cache-s"/*.sprites | head -1)" "$T/mnt" >"$T/store.txt" 2>&1 || rc=$?
 	[[ $rc -eq 2 ]] && grep -q "^spritefs: -o ${o%%=*} applies to the first-use pack of an image folder, not to a store file" "$T/store.txt" ||
@@ -226,6 +226,10 @@ done
 rc=0
 "$SPRITEFS" -f -o fit=squash "$T/sizes" "$T/mnt" >"$T/bad.txt" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "fit=squash: expected crop, pad or stretch" "$T/bad.txt" || fail "-o fit=squash: exit $rc: $(cat "$T/bad.txt")"
+rc=0
+"$SPRITEFS" -f -o background=purple "$T/sizes" "$T/mnt" >"$T/bad.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "background=purple: expected none, black, white or R,G,B" "$T/bad.txt" ||
+	fail "-o background=purple: exit $rc: $(cat "$T/bad.txt")"
 echo "mixed sizes: refused without -o tile=; -o tile= and -o fit= give a store each; refused with a store"
 
 if [[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then

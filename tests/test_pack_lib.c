@@ -391,41 +391,49 @@ int main(void)
 
 	/* fingerprint */
 	uint64_t f1, f2;
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f1, err) == 0,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f1, err) == 0,
 	      "fingerprint: %s", err);
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f2, err) == 0 && f1 == f2,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f2, err) == 0 && f1 == f2,
 	      "fingerprint not stable");
 	put("src/test/c/new.png", 5, 1);
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f2, err) == 0 && f2 != f1,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f2, err) == 0 && f2 != f1,
 	      "added file not seen");
 	char a[512], b2[512];
 	snprintf(a, sizeof a, "%s/src/test/c/new.png", dir);
 	snprintf(b2, sizeof b2, "%s/src/test/c/new2.png", dir);
 	uint64_t f3, f4;
 	rename(a, b2);
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f3, err) == 0 && f3 != f2,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f3, err) == 0 && f3 != f2,
 	      "rename not seen");
 	unlink(b2);
 	/* (folder mtimes count too, so this differs from f1 as well) */
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f4, err) == 0 && f4 != f3 &&
-		      f4 != f2,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f4, err) == 0 &&
+		      f4 != f3 && f4 != f2,
 	      "removal not seen");
 	put("src/train/a/z.png", 4, 1); /* rewrite: new mtime (and content) */
 	struct stat st;
 	snprintf(a, sizeof a, "%s/src/train/a/z.png", dir);
 	stat(a, &st);
-	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, &f2, err) == 0 && f2 != f4,
+	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f2, err) == 0 && f2 != f4,
 	      "rewrite not seen");
 	/* the same folder packed another way is another store */
 	uint64_t fc, fp, fs, ft;
-	CHECK(sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_CROP, &fc, err) == 0 &&
-		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_PAD, &fp, err) == 0 &&
-		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_STRETCH, &fs, err) == 0 &&
-		      sprite_pack_fingerprint(src, 8, 6, 3, SPRITE_FIT_CROP, &ft, err) == 0,
+	CHECK(sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_CROP, 0, &fc, err) == 0 &&
+		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_PAD, 0, &fp, err) == 0 &&
+		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_STRETCH, 0, &fs, err) == 0 &&
+		      sprite_pack_fingerprint(src, 8, 6, 3, SPRITE_FIT_CROP, 0, &ft, err) == 0,
 	      "fingerprint with a tile: %s", err);
 	CHECK(fc != fp && fc != fs && fp != fs && ft != fc && fc != f2,
 	      "the fit mode or the tile does not change the fingerprint");
-	CHECK(sprite_pack_fingerprint("/nonexistent/x", 0, 0, 0, SPRITE_FIT_CROP, &f2, err) ==
+	/* and with another background; none is the default however spelled */
+	uint64_t fw, fn;
+	CHECK(sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_CROP, SPRITE_BG_RGB(255, 255, 255),
+				      &fw, err) == 0 &&
+		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_CROP, SPRITE_BG_STORED, &fn,
+					      err) == 0,
+	      "fingerprint with a background: %s", err);
+	CHECK(fw != fc && fn == fc, "the background does not change the fingerprint as it should");
+	CHECK(sprite_pack_fingerprint("/nonexistent/x", 0, 0, 0, SPRITE_FIT_CROP, 0, &f2, err) ==
 		      -ENOENT,
 	      "missing source");
 

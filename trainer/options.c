@@ -440,7 +440,7 @@ static const struct opt_row rows[] = {
 	{"fit", REQ, .parse = p_fit, .given = F(given_fit), .meta = "MODE",
 	 .help = "image folders: crop (default), pad or stretch, as\n"
 		 "spritefs-pack --fit"},
-	{"background", REQ, .parse = p_background, .meta = "COLOUR",
+	{"background", REQ, .parse = p_background, .given = F(given_background), .meta = "COLOUR",
 	 .help = "image folders: what transparent pixels become: none\n"
 		 "(default: the colours as stored, as PIL's convert), black,\n"
 		 "white or R,G,B; as spritefs-pack --background"},

@@ -75,7 +75,7 @@ struct hn_opts {
 	/* given explicitly: these override what a --resume checkpoint says */
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 	/* given explicitly: each applies to one kind of source only */
-	int given_tile, given_fit, given_cache, given_test_split;
+	int given_tile, given_fit, given_background, given_cache, given_test_split;
 	char test_split_buf[32]; /* the evaluation split found when not given */
 };
 
