@@ -72,6 +72,12 @@ static inline uint8_t over_black(unsigned v, unsigned a)
 	return (uint8_t)((v * a + 127) / 255);
 }
 
+/* The same on white (--background white), written out again. */
+static inline uint8_t over_white(unsigned v, unsigned a)
+{
+	return (uint8_t)((v * a + 255 * (255 - a) + 127) / 255);
+}
+
 static void check_image(const char *what, const struct sprite_image *im, const uint8_t *want,
 			uint32_t h, uint32_t w, uint32_t c, int tol)
 {

@@ -45,6 +45,7 @@ static void test_png(void)
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
 		uint32_t cin = cases[k].cin, cout = cases[k].cout;
 		uint8_t *px = malloc((size_t)h * w * cin), *want = malloc((size_t)h * w * cout);
+		uint8_t *white = malloc((size_t)h * w * cout);
 		for (uint32_t y = 0; y < h; y++)
 			for (uint32_t x = 0; x < w; x++) {
 				uint8_t a = alpha_at(y, x);
@@ -52,6 +53,9 @@ static void test_png(void)
 					px[(y * w + x) * cin + ch] = pat(y, x, ch);
 					/* alpha dropped, the colours as stored (PIL's convert) */
 					want[(y * w + x) * cout + ch] = pat(y, x, ch);
+					white[(y * w + x) * cout + ch] =
+						cin > cout ? over_white(pat(y, x, ch), a)
+							   : pat(y, x, ch);
 				}
 				if (cin > cout)
 					px[(y * w + x) * cin + cout] = a;
@@ -75,9 +79,17 @@ static void test_png(void)
 			check_image(what, &im, want, h, w, cout, 0);
 			sprite_image_free(&im);
 		}
+		if (sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH,
+					  SPRITE_BG_RGB(255, 255, 255), &im, err) < 0) {
+			fail("%s on white: %s", what, err);
+		} else {
+			check_image(what, &im, white, h, w, cout, 0);
+			sprite_image_free(&im);
+		}
 		check_damage(what, path, 0);
 		free(px);
 		free(want);
+		free(white);
 	}
 }
 
@@ -229,8 +241,9 @@ static void test_garbage(void)
 
 /*
  * P5, P6 and P7 (depth 1-4) at maxval 255, 65535 and 15, with comments in
- * the header: each against the pixels it encodes (alpha composited on black,
- * 16-bit >> 8, other maxvals scaled with rounding); then damage.
+ * the header: each against the pixels it encodes (alpha dropped, the colours
+ * as stored, and again composited on white; 16-bit >> 8, other maxvals scaled
+ * with rounding); then damage.
  */
 static void test_pnm(void)
 {
@@ -248,7 +261,7 @@ static void test_pnm(void)
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
 		int d = cases[k].depth, bps = cases[k].maxval > 255 ? 2 : 1;
 		unsigned mv = cases[k].maxval;
-		uint8_t buf[512 + 5 * 7 * 4 * 2], want[5 * 7 * 3];
+		uint8_t buf[512 + 5 * 7 * 4 * 2], want[5 * 7 * 3], white[5 * 7 * 3];
 		int n = cases[k].kind == 7
 				? snprintf((char *)buf, 512,
 					   "P7\n# a comment\nWIDTH %u\nHEIGHT %u\nDEPTH %d\n"
@@ -276,8 +289,12 @@ static void test_pnm(void)
 						buf[len++] = (uint8_t)(s >> 8);
 					buf[len++] = (uint8_t)s;
 				}
-				for (uint32_t ch = 0; ch < oc; ch++)
+				for (uint32_t ch = 0; ch < oc; ch++) {
 					want[(y * w + x) * oc + ch] = (uint8_t)v8[ch];
+					white[(y * w + x) * oc + ch] =
+						d == 2 || d == 4 ? over_white(v8[ch], v8[d - 1])
+								 : (uint8_t)v8[ch];
+				}
 			}
 		tpath(path, sizeof path, cases[k].name);
 		write_all(path, buf, len);
@@ -288,6 +305,13 @@ static void test_pnm(void)
 			continue;
 		}
 		check_image(cases[k].name, &im, want, h, w, oc, 0);
+		sprite_image_free(&im);
+		if (sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH,
+					  SPRITE_BG_RGB(255, 255, 255), &im, err) < 0) {
+			fail("%s on white: %s", cases[k].name, err);
+			continue;
+		}
+		check_image(cases[k].name, &im, white, h, w, oc, 0);
 		sprite_image_free(&im);
 		check_damage(cases[k].name, path, 0);
 	}

@@ -3,7 +3,8 @@
  * (8/16 bit; gray, min-is-white, RGB, gray+alpha, RGBA associated and
  * unassociated, palette; none, LZW, Deflate, PackBits; strips of several
  * rows, tiles, separate planes), written here with libtiff itself; decoded
- * pixels must equal what was written, and truncated and corrupt copies of
+ * pixels must equal what was written (alpha dropped, and again on
+ * --background white), and truncated and corrupt copies of
  * every file must give an error naming the file, never a crash or a silent
  * success.
  */
@@ -57,7 +58,9 @@ static int kind_spp(enum kind k)
 }
 
 /* Expected decoded image (c 1 or 3) for a case. */
-static void expected(const struct tcase *tc, uint32_t h, uint32_t w, uint8_t *out, uint32_t *c)
+/* white: on --background white; else alpha dropped, the colours as stored */
+static void expected(const struct tcase *tc, uint32_t h, uint32_t w, int white, uint8_t *out,
+		     uint32_t *c)
 {
 	*c = (tc->kind == K_GRAY || tc->kind == K_WHITE || tc->kind == K_GRAYA) ? 1 : 3;
 	for (uint32_t y = 0; y < h; y++)
@@ -67,8 +70,15 @@ static void expected(const struct tcase *tc, uint32_t h, uint32_t w, uint8_t *ou
 				if (tc->kind == K_PALETTE)
 					v = pat(0, pat(y, x, 0), ch); /* colour map entry */
 				/* alpha dropped, the colours as stored: premultiplied ones too */
-				if (tc->kind == K_RGBA_A)
-					v = over_black(v, alpha_at(y, x));
+				unsigned a = alpha_at(y, x);
+				if (white && (tc->kind == K_GRAYA || tc->kind == K_RGBA_U))
+					v = over_white(v, a);
+				else if (tc->kind == K_RGBA_A) {
+					/* premultiplied: as stored, or white's share added */
+					unsigned o = over_black(v, a) +
+						     (white ? (255 * (255 - a) + 127) / 255 : 0);
+					v = (uint8_t)(o > 255 ? 255 : o);
+				}
 				out[(y * w + x) * *c + ch] = v;
 			}
 }
@@ -208,7 +218,7 @@ static void test_tiff_matrix(void)
 						continue;
 					}
 					uint32_t c;
-					expected(&tc, h, w, want, &c);
+					expected(&tc, h, w, 0, want, &c);
 					struct sprite_image im;
 					err[0] = 0;
 					if (sprite_image_load(path, &im, err) < 0) {
@@ -216,6 +226,15 @@ static void test_tiff_matrix(void)
 						continue;
 					}
 					int tol = 0;
+					check_image(what, &im, want, h, w, c, tol);
+					sprite_image_free(&im);
+					expected(&tc, h, w, 1, want, &c);
+					if (sprite_image_load_for(path, 0, 0, SPRITE_FIT_STRETCH,
+								  SPRITE_BG_RGB(255, 255, 255), &im,
+								  err) < 0) {
+						fail("%s on white: %s", what, err);
+						continue;
+					}
 					check_image(what, &im, want, h, w, c, tol);
 					sprite_image_free(&im);
 					if (layout == 1 && ci != 1)
