@@ -18,9 +18,10 @@
 # 400x300 JPEG that takes the scaled decode (PIL's draft() as reference); a
 # JPEG whose header declares 30000x30000, named and skipped, with the pack's
 # peak RSS bounded (/usr/bin/time). Alpha (#30): an RGBA and a gray+alpha PNG
-# against PIL's convert("RGB") / convert("L") by default and against PIL's
-# alpha_composite on white for --background white, the header's background
-# field read back; bad --background values refused with the option named.
+# and a lossless RGBA WebP against PIL's convert("RGB") / convert("L") by
+# default and against PIL's alpha_composite on white for --background white,
+# the header's background field read back; bad --background values refused
+# with the option named.
 set -uo pipefail
 
 PACK=${1:?spritefs-pack path}
@@ -89,6 +90,7 @@ os.makedirs(f"{T}/alpha/a")
 rgba = np.concatenate([noise(23, 31), rng.integers(0, 256, (23, 31, 1), dtype=np.uint8)], 2)
 rgba[0, :, 3], rgba[1, :, 3] = 0, 255
 Image.fromarray(rgba, "RGBA").save(f"{T}/alpha/a/rgba.png")
+Image.fromarray(rgba[::-1].copy(), "RGBA").save(f"{T}/alpha/a/rgba.webp", lossless=True)
 la = np.stack([noise(29, 19)[..., 0], rng.integers(0, 256, (29, 19), dtype=np.uint8)], 2)
 la[0, :, 1], la[1, :, 1] = 0, 255
 Image.fromarray(la, "LA").save(f"{T}/alpha/a/la.png")
@@ -185,7 +187,7 @@ def reference(name, path):
         p = np.load(f"{T}/png16a.npy").astype(np.float64) / 65535 * 255
         return np.rint(p[..., :3]).astype(np.uint8), 2  # libpng rounds its own way
     im = Image.open(path)
-    if name in ("rgba.png", "la.png"):  # alpha: as PIL's convert, or on white
+    if name in ("rgba.png", "rgba.webp", "la.png"):  # alpha: as PIL's convert, or on white
         if bg == "white":
             im = Image.alpha_composite(Image.new("RGBA", im.size, (255, 255, 255, 255)),
                                        im.convert("RGBA"))
