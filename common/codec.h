@@ -49,8 +49,9 @@ static inline uint8_t sprite_over_bg(unsigned v, unsigned a, uint32_t bg, unsign
 /*
  * The fit of image.h as a stream of rows (fit.c): begin with the image's
  * size and channels (ic 1, 3, or 4 for RGBA composited on black: the
- * decoders apply the background and give 1 or 3), give its ih rows top to bottom (iw * ic bytes each), end. The
- * tile is written as rows come and is whole after end, the same bytes
+ * decoders apply the background and give 1 or 3), give its ih rows top to
+ * bottom (iw * ic bytes each), end. The tile is written as rows come and is
+ * whole after end, the same bytes
  * sprite_image_fit gives for the whole image. The stream holds a few rows
  * of iw * tc floats (sprite_fit_stream_bytes), not the image. 0 or -errno
  * (-EINVAL for bad shapes or a row count that is not ih); free() an unended
