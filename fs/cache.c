@@ -418,7 +418,6 @@ static void room_changed(struct sfs_cache *c)
 
 int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 {
-
 	struct sfs_cache *c = fs->cache;
 	int64_t ret;
 	int waited = 0, counted = 0;

@@ -29,8 +29,9 @@
  * dataset.json and reads of built orders take the lock only to find or pin
  * a slot, and the builders hold it only to take work and to publish it.
  * The wait for a build has no time limit of its own (it ends when the build
- * does, and the budget bounds the build's size, hence its time: about 40 ns
- * a sample, 0.6 s for 16M samples); the wait for a slot is bounded as said.
+ * does, and the budget bounds the build's size, hence its time: 60-90 ns
+ * a sample on 2 cores, 0.95-1.6 s for 16M samples by bench/order_time.sh);
+ * the wait for a slot is bounded as said.
  * A slot being built holds the memory of its order already, so the budget
  * bounds the orders being built and the orders built together, as before.
  *
