@@ -454,8 +454,16 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
 		tmsize_t want = (tmsize_t)rows * rowsize;
 		uint8_t *dst = direct ? out->px + (size_t)y * rowsize : buf;
-		tmsize_t got = TIFFReadEncodedStrip(t, s, dst, want);
-		if (got < 0) {
+		/* a strip of no bytes is data lost, not a strip of zeros */
+		tmsize_t got = TIFFGetStrileByteCount(t, s) == 0
+				       ? -2
+				       : TIFFReadEncodedStrip(t, s, dst, want);
+		if (got == -2) {
+			sprite_image_err(err, name, "strip %u: Invalid strip byte count 0, strip %u",
+					 s, s);
+			r = -SPRITE_ECORRUPT;
+			break;
+		} else if (got < 0) {
 			sprite_image_err(err, name, "strip %u: %s", s,
 					 tiff_reason(msg, "read error"));
 			r = -SPRITE_ECORRUPT;
@@ -642,8 +650,7 @@ static int tiff_strip_rows(TIFF *t, const struct tiff_layout *L, struct tiff_msg
 	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
 		tmsize_t want = (tmsize_t)rows * rowsize;
-		/* as libtiff says of a memory-mapped file (the whole-file path), not of a
-		 * descriptor */
+		/* as the whole-file path says it */
 		tmsize_t got = TIFFGetStrileByteCount(t, s) == 0
 				       ? -2
 				       : TIFFReadEncodedStrip(t, s, buf, want);
@@ -729,7 +736,9 @@ int sprite_tiff_decode(const void *data, size_t len, const char *name, uint32_t 
 		sprite_image_err(err, name, "out of memory");
 		return -ENOMEM;
 	}
-	TIFF *t = TIFFClientOpenExt(name, "r", &mem, tm_read, tm_write, tm_seek, tm_close, tm_size,
+	/* "m": not mapped, so libtiff reads damaged strips exactly as it does from
+	 * a descriptor (sprite_tiff_rows) and both paths agree on every file */
+	TIFF *t = TIFFClientOpenExt(name, "rm", &mem, tm_read, tm_write, tm_seek, tm_close, tm_size,
 				    tm_map, tm_unmap, opts);
 	TIFFOpenOptionsFree(opts);
 	if (!t) {
