@@ -376,8 +376,19 @@ int sprite_fit_stream_row(struct sprite_fit_stream *fs, const uint8_t *row)
 	}
 	for (uint32_t oy = fs->lo; oy < fs->hi; oy++) {
 		float *acc = fs->acc + (size_t)(oy % fs->slots) * srow;
-		for (uint32_t k = 0; k < fs->ty.K; k++) {
-			size_t t = (size_t)oy * fs->ty.K + k;
+		/* An area row's taps are consecutive rows from its first: look the
+		 * one for y up rather than scan K of them (K is ih / th: thousands
+		 * for a tall image). Only area rows have K > 2 (make_taps); bilinear
+		 * and copied rows (K = 2) are scanned. */
+		size_t base = (size_t)oy * fs->ty.K;
+		uint32_t k0 = 0, k1 = fs->ty.K;
+		if (fs->ty.K > 2) {
+			uint32_t d = y - fs->ty.idx[base]; /* wraps when y is before */
+			k0 = d < fs->ty.K ? d : 0;
+			k1 = d < fs->ty.K ? d + 1 : 0;
+		}
+		for (uint32_t k = k0; k < k1; k++) {
+			size_t t = base + k;
 			float wv = fs->ty.wt[t];
 			if (wv == 0.0f || fs->ty.idx[t] != y)
 				continue;
