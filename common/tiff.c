@@ -459,8 +459,8 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 				       ? -2
 				       : TIFFReadEncodedStrip(t, s, dst, want);
 		if (got == -2) {
-			sprite_image_err(err, name, "strip %u: Invalid strip byte count 0, strip %u",
-					 s, s);
+			sprite_image_err(err, name,
+					 "strip %u: Invalid strip byte count 0, strip %u", s, s);
 			r = -SPRITE_ECORRUPT;
 			break;
 		} else if (got < 0) {
