@@ -314,10 +314,13 @@ def table_header(machine, data, cfg):
          f"Medians of {cfg.get('runs', 1)} run(s); ratios are against the TIFF tree on tmpfs, "
          "measured in the same run."] + command_line(cfg)
     if data.get("pack_s") and data.get("files"):
-        L.append(f"Packing: {data['files']} files into the store"
+        found = data.get("found") or data["files"]
+        L.append(f"Packing: {found} files into the store"
                  + (f" at {data['tile']} tiles (crop fit)" if data.get("tile") else "")
-                 + f" in {data['pack_s']:.1f} s, {data['files'] / data['pack_s']:.0f} images/s "
-                 "(spritefs-pack, all CPUs).")
+                 + f" in {data['pack_s']:.1f} s, {found / data['pack_s']:.0f} images/s "
+                 "(spritefs-pack, all CPUs)"
+                 + (f"; {data['left_out']} of them skipped by the packer and left out of every medium "
+                    f"(logs/left-out.txt), {data['files']} read" if data.get("left_out") else "") + ".")
     return L + [""]
 
 

@@ -120,13 +120,7 @@ class Run:
             b.msg(f"1/7 preparing data: copying {c.data} to tmpfs")
             if subprocess.run(["cp", "-a", c.data, tree]).returncode != 0:
                 b.die(f"cannot copy {c.data} to {b.tmpfs} (too large for /dev/shm?)")
-            exts = {}
-            for root, _, files in os.walk(tree):
-                for f in files:
-                    m = re.search(r"\.([A-Za-z0-9]*)$", f)
-                    if m:
-                        exts[m.group(1).lower()] = exts.get(m.group(1).lower(), 0) + 1
-            fmt = max(exts, key=exts.get) if exts else ""
+            fmt = None  # the commonest extension of what the packer keeps, below
         elif c.dataset == "data":
             b.msg(f"1/7 preparing data: exporting the store {c.data} as a PNG ImageFolder tree")
             if not b.run_logged("export-tree", [pack, "--export", tree, "--format", "png"] + limit + [c.data]):
@@ -141,6 +135,10 @@ class Run:
         if not b.run_logged("pack-tree", [pack] + self.tile_args + [tree, self.where["ssd_store"]]):
             b.die(f"packing the tree failed (see {b.out}/logs/pack-tree.log)")
         pack_s = round(time.monotonic() - t0, 3)
+        found = sum(len(fs) for _, _, fs in os.walk(tree))
+        info = self.keep_packed(tree, found)
+        if fmt is None:
+            fmt = common_ext(tree)
         shutil.copyfile(self.where["ssd_store"], self.where["tmpfs_store"])
         b.msg(f"      copying the tree to the disk ({b.ssd})")
         subprocess.run(["cp", "-a", tree, self.where["ssd_tree"]], check=True)
@@ -149,13 +147,45 @@ class Run:
         tree_bytes = sum(os.path.getsize(f) for f in files)
         store_bytes = os.path.getsize(self.where["ssd_store"])
         ntrain = sum(len(fs) for _, _, fs in os.walk(f"{tree}/train"))
-        core.write_json(b.path("data.json"), {
-            "files": len(files), "tree_bytes": tree_bytes, "store_bytes": store_bytes,
-            "train_files": ntrain, "format": fmt, "tile": c.tile, "pack_s": pack_s})
+        core.write_json(b.path("data.json"), dict({
+            "files": len(files), "found": found, "tree_bytes": tree_bytes, "store_bytes": store_bytes,
+            "train_files": ntrain, "format": fmt, "tile": c.tile, "pack_s": pack_s}, **info))
         b.msg(f"      {len(files)} files ({tree_bytes} bytes as {fmt}), store {store_bytes} bytes, "
-              f"packed in {pack_s} s ({len(files) / (pack_s or 1):.0f} images/s)")
+              f"packed in {pack_s} s ({found / (pack_s or 1):.0f} images/s)")
         b.run_logged("store-info", [pack, "--info", self.where["ssd_store"]])
         os.replace(b.path("logs", "store-info.log"), b.path("logs", "store-info.txt"))
+
+    def keep_packed(self, tree, found):
+        """The tree cut to what the packer kept, by the store's path table, so that every
+        medium reads the store's samples and no reader meets a file the packer skipped
+        (a truncated JPEG, a text file named x.jpg, an SVG). The store's sample counts and
+        sheets for data.json; the files left out in logs/left-out.txt."""
+        from . import storefile
+        b, store = self.b, self.where["ssd_store"]
+        try:
+            h = storefile.header(store)
+            kept = storefile.paths(store, h)
+        except (OSError, storefile.StoreError) as e:
+            b.die(f"cannot read the store the bench packed: {e}")
+        info = {"samples": h["samples"], "splits": dict(h["splits"]), "sheets": h["nsheets"]}
+        if kept is None:
+            b.note("the store has no path table: the tree is read as copied, and a file the packer "
+                   "skipped may fail the tree's readers")
+            return info
+        gone = storefile.prune_tree(tree, kept)
+        left = found - len(gone)
+        if left != h["samples"]:
+            b.note(f"the store holds {h['samples']} samples but its path table names {left} of the "
+                   f"{found} files in the tree: the media may read different samples")
+        if gone:
+            with open(b.path("logs", "left-out.txt"), "w") as f:
+                f.write("".join(p.encode("utf-8", "backslashreplace").decode() + "\n" for p in gone))
+            b.note(f"{len(gone)} of the {found} files in the tree are not in the store (the packer "
+                   f"skipped or ignored them: see logs/pack-tree.log; their names are in "
+                   f"logs/left-out.txt): they are left out of the tree on tmpfs and on the disk too, "
+                   f"so that every medium reads the store's {h['samples']} samples")
+        info["left_out"] = len(gone)
+        return info
 
     def export_fmnist(self, limit):
         b, c, pack = self.b, self.b.cfg, self.b.p.pack
@@ -454,6 +484,17 @@ class Run:
         self.gpu()
         from . import sweeps
         sweeps.run(self)
+
+
+def common_ext(tree):
+    """The commonest file extension in TREE, lower case ("" for none)."""
+    exts = {}
+    for _, _, files in os.walk(tree):
+        for f in files:
+            m = re.search(r"\.([A-Za-z0-9]*)$", f)
+            if m:
+                exts[m.group(1).lower()] = exts.get(m.group(1).lower(), 0) + 1
+    return max(exts, key=exts.get) if exts else ""
 
 
 def run(b):
