@@ -167,7 +167,9 @@ class Run:
             kept = storefile.paths(store, h)
         except (OSError, storefile.StoreError) as e:
             b.die(f"cannot read the store the bench packed: {e}")
-        info = {"samples": h["samples"], "splits": dict(h["splits"]), "sheets": h["nsheets"]}
+        th, tw, tc = h["tile"]
+        info = {"samples": h["samples"], "splits": dict(h["splits"]), "sheets": h["nsheets"],
+                "tile_bytes": th * tw * tc}
         if kept is None:
             b.note("the store has no path table: the tree is read as copied, and a file the packer "
                    "skipped may fail the tree's readers")
