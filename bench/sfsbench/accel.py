@@ -354,7 +354,7 @@ def run(b):
     else:
         a.workers = a.best_workers()
         a.run_medium("torch-jpeg")
-    b.msg("5/5 report: results.json, tables, accel_au.png, accel_speed.png")
+    b.msg("5/5 report: results.json, tables, plots")
     rc = report.main(b.out)
     if rc not in (0, 3):
         b.die("report failed")

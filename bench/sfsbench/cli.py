@@ -99,6 +99,9 @@ Output: a Markdown table on stdout, DIR/results.json, DIR/report.md, DIR/*.png (
 out with a note where gnuplot is not installed). Progress lines go to stderr.
 """
 
+# the plots each scenario may draw (review and accuracy draw none)
+PLOTS = {"larger": ("larger.png",), "accelerators": ("accel_au.png", "accel_speed.png")}
+PLOTS.update({d: ("throughput.png", "epoch_split.png") for d in ("fashion-mnist", "large", "photos", "data")})
 DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators", "review", "accuracy")
 # the programs, and the variables that name them
 PROGRAMS = (("spritefs", "spritefs", "SPRITEFS"), ("pack", "spritefs-pack", "SPRITEFS_PACK"),
@@ -357,8 +360,8 @@ def run(b):
     c = b.cfg
     each = f"profile {c.profile}" if c.dataset == "accelerators" else f"{c.runs} run(s) each"
     b.msg(f"spritefs-bench: {c.dataset}, {'quick' if c.quick else 'full'} mode, {each}, output in {b.out}")
-    if not core.shutil.which("gnuplot"):
-        b.note("gnuplot not installed: the plots (throughput.png, epoch_split.png) will be skipped; "
+    if not core.shutil.which("gnuplot") and c.dataset in PLOTS:
+        b.note(f"gnuplot not installed: the plots ({', '.join(PLOTS[c.dataset])}) will be skipped; "
                "the tables and results.json are written (apt-get install gnuplot-nox)")
     check_fuse(b)
     if c.dataset == "larger":
@@ -387,10 +390,23 @@ def check_fuse(b):
                "skipped (run as root, or give the user access to /dev/fuse)")
 
 
+def written_pngs(b):
+    """The plots this run drew: PNG files in the output folder written since it started (a
+    scenario draws none, or only those with data; an older run's in the same folder are not
+    this run's)."""
+    names = []
+    for f in sorted(os.listdir(b.out)):
+        try:
+            if f.endswith(".png") and os.path.getmtime(os.path.join(b.out, f)) >= b.started:
+                names.append(f)
+        except OSError:
+            pass
+    return names
+
+
 def finish(b, rc_report, mismatch_text):
     """The exit status after the report: 3 a mismatch (outweighs 1), 1 a failure, else 0."""
-    import shutil
-    pngs = f", {b.out}/*.png" if shutil.which("gnuplot") else ""
+    pngs = "".join(f", {b.out}/{f}" for f in written_pngs(b))
     b.msg(f"done in {int(__import__('time').monotonic() - b.t0)} s: {b.out}/results.json, "
           f"{b.out}/report.md{pngs}")
     if rc_report == 3:

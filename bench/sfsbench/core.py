@@ -133,6 +133,7 @@ class Bench:
     def __init__(self, cfg, progs):
         self.cfg, self.p = cfg, progs
         self.t0 = time.monotonic()
+        self.started = int(time.time())  # whole seconds: what a file's mtime is compared to
         self.failed = False
         self.root = os.geteuid() == 0
         self.cold = "cold" if self.root else "nodrop"

@@ -196,7 +196,7 @@ def run(b):
         train(b, store)
     if b.have_mount:
         sweep(b, store)
-    b.msg("report: results.json, tables, larger.png")
+    b.msg("report: results.json, tables, plot")
     rc = report.main(b.out)
     if rc not in (0, 3):
         b.die("report failed")
