@@ -53,8 +53,10 @@ usage: spritefs-bench [--quick] [--out DIR]
                --augment flip, against 94% within 15 epochs; model resnet-fm, 15 epochs, all
                60,000 training images unless given; --quick: 1 epoch of 1,024, 1,000 tested)
   --data PATH  your own data instead: an ImageFolder tree (train/<class>/..., test/) or a
-               store file; copied to tmpfs and the disk, packed like the others; with
-               --dataset accelerators a photo folder (train/<class>/...), read in place
+               store file; copied to tmpfs and the disk, packed like the others, and the
+               files the packer skips left out of the copies (DIR/logs/left-out.txt), so
+               every medium reads the store's samples; with --dataset accelerators a photo
+               folder (train/<class>/...), read in place
   --tile T     the tile --data is packed into (HxW or HxWxC, crop fit): needed when its
                images differ in size; photos use 64x64x3
   --profile P  the accelerator of --dataset accelerators: resnet50-h100 (default: batch 400,
@@ -97,6 +99,9 @@ environment variable); 3 the media disagreed (WEIGHTS MISMATCH, or different dec
 which outweighs 1. The report and results.json are written in every case but 2.
 Output: a Markdown table on stdout, DIR/results.json, DIR/report.md, DIR/*.png (gnuplot; left
 out with a note where gnuplot is not installed). Progress lines go to stderr.
+A target whose deciding run is too short to measure the medium (a spritefs-readbench run under
+10 ms, a PyTorch or training run under 2 s; T7: data that fits the cache budget) reads
+"too small to measure", not pass or miss (spritefs-bench(1), "Targets too small to measure").
 """
 
 # the plots each scenario may draw (review and accuracy draw none)
