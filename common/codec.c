@@ -116,6 +116,11 @@ int sprite_image_alloc(struct sprite_image *out, uint32_t h, uint32_t w, uint32_
 static int decode_png(const void *data, size_t len, const char *name, uint32_t bg,
 		      struct sprite_image *out, char *err)
 {
+	/* 16 bits in IHDR (its first chunk): the row decoder's libpng transforms and 16-bit
+	 * rule, which libpng's simplified API cannot give */
+	const uint8_t *p = data;
+	if (len > 24 && !memcmp(p + 12, "IHDR", 4) && p[24] == 16)
+		return sprite_png16_decode(data, len, name, bg, out, err);
 	png_image img;
 	memset(&img, 0, sizeof img);
 	img.version = PNG_IMAGE_VERSION;
@@ -134,9 +139,8 @@ static int decode_png(const void *data, size_t len, const char *name, uint32_t b
 	uint32_t c = color ? 3 : 1, cin = c + (alpha ? 1 : 0);
 	img.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
 			   : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
-	/* 16-bit files without gamma information are taken as sRGB, as other
-	 * tools do (libpng would assume linear and brighten them); libpng then
-	 * scales them to 8 bits with rounding rather than >> 8. */
+	/* (16-bit files, were any to reach here: without gamma information
+	 * taken as sRGB, as other tools do, not as linear) */
 	img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
 	uint32_t h = img.height, w = img.width;
 	uint8_t *buf = malloc((size_t)h * w * cin);
@@ -520,7 +524,19 @@ int sprite_pnm_parse(const uint8_t *p, size_t len, const char *name, struct spri
 	hd->bps = maxval > 255 ? 2 : 1;
 	hd->data_off = c.pos;
 	hd->bg = 0;
+	hd->as8 = 0;
 	return 0;
+}
+
+/*
+ * A sample of maxval 256..65535 to 8 bits: round(x * 255 / maxval), a half
+ * to even, which is PIL's round(x / maxval * 255) for every x and maxval
+ * (its PPM decoder's rule; the float and this agree on every half).
+ */
+static unsigned pnm_scale16(unsigned x, unsigned maxval)
+{
+	unsigned n = x * 255u, q = n / maxval, r = n % maxval;
+	return q + (2 * r > maxval || (2 * r == maxval && (q & 1)));
 }
 
 void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out)
@@ -532,11 +548,10 @@ void sprite_pnm_row(const struct sprite_pnm *hd, const uint8_t *s, uint8_t *out)
 			unsigned x = hd->bps == 2 ? (unsigned)s[0] << 8 | s[1] : s[0];
 			if (x > hd->maxval)
 				x = hd->maxval;
-			/* to 8 bits: 255 as it is, 65535 >> 8 as 16-bit TIFF and PNG, others scaled
-			 */
-			v[k] = hd->maxval == 255     ? x
-			       : hd->maxval == 65535 ? x >> 8
-						     : (x * 255u + hd->maxval / 2) / hd->maxval;
+			/* to 8 bits: 255 (and a gray16 image's as8) as it is, others scaled */
+			v[k] = hd->maxval == 255 || hd->as8 ? x
+			       : hd->maxval < 255 ? (x * 255u + hd->maxval / 2) / hd->maxval
+						  : pnm_scale16(x, hd->maxval);
 		}
 		for (uint32_t k = 0; k < oc; k++)
 			out[i * oc + k] = alpha ? sprite_over_bg(v[k], v[hd->depth - 1], hd->bg,
@@ -563,6 +578,8 @@ static int decode_pnm(const void *data, size_t len, const char *name, uint32_t b
 	if ((r = sprite_image_alloc(out, hd.h, hd.w, oc, name, err)) < 0)
 		return r;
 	const uint8_t *s = (const uint8_t *)data + hd.data_off;
+	if (sprite_pnm_gray16(&hd))
+		hd.as8 = !sprite_16_over8(s, (size_t)hd.h * hd.w, 1, 1);
 	for (uint32_t y = 0; y < hd.h; y++)
 		sprite_pnm_row(&hd, s + y * row, out->px + (size_t)y * hd.w * oc);
 	return 0;

@@ -31,14 +31,17 @@
 #include "common/rows.h"
 #include "common/store.h"
 
-/* A buffered reader on a descriptor, from its start. */
+/* A buffered reader on a descriptor from its start, or on bytes in memory. */
 struct reader {
-	int fd;
+	int fd;	 /* -1: the bytes are at's, len of them */
 	int err; /* errno of a failed read */
 	size_t pos, len;
-	uint64_t total;	    /* bytes read from fd */
-	uint8_t buf[65536]; /* last: the fields above are zeroed, not it */
+	uint64_t total;	   /* bytes read from fd */
+	const uint8_t *at; /* the bytes being read: buf, or the caller's */
+	uint8_t buf[];	   /* 65536 bytes on a descriptor */
 };
+
+#define READER_BUF 65536
 
 /* Up to n bytes into dst; returns how many (fewer at end of file or on error). */
 static size_t rd(struct reader *r, void *dst, size_t n)
@@ -46,7 +49,9 @@ static size_t rd(struct reader *r, void *dst, size_t n)
 	size_t got = 0;
 	while (got < n) {
 		if (r->pos == r->len) {
-			ssize_t k = read(r->fd, r->buf, sizeof r->buf);
+			if (r->fd < 0)
+				break;
+			ssize_t k = read(r->fd, r->buf, READER_BUF);
 			if (k < 0 && errno == EINTR)
 				continue;
 			if (k <= 0) {
@@ -59,21 +64,47 @@ static size_t rd(struct reader *r, void *dst, size_t n)
 			r->total += (uint64_t)k;
 		}
 		size_t take = r->len - r->pos < n - got ? r->len - r->pos : n - got;
-		memcpy((uint8_t *)dst + got, r->buf + r->pos, take);
+		memcpy((uint8_t *)dst + got, r->at + r->pos, take);
 		r->pos += take;
 		got += take;
 	}
 	return got;
 }
 
+/* Read again from byte off: 0, or -errno with why set. */
+static int reader_seek(struct reader *r, uint64_t off, char *why)
+{
+	if (r->fd < 0) {
+		r->pos = off < r->len ? (size_t)off : r->len;
+		return 0;
+	}
+	if (lseek(r->fd, (off_t)off, SEEK_SET) < 0) {
+		int e = errno;
+		snprintf(why, SPRITE_ERR_MAX, "cannot seek: %s", strerror(e));
+		return -e;
+	}
+	r->pos = r->len = 0;
+	return 0;
+}
+
 /* ---- Netpbm -------------------------------------------------------------- */
+
+/* One row of n bytes of samples: 0, or -errno with why set. */
+static int pnm_read_row(struct reader *r, uint8_t *in, size_t n, char *why)
+{
+	if (rd(r, in, n) == n)
+		return 0;
+	sprite_image_err(why, "", r->err ? "read error: %s" : "truncated while read%s",
+			 r->err ? strerror(r->err) : "");
+	return r->err ? -r->err : -SPRITE_ECORRUPT;
+}
 
 static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_spec *sp,
 		    uint8_t *tile, struct sprite_sample_got *got, char *why)
 {
 	/* the header: within the reader's first fill (64 KiB) */
 	struct sprite_pnm hd;
-	int rc = sprite_pnm_parse(r->buf, r->len, "", &hd, why);
+	int rc = sprite_pnm_parse(r->at, r->len, "", &hd, why);
 	hd.bg = sp->background;
 	if (rc < 0)
 		return rc;
@@ -93,14 +124,18 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 	rc = in && px ? sprite_fit_stream_begin(&fs, hd.h, hd.w, oc, sp->th, sp->tw, sp->tc,
 						sp->fit, tile)
 		      : -ENOMEM;
+	/* a gray16 image: rows read once for as8 (up to a sample over 255), then again */
+	if (rc == 0 && sprite_pnm_gray16(&hd)) {
+		hd.as8 = 1;
+		for (uint32_t y = 0; rc == 0 && hd.as8 && y < hd.h; y++)
+			if ((rc = pnm_read_row(r, in, (size_t)row, why)) == 0)
+				hd.as8 = !sprite_16_over8(in, hd.w, 1, 1);
+		if (rc == 0)
+			rc = reader_seek(r, hd.data_off, why);
+	}
 	for (uint32_t y = 0; rc == 0 && y < hd.h; y++) {
-		if (rd(r, in, (size_t)row) != row) {
-			sprite_image_err(why, "",
-					 r->err ? "read error: %s" : "truncated while read%s",
-					 r->err ? strerror(r->err) : "");
-			rc = r->err ? -r->err : -SPRITE_ECORRUPT;
+		if ((rc = pnm_read_row(r, in, (size_t)row, why)) < 0)
 			break;
-		}
 		sprite_pnm_row(&hd, in, px);
 		rc = sprite_fit_stream_row(fs, px);
 	}
@@ -120,6 +155,7 @@ static int pnm_rows(struct reader *r, uint64_t size, const struct sprite_sample_
 
 struct png_ctx {
 	struct reader *r;
+	const char *name; /* in messages: "" on a descriptor */
 	char *why;
 	jmp_buf jmp;
 };
@@ -134,7 +170,7 @@ static void png_read_cb(png_structp png, png_bytep data, size_t n)
 static void png_error_cb(png_structp png, png_const_charp msg)
 {
 	struct png_ctx *c = png_get_error_ptr(png);
-	sprite_image_err(c->why, "", "bad PNG: %s", msg);
+	sprite_image_err(c->why, c->name, "bad PNG: %s", msg);
 	longjmp(c->jmp, 1);
 }
 
@@ -148,12 +184,27 @@ static void png_warning_cb(png_structp png, png_const_charp msg)
 struct png_mem {
 	png_structp png;
 	png_infop info;
-	uint8_t *row, *px;
+	uint8_t *row, *px; /* a row of the file and one converted; the memory path's image */
+	png_bytep *rows;   /* the memory path's row pointers */
 	struct sprite_fit_stream *fs;
 };
 
-static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite_sample_spec *sp,
-		       uint8_t *tile, struct sprite_sample_got *got)
+/* The image as the transforms give it. */
+struct png_shape {
+	uint32_t h, w, ch; /* ch 1-4: gray, gray+alpha, RGB, RGBA */
+	int b16;	   /* 16-bit samples, big-endian */
+	int gray;	   /* stored gray without alpha: the 16-bit as8 rule applies */
+	size_t rowbytes;
+};
+
+/*
+ * The header and the transforms: palette and low depths expanded, tRNS to
+ * alpha, sRGB output gamma (a file without gamma information taken as
+ * sRGB), 16 bits kept for the 16-bit rule (codec.h). An interlaced file
+ * gets libpng's interlace handling where whole (all passes before a row is
+ * whole), else -EAGAIN.
+ */
+static int png_setup(struct png_ctx *c, struct png_mem *m, int whole, struct png_shape *s)
 {
 	png_structp png = m->png;
 	png_infop info = m->info;
@@ -161,39 +212,92 @@ static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite
 	png_uint_32 w, h;
 	int depth, color, interlace;
 	png_get_IHDR(png, info, &w, &h, &depth, &color, &interlace, NULL, NULL);
-	int rc = sprite_image_check_dims(h, w, "", c->why);
+	int rc = sprite_image_check_dims(h, w, c->name, c->why);
 	if (rc < 0)
 		return rc;
-	got->h = h;
-	got->w = w;
-	if (interlace != PNG_INTERLACE_NONE)
-		return -EAGAIN;
+	s->h = h;
+	s->w = w;
+	if (interlace != PNG_INTERLACE_NONE) {
+		if (!whole)
+			return -EAGAIN;
+		png_set_interlace_handling(png);
+	}
 	png_set_expand(png);
-	if (depth == 16)
-		png_set_scale_16(png);
 	png_set_alpha_mode(png, PNG_ALPHA_PNG, PNG_DEFAULT_sRGB);
 	png_read_update_info(png, info);
-	uint32_t ch = png_get_channels(png, info);
-	size_t rowbytes = png_get_rowbytes(png, info);
-	if (ch < 1 || ch > 4 || rowbytes != (size_t)w * ch) {
-		sprite_image_err(c->why, "", "bad PNG: unexpected layout");
+	s->ch = png_get_channels(png, info);
+	s->b16 = png_get_bit_depth(png, info) == 16;
+	s->gray = color == PNG_COLOR_TYPE_GRAY;
+	s->rowbytes = png_get_rowbytes(png, info);
+	if (s->ch < 1 || s->ch > 4 || s->rowbytes != (size_t)w * s->ch * (s->b16 ? 2 : 1)) {
+		sprite_image_err(c->why, c->name, "bad PNG: unexpected layout");
 		return -SPRITE_ECORRUPT;
 	}
+	return 0;
+}
+
+/*
+ * A row of 16-bit samples (ch a pixel) to w pixels of 1 or 3 channels by
+ * the 16-bit rule: a gray value as it is when as8, else its high byte, as
+ * PIL takes 16-bit PNGs; alpha (its high byte) by bg. out may be in: each
+ * pixel is read whole before it is written.
+ */
+static void png16_row(const uint8_t *in, uint32_t w, uint32_t ch, int as8, uint32_t bg,
+		      uint8_t *out)
+{
 	uint32_t oc = ch >= 3 ? 3 : 1, alpha = ch == 2 || ch == 4;
-	m->row = malloc(rowbytes);
-	m->px = alpha ? malloc((size_t)w * oc) : NULL;
-	if (!m->row || (alpha && !m->px))
+	for (uint32_t i = 0; i < w; i++, in += 2 * ch, out += oc) {
+		unsigned v[4];
+		for (uint32_t k = 0; k < ch; k++)
+			v[k] = (unsigned)in[2 * k] << 8 | in[2 * k + 1];
+		for (uint32_t k = 0; k < oc; k++) {
+			unsigned v8 = as8 ? v[k] : v[k] >> 8;
+			out[k] = alpha ? sprite_over_bg(v8, v[oc] >> 8, bg, oc == 1 ? 3 : k)
+				       : (uint8_t)v8;
+		}
+	}
+}
+
+/*
+ * The rows into the fit. A 16-bit gray file with *as8 not known (-1) has
+ * its rows read up to a sample over 255 to learn it: then 1, for the
+ * caller to decode the file again.
+ */
+static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite_sample_spec *sp,
+		       uint8_t *tile, struct sprite_sample_got *got, int *as8)
+{
+	png_structp png = m->png;
+	struct png_shape s = {0};
+	int rc = png_setup(c, m, 0, &s);
+	got->h = s.h;
+	got->w = s.w;
+	if (rc < 0)
+		return rc;
+	uint32_t oc = s.ch >= 3 ? 3 : 1, alpha = s.ch == 2 || s.ch == 4, conv = alpha || s.b16;
+	m->row = malloc(s.rowbytes);
+	m->px = conv ? malloc((size_t)s.w * oc) : NULL;
+	if (!m->row || (conv && !m->px))
 		return -ENOMEM;
-	rc = sprite_fit_stream_begin(&m->fs, h, w, oc, sp->th, sp->tw, sp->tc, sp->fit, tile);
-	for (png_uint_32 y = 0; rc == 0 && y < h; y++) {
+	if (s.b16 && s.gray && *as8 < 0) {
+		*as8 = 1;
+		for (uint32_t y = 0; *as8 && y < s.h; y++) {
+			png_read_row(png, m->row, NULL);
+			*as8 = !sprite_16_over8(m->row, s.w, s.ch, 1);
+		}
+		return 1;
+	}
+	rc = sprite_fit_stream_begin(&m->fs, s.h, s.w, oc, sp->th, sp->tw, sp->tc, sp->fit, tile);
+	for (uint32_t y = 0; rc == 0 && y < s.h; y++) {
 		png_read_row(png, m->row, NULL);
-		if (alpha)
-			for (size_t i = 0; i < w; i++)
+		if (s.b16)
+			png16_row(m->row, s.w, s.ch, s.gray && *as8 == 1, sp->background, m->px);
+		else if (alpha)
+			for (size_t i = 0; i < s.w; i++)
 				for (uint32_t k = 0; k < oc; k++)
 					m->px[i * oc + k] = sprite_over_bg(
-						m->row[i * ch + k], m->row[i * ch + oc],
+						m->row[i * s.ch + k], m->row[i * s.ch + oc],
 						sp->background, oc == 1 ? 3 : k);
-		rc = sprite_fit_stream_row(m->fs, alpha ? m->px : m->row);
+		rc = sprite_fit_stream_row(m->fs, conv ? m->px : m->row);
 	}
 	if (rc == 0) {
 		rc = sprite_fit_stream_end(m->fs);
@@ -202,44 +306,127 @@ static int png_rows_in(struct png_ctx *c, struct png_mem *m, const struct sprite
 	return rc;
 }
 
-static int png_rows(struct reader *r, const struct sprite_sample_spec *sp, uint8_t *tile,
-		    struct sprite_sample_got *got, char *why)
+/* libpng's structures on c (NULL ones: -ENOMEM follows). */
+static void png_open(struct png_ctx *c, struct png_mem *m)
 {
-	struct png_ctx c = {.r = r, .why = why};
+	m->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, png_error_cb, png_warning_cb);
+	m->info = m->png ? png_create_info_struct(m->png) : NULL;
+	if (m->info) {
+		png_set_read_fn(m->png, c, png_read_cb);
+		/* ancillary chunks (iCCP, text, ...) held at most 8 MB each */
+		png_set_chunk_malloc_max(m->png, 8000000);
+	}
+}
+
+static void png_close(struct png_mem *m)
+{
+	png_destroy_read_struct(m->png ? &m->png : NULL, m->info ? &m->info : NULL, NULL);
+	sprite_fit_stream_free(m->fs);
+	free(m->row);
+	free(m->px);
+	free(m->rows);
+}
+
+/* One decode of the file from its start: png_rows_in's result. */
+static int png_pass(struct reader *r, const struct sprite_sample_spec *sp, uint8_t *tile,
+		    struct sprite_sample_got *got, char *why, int *as8)
+{
+	struct png_ctx c = {.r = r, .name = "", .why = why};
 	struct png_mem m = {0};
 	int rc;
-	m.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &c, png_error_cb, png_warning_cb);
-	m.info = m.png ? png_create_info_struct(m.png) : NULL;
-	if (!m.info) {
+	png_open(&c, &m);
+	if (!m.info)
 		rc = -ENOMEM;
-	} else if (setjmp(c.jmp)) {
+	else if (setjmp(c.jmp))
 		rc = -SPRITE_ECORRUPT; /* why set by png_error_cb */
-	} else {
-		png_set_read_fn(m.png, &c, png_read_cb);
-		/* ancillary chunks (iCCP, text, ...) held at most 8 MB each */
-		png_set_chunk_malloc_max(m.png, 8000000);
-		rc = png_rows_in(&c, &m, sp, tile, got);
-	}
-	png_destroy_read_struct(m.png ? &m.png : NULL, m.info ? &m.info : NULL, NULL);
-	sprite_fit_stream_free(m.fs);
-	free(m.row);
-	free(m.px);
+	else
+		rc = png_rows_in(&c, &m, sp, tile, got, as8);
+	png_close(&m);
 	if (rc == -ENOMEM)
 		snprintf(why, SPRITE_ERR_MAX, "out of memory for a %ux%u image's rows", got->h,
 			 got->w);
 	return rc;
 }
 
+static int png_rows(struct reader *r, const struct sprite_sample_spec *sp, uint8_t *tile,
+		    struct sprite_sample_got *got, char *why)
+{
+	int as8 = -1; /* a 16-bit gray file's: found by a first pass */
+	int rc = png_pass(r, sp, tile, got, why, &as8);
+	if (rc == 1) { /* as8 found: again, from the start */
+		rc = reader_seek(r, 0, why);
+		if (rc == 0)
+			rc = png_pass(r, sp, tile, got, why, &as8);
+	}
+	return rc;
+}
+
+/* The whole image into m->row, converted in place; see sprite_png16_decode. */
+static int png16_whole(struct png_ctx *c, struct png_mem *m, uint32_t bg, struct sprite_image *out)
+{
+	struct png_shape s = {0};
+	int rc = png_setup(c, m, 1, &s);
+	if (rc < 0)
+		return rc;
+	if (!s.b16) {
+		sprite_image_err(c->why, c->name, "bad PNG: unexpected layout");
+		return -SPRITE_ECORRUPT;
+	}
+	m->row = malloc(s.h * s.rowbytes);
+	m->rows = malloc(s.h * sizeof *m->rows);
+	if (!m->row || !m->rows) {
+		sprite_image_err(c->why, c->name, "out of memory for %ux%u pixels", s.h, s.w);
+		return -ENOMEM;
+	}
+	for (uint32_t y = 0; y < s.h; y++)
+		m->rows[y] = m->row + y * s.rowbytes;
+	png_read_image(m->png, m->rows);
+	int as8 = s.gray;
+	for (uint32_t y = 0; as8 && y < s.h; y++)
+		as8 = !sprite_16_over8(m->rows[y], s.w, s.ch, 1);
+	uint32_t oc = s.ch >= 3 ? 3 : 1;
+	for (uint32_t y = 0; y < s.h; y++)
+		png16_row(m->rows[y], s.w, s.ch, as8, bg, m->row + (size_t)y * s.w * oc);
+	out->h = s.h;
+	out->w = s.w;
+	out->c = oc;
+	uint8_t *shrunk = realloc(m->row, (size_t)s.h * s.w * oc);
+	out->px = shrunk ? shrunk : m->row;
+	m->row = NULL;
+	return 0;
+}
+
+int sprite_png16_decode(const void *data, size_t len, const char *name, uint32_t bg,
+			struct sprite_image *out, char *err)
+{
+	struct reader r = {.fd = -1, .len = len, .at = data};
+	struct png_ctx c = {.r = &r, .name = name, .why = err};
+	struct png_mem m = {0};
+	int rc;
+	png_open(&c, &m);
+	if (!m.info) {
+		sprite_image_err(err, name, "out of memory");
+		rc = -ENOMEM;
+	} else if (setjmp(c.jmp)) {
+		rc = -SPRITE_ECORRUPT; /* err set by png_error_cb */
+	} else {
+		rc = png16_whole(&c, &m, bg, out);
+	}
+	png_close(&m);
+	return rc;
+}
+
 int sprite_rows_decode(int fd, uint64_t size, const struct sprite_sample_spec *sp, uint8_t *tile,
 		       struct sprite_sample_got *got, char *why)
 {
-	struct reader *r = malloc(sizeof *r);
+	struct reader *r = malloc(sizeof *r + READER_BUF);
 	if (!r) {
 		snprintf(why, SPRITE_ERR_MAX, "out of memory");
 		return -ENOMEM;
 	}
-	memset(r, 0, offsetof(struct reader, buf));
+	memset(r, 0, sizeof *r);
 	r->fd = fd;
+	r->at = r->buf;
 	uint8_t head[8];
 	size_t n = rd(r, head, sizeof head);
 	r->pos = 0; /* the first fill holds them still: read again from the start */

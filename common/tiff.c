@@ -179,8 +179,15 @@ struct tiff_layout {
 	int unassoc;   /* alpha is unassociated (colours not premultiplied) */
 	uint32_t bg;   /* what alpha becomes (SPRITE_BG_*) */
 	uint32_t cout; /* 1 or 3 */
+	int as8;       /* 16-bit gray, no alpha, every sample <= 255: taken as it is */
 	uint8_t cmap[3][256];
 };
+
+/* 16-bit gray without alpha: the layouts whose as8 is found before conversion (codec.h). */
+static int tiff_gray16(const struct tiff_layout *L)
+{
+	return L->bps == 16 && L->cout == 1 && L->alpha < 0 && L->photo != PHOTOMETRIC_PALETTE;
+}
 
 /*
  * A colour value with alpha a by the background: unassociated colours are
@@ -200,13 +207,14 @@ static inline uint8_t over(const struct tiff_layout *L, unsigned v, unsigned a, 
 	return L->unassoc ? sprite_over_bg(v, a, L->bg, k) : assoc_over(v, a, L->bg, k);
 }
 
-static inline unsigned sample(const uint8_t *row, uint32_t i, uint16_t bps)
+/* Sample i of a row in 8 bits: a 16-bit one by the 16-bit rule (codec.h): high byte, or as8. */
+static inline unsigned sample(const struct tiff_layout *L, const uint8_t *row, uint32_t i)
 {
-	if (bps == 8)
+	if (L->bps == 8)
 		return row[i];
 	uint16_t v;
 	memcpy(&v, row + 2 * (size_t)i, 2);
-	return v >> 8;
+	return L->as8 ? v : v >> 8u;
 }
 
 static void tiff_convert_row(const struct tiff_layout *L, const uint8_t *row, uint8_t *out)
@@ -221,15 +229,15 @@ static void tiff_convert_row(const struct tiff_layout *L, const uint8_t *row, ui
 			out[3 * x + 2] = L->cmap[2][i];
 			continue;
 		}
-		unsigned a = L->alpha >= 0 ? sample(row, base + (uint32_t)L->alpha, L->bps) : 255;
+		unsigned a = L->alpha >= 0 ? sample(L, row, base + (uint32_t)L->alpha) : 255;
 		if (L->cout == 1) {
-			unsigned g = sample(row, base, L->bps);
+			unsigned g = sample(L, row, base);
 			if (L->photo == PHOTOMETRIC_MINISWHITE)
 				g = 255 - g;
 			out[x] = over(L, g, a, 3);
 		} else {
 			for (uint32_t k = 0; k < 3; k++) {
-				unsigned v = sample(row, base + k, L->bps);
+				unsigned v = sample(L, row, base + k);
 				out[3 * x + k] = over(L, v, a, k);
 			}
 		}
@@ -317,6 +325,8 @@ static int tiff_gather(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, int
 					       buf + (size_t)x * bpsb, bpsb);
 			}
 	}
+	if (r == 0 && tiff_gray16(L))
+		L->as8 = !sprite_16_over8(full, (size_t)L->h * L->w, 1, 0);
 	if (r == 0)
 		r = sprite_image_alloc(out, L->h, L->w, L->cout, name, err);
 	if (r == 0)
@@ -416,6 +426,48 @@ static int tiff_strips(TIFF *t, const struct tiff_layout *L, const char *name, t
 	return 0;
 }
 
+/* Strip s of `want` bytes into dst, whole: 0, or -SPRITE_ECORRUPT with err set. */
+static int tiff_read_strip(TIFF *t, uint32_t s, uint8_t *dst, tmsize_t want, struct tiff_msg *msg,
+			   const char *name, char *err)
+{
+	/* a strip of no bytes is data lost, not a strip of zeros */
+	if (TIFFGetStrileByteCount(t, s) == 0) {
+		sprite_image_err(err, name, "strip %u: Invalid strip byte count 0, strip %u", s, s);
+		return -SPRITE_ECORRUPT;
+	}
+	tmsize_t got = TIFFReadEncodedStrip(t, s, dst, want);
+	if (got < 0) {
+		sprite_image_err(err, name, "strip %u: %s", s, tiff_reason(msg, "read error"));
+		return -SPRITE_ECORRUPT;
+	}
+	if (got < want) {
+		sprite_image_err(err, name, "truncated strip %u (%lld of %lld bytes)", s,
+				 (long long)got, (long long)want);
+		return -SPRITE_ECORRUPT;
+	}
+	return 0;
+}
+
+/*
+ * L->as8 of a 16-bit gray image in contiguous strips, read into buf (a
+ * strip's bytes) up to the first sample over 255, before the strips are
+ * read again to be converted; both decoders call it, so they agree. 0, or
+ * tiff_read_strip's error.
+ */
+static int tiff_strips_as8(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, tmsize_t rowsize,
+			   uint32_t rps, uint8_t *buf, const char *name, char *err)
+{
+	L->as8 = 1;
+	for (uint32_t s = 0, y = 0; L->as8 && y < L->h; s++, y += rps) {
+		uint32_t rows = L->h - y < rps ? L->h - y : rps;
+		int r = tiff_read_strip(t, s, buf, (tmsize_t)rows * rowsize, msg, name, err);
+		if (r < 0)
+			return r;
+		L->as8 = !sprite_16_over8(buf, (size_t)rows * L->w, 1, 0);
+	}
+	return 0;
+}
+
 /*
  * Fast path: contiguous strips, 8 or 16 bits. Returns 1 when the layout is
  * not one it handles (the caller falls back), 0 on success, < 0 on error.
@@ -450,32 +502,13 @@ static int tiff_fast(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, const
 			return -ENOMEM;
 		}
 	}
-	for (uint32_t s = 0, y = 0; y < L->h; s++, y += rps) {
+	if (tiff_gray16(L))
+		r = tiff_strips_as8(t, L, msg, rowsize, rps, buf, name, err);
+	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
-		tmsize_t want = (tmsize_t)rows * rowsize;
 		uint8_t *dst = direct ? out->px + (size_t)y * rowsize : buf;
-		/* a strip of no bytes is data lost, not a strip of zeros */
-		tmsize_t got = TIFFGetStrileByteCount(t, s) == 0
-				       ? -2
-				       : TIFFReadEncodedStrip(t, s, dst, want);
-		if (got == -2) {
-			sprite_image_err(err, name,
-					 "strip %u: Invalid strip byte count 0, strip %u", s, s);
-			r = -SPRITE_ECORRUPT;
-			break;
-		} else if (got < 0) {
-			sprite_image_err(err, name, "strip %u: %s", s,
-					 tiff_reason(msg, "read error"));
-			r = -SPRITE_ECORRUPT;
-			break;
-		}
-		if (got < want) {
-			sprite_image_err(err, name, "truncated strip %u (%lld of %lld bytes)", s,
-					 (long long)got, (long long)want);
-			r = -SPRITE_ECORRUPT;
-			break;
-		}
-		if (direct)
+		r = tiff_read_strip(t, s, dst, (tmsize_t)rows * rowsize, msg, name, err);
+		if (r < 0 || direct)
 			continue;
 		for (uint32_t k = 0; k < rows; k++)
 			tiff_convert_row(L, buf + (size_t)k * rowsize,
@@ -634,7 +667,7 @@ static void tf_unmap(thandle_t h, void *base, toff_t size)
 }
 
 /* The strips of t, converted row by row into a fit stream of sp's tile. */
-static int tiff_strip_rows(TIFF *t, const struct tiff_layout *L, struct tiff_msg *msg,
+static int tiff_strip_rows(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg,
 			   const struct sprite_sample_spec *sp, uint8_t *tile, char *why)
 {
 	tmsize_t rowsize;
@@ -647,26 +680,12 @@ static int tiff_strip_rows(TIFF *t, const struct tiff_layout *L, struct tiff_msg
 	r = buf && row ? sprite_fit_stream_begin(&fs, L->h, L->w, L->cout, sp->th, sp->tw, sp->tc,
 						 sp->fit, tile)
 		       : -ENOMEM;
+	if (r == 0 && tiff_gray16(L))
+		r = tiff_strips_as8(t, L, msg, rowsize, rps, buf, "", why);
 	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
-		tmsize_t want = (tmsize_t)rows * rowsize;
 		/* as the whole-file path says it */
-		tmsize_t got = TIFFGetStrileByteCount(t, s) == 0
-				       ? -2
-				       : TIFFReadEncodedStrip(t, s, buf, want);
-		if (got == -2) {
-			sprite_image_err(why, "", "strip %u: Invalid strip byte count 0, strip %u",
-					 s, s);
-			r = -SPRITE_ECORRUPT;
-		} else if (got < 0) {
-			sprite_image_err(why, "", "strip %u: %s", s,
-					 tiff_reason(msg, "read error"));
-			r = -SPRITE_ECORRUPT;
-		} else if (got < want) {
-			sprite_image_err(why, "", "truncated strip %u (%lld of %lld bytes)", s,
-					 (long long)got, (long long)want);
-			r = -SPRITE_ECORRUPT;
-		}
+		r = tiff_read_strip(t, s, buf, (tmsize_t)rows * rowsize, msg, "", why);
 		for (uint32_t k = 0; r == 0 && k < rows; k++) {
 			tiff_convert_row(L, buf + (size_t)k * rowsize, row);
 			r = sprite_fit_stream_row(fs, row);

@@ -240,10 +240,11 @@ static void test_garbage(void)
 /* ---- Netpbm ------------------------------------------------------------ */
 
 /*
- * P5, P6 and P7 (depth 1-4) at maxval 255, 65535 and 15, with comments in
- * the header: each against the pixels it encodes (alpha dropped, the colours
- * as stored, and again composited on white; 16-bit >> 8, other maxvals scaled
- * with rounding); then damage.
+ * P5, P6 and P7 (depth 1-4) at maxval 255, 65535, 1023 and 15, with comments
+ * in the header: each against the pixels it encodes (alpha dropped, the
+ * colours as stored, and again composited on white; maxvals other than 255
+ * scaled with rounding, but a gray maxval-65535 image whose samples all fit
+ * in 8 bits taken as stored, docs/FORMAT.md); then damage.
  */
 static void test_pnm(void)
 {
@@ -253,10 +254,15 @@ static void test_pnm(void)
 		const char *name;
 		int kind, depth; /* kind 5, 6 or 7 */
 		unsigned maxval;
+		int small; /* 16-bit samples that fit in 8 bits */
 	} cases[] = {
-		{"gray.pgm", 5, 1, 255}, {"rgb.ppm", 6, 3, 255},  {"gray16.pgm", 5, 1, 65535},
-		{"rgb15.ppm", 6, 3, 15}, {"gray.pam", 7, 1, 255}, {"graya.pam", 7, 2, 255},
-		{"rgb.pam", 7, 3, 255},	 {"rgba.pam", 7, 4, 255}, {"rgba16.pam", 7, 4, 65535},
+		{"gray.pgm", 5, 1, 255, 0},	 {"rgb.ppm", 6, 3, 255, 0},
+		{"gray16.pgm", 5, 1, 65535, 0},	 {"gray16s.pgm", 5, 1, 65535, 1},
+		{"rgb16s.ppm", 6, 3, 65535, 1},	 {"rgb10.ppm", 6, 3, 1023, 0},
+		{"rgb15.ppm", 6, 3, 15, 0},	 {"gray.pam", 7, 1, 255, 0},
+		{"graya.pam", 7, 2, 255, 0},	 {"rgb.pam", 7, 3, 255, 0},
+		{"rgba.pam", 7, 4, 255, 0},	 {"rgba16.pam", 7, 4, 65535, 0},
+		{"gray16s.pam", 7, 1, 65535, 1},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
 		int d = cases[k].depth, bps = cases[k].maxval > 255 ? 2 : 1;
@@ -279,12 +285,14 @@ static void test_pnm(void)
 					int is_alpha = (d == 2 || d == 4) && ch == d - 1;
 					unsigned v =
 						is_alpha ? alpha_at(y, x) : pat(y, x, (uint32_t)ch);
-					unsigned s = mv == 255	   ? v
+					unsigned s = mv == 255 || cases[k].small ? v
 						     : mv == 65535 ? v * 257 + (x & 1) * 3
 								   : v * mv / 255;
-					v8[ch] = mv == 255     ? s
-						 : mv == 65535 ? s >> 8
-							       : (s * 255 + mv / 2) / mv;
+					/* gray: as stored when small; colour: scaled (odd
+					 * maxvals: no halves to round) */
+					v8[ch] = mv == 255 || (cases[k].small && d == 1)
+							 ? s
+							 : (s * 255 + mv / 2) / mv;
 					if (bps == 2)
 						buf[len++] = (uint8_t)(s >> 8);
 					buf[len++] = (uint8_t)s;
