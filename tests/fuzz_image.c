@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <png.h>
 #include <tiffio.h>
 #include <turbojpeg.h>
 #include <webp/encode.h>
@@ -135,6 +136,71 @@ static int write_tiff_or_png(const char *path, void *arg)
 		       : sprite_png_write(path, px, s->h, s->w, s->c, err);
 }
 
+/* 16-bit gray whose samples fit in 8 bits (their rule, docs/FORMAT.md): value at (y, x). */
+static uint16_t small16(uint32_t y, uint32_t x)
+{
+	return (uint16_t)((y * 20 + x) * 7 % 256);
+}
+
+/* A 16x20 16-bit gray PNG of small16, interlaced (arg 1) or not. */
+static int write_png16(const char *path, void *arg)
+{
+	FILE *f = fopen(path, "wb");
+	png_structp pp =
+		f ? png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL) : NULL;
+	png_infop pi = pp ? png_create_info_struct(pp) : NULL;
+	uint8_t px[16][40];
+	png_bytep rows[16];
+	int rc = -1;
+	if (pi && !setjmp(png_jmpbuf(pp))) {
+		png_init_io(pp, f);
+		png_set_IHDR(pp, pi, 20, 16, 16, PNG_COLOR_TYPE_GRAY,
+			     *(const int *)arg ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+			     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+		png_write_info(pp, pi);
+		for (uint32_t y = 0; y < 16; y++) {
+			for (uint32_t x = 0; x < 20; x++) {
+				px[y][2 * x] = (uint8_t)(small16(y, x) >> 8);
+				px[y][2 * x + 1] = (uint8_t)small16(y, x);
+			}
+			rows[y] = px[y];
+		}
+		png_write_image(pp, rows);
+		png_write_end(pp, NULL);
+		rc = 0;
+	}
+	if (pp)
+		png_destroy_write_struct(&pp, pi ? &pi : NULL);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* A 16x20 16-bit gray TIFF of small16 in strips of 5 rows. */
+static int write_tiff16(const char *path, void *arg)
+{
+	(void)arg;
+	TIFF *t = TIFFOpen(path, "w");
+	if (!t)
+		return -1;
+	TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 20);
+	TIFFSetField(t, TIFFTAG_IMAGELENGTH, 16);
+	TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+	TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 1);
+	TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+	TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 5);
+	int rc = 0;
+	for (uint32_t y = 0; y < 16; y++) {
+		uint16_t row[20];
+		for (uint32_t x = 0; x < 20; x++)
+			row[x] = small16(y, x);
+		if (TIFFWriteScanline(t, row, y, 0) < 0)
+			rc = -1;
+	}
+	TIFFClose(t);
+	return rc;
+}
+
 static int jpeg(struct fuzz_buf *b, const char *name, int c)
 {
 	uint8_t px[16 * 20 * 3];
@@ -205,7 +271,7 @@ static int seeds(struct fuzz_buf **out, char *err)
 		{"rgb.png", {16, 20, 3, 0}},
 	};
 	enum { NF = sizeof files / sizeof files[0] };
-	struct fuzz_buf *b = calloc(NF + 7, sizeof *b);
+	struct fuzz_buf *b = calloc(NF + 11, sizeof *b);
 	if (!b)
 		return -1;
 	*out = b;
@@ -230,7 +296,21 @@ static int seeds(struct fuzz_buf **out, char *err)
 		snprintf(err, 256, "libwebp cannot encode");
 		return -1;
 	}
-	return NF + 7;
+	/* 16-bit gray in 8-bit values: the first pass of the row decoders (as8) */
+	static const int plain = 0, adam7 = 1;
+	if (via_file(&b[NF + 7], "gray16.png", write_png16, (void *)&plain) < 0 ||
+	    via_file(&b[NF + 8], "gray16-i.png", write_png16, (void *)&adam7) < 0 ||
+	    via_file(&b[NF + 9], "gray16.tif", write_tiff16, NULL) < 0) {
+		snprintf(err, 256, "cannot write a 16-bit seed");
+		return -1;
+	}
+	if (pnm(&b[NF + 10], "gray16.pgm", "P5 4 3 65535\n", 24) < 0) {
+		snprintf(err, 256, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < 24; i += 2) /* high bytes 0: samples that fit in 8 bits */
+		b[NF + 10].data[b[NF + 10].len - 24 + i] = 0;
+	return NF + 11;
 }
 
 const struct fuzz_target fuzz_target = {"fuzz_image", seeds, NULL};

@@ -21,7 +21,10 @@
 # and a lossless RGBA WebP against PIL's convert("RGB") / convert("L") by
 # default and against PIL's alpha_composite on white for --background white,
 # the header's background field read back; bad --background values refused
-# with the option named.
+# with the option named. 16-bit files (#30): gray PNG, TIFF and PGM whose values fit in
+# 8 bits, full-range ones, RGB, gray+alpha, interlaced PNGs, min-is-white TIFF, maxval
+# 1023, each tile to the bit against PIL's convert("RGB"), or, where PIL's is broken,
+# against docs/FORMAT.md's rule.
 set -uo pipefail
 
 PACK=${1:?spritefs-pack path}
@@ -77,7 +80,6 @@ Image.fromarray(noise(300, 400)).save(f"{J}/big.jpg", quality=90)
 # 16-bit RGBA PNG, written by hand: PIL does not write one.
 h, w = 9, 13
 px16 = rng.integers(0, 65536, (h, w, 4), dtype=np.uint16)
-np.save(f"{T}/png16a.npy", px16)
 raw = b"".join(b"\x00" + px16[y].astype(">u2").tobytes() for y in range(h))
 def chunk(t, d):
     return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
@@ -104,6 +106,82 @@ Image.fromarray(noise(8, 8)).save(f"{T}/huge/a/good.jpg", quality=95)
 k = j.index(b"\xff\xc0")
 j[k + 5:k + 9] = struct.pack(">HH", 30000, 30000)
 open(f"{T}/huge/a/huge.jpg", "wb").write(bytes(j))
+
+# 16-bit files (#30), 16x16 (the tile: no resampling, compared exactly), written by hand:
+# gray whose values fit in 8 bits and full-range gray, colour, gray+alpha; PNG (some
+# interlaced: the whole-file decoder), TIFF in strips of 5 rows, PGM/PPM at maxval 65535
+# and 1023. Where PIL's convert is broken (a gray value clipped at 255, min-is-white
+# ignored, a PGM of maxval 1023 scaled to 16 bits and clipped), b16ref/ holds the tile
+# docs/FORMAT.md's rule gives; elsewhere the reference is PIL.
+B, R = f"{T}/b16/a", f"{T}/b16ref"
+os.makedirs(B)
+os.makedirs(R)
+ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+         (0, 1, 1, 2)]
+def png16(name, a, ctype, interlace=False):
+    a = a if a.ndim == 3 else a[..., None]
+    h, w = a.shape[:2]
+    subs = [a[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7] if interlace else [a]
+    raw = b"".join(b"\x00" + r.astype(">u2").tobytes() for sub in subs for r in sub
+                   if sub.shape[1])
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, ctype, 0, 0, int(interlace))
+    open(f"{B}/{name}", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) +
+                                    chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+def tiff16(name, a, photometric, rps=5):  # little-endian, uncompressed, strips of rps rows
+    spp = 1 if a.ndim == 2 else a.shape[2]
+    h, w = a.shape[:2]
+    data = a.astype("<u2").tobytes()
+    strip = w * spp * 2 * rps
+    offs = list(range(0, len(data), strip))
+    n, ns = 10, len(offs)
+    bps_at = 8 + 2 + 12 * n + 4
+    offs_at = bps_at + 2 * spp
+    counts_at = offs_at + 4 * ns
+    data_at = counts_at + 4 * ns
+    def entry(tag, typ, cnt, val):  # val: the value (one SHORT or LONG), or an offset
+        v = struct.pack("<HH", val, 0) if typ == 3 and cnt == 1 else struct.pack("<I", val)
+        return struct.pack("<HHI", tag, typ, cnt) + v
+    ifd = [entry(256, 4, 1, w), entry(257, 4, 1, h), entry(258, 3, spp, 16 if spp == 1 else bps_at),
+           entry(259, 3, 1, 1), entry(262, 3, 1, photometric), entry(273, 4, ns, offs_at),
+           entry(277, 3, 1, spp), entry(278, 4, 1, rps), entry(279, 4, ns, counts_at),
+           entry(284, 3, 1, 1)]
+    out = (b"II*\x00" + struct.pack("<IH", 8, n) + b"".join(ifd) + struct.pack("<I", 0) +
+           struct.pack(f"<{spp}H", *[16] * spp) +
+           struct.pack(f"<{ns}I", *[data_at + o for o in offs]) +
+           struct.pack(f"<{ns}I", *[min(strip, len(data) - o) for o in offs]))
+    open(f"{B}/{name}", "wb").write(out + data)
+def pnm16(name, a, maxval):
+    h, w = a.shape[:2]
+    head = f"P{5 if a.ndim == 2 else 6}\n{w} {h}\n{maxval}\n".encode()
+    open(f"{B}/{name}", "wb").write(head + a.astype(">u2").tobytes())
+def own(name, v):  # the documented tile where PIL's is broken
+    np.save(f"{R}/{name}.npy", v.astype(np.uint8))
+small = rng.integers(0, 256, (16, 16), dtype=np.uint16)  # a 16-bit file holding 8-bit values
+full = rng.integers(0, 65536, (16, 16, 4), dtype=np.uint16)
+full[0, 0] = 65535
+ten = rng.integers(0, 1024, (16, 16, 3), dtype=np.uint16)
+png16("g16small.png", small, 0)
+png16("g16small-i.png", small, 0, interlace=True)
+for name, il in (("g16full.png", False), ("g16full-i.png", True)):
+    png16(name, full[..., 0], 0, interlace=il)
+    own(name, full[..., 0] >> 8)
+png16("rgb16.png", full[..., :3], 2)
+png16("rgb16-i.png", full[..., :3], 2, interlace=True)
+png16("rgb16small.png", np.stack([small] * 3, 2), 2)
+png16("ga16small.png", np.stack([small, full[..., 3]], 2), 4)
+tiff16("g16small.tif", small, 1)
+tiff16("g16full.tif", full[..., 0], 1)
+own("g16full.tif", full[..., 0] >> 8)
+tiff16("g16small-mw.tif", small, 0)
+own("g16small-mw.tif", 255 - small)
+tiff16("rgb16.tif", full[..., :3], 2)
+pnm16("g16small.pgm", small, 65535)
+pnm16("g16full.pgm", full[..., 0], 65535)
+own("g16full.pgm", np.round(full[..., 0] / 65535 * 255))  # as PIL scales a PPM
+pnm16("rgb16.ppm", full[..., :3], 65535)
+pnm16("g10.pgm", ten[..., 0], 1023)
+own("g10.pgm", np.round(ten[..., 0] / 1023 * 255))
+pnm16("rgb10.ppm", ten, 1023)
 EOF
 
 # ---- pack and compare ------------------------------------------------------------------
@@ -183,10 +261,12 @@ def resize(a, rh, rw, y0, x0, dh, dw):
 
 def reference(name, path):
     """The source as the packer should see it, decoded by PIL."""
-    if name == "png16a.png":  # alpha dropped, colours as stored, 16 -> 8 bits
-        p = np.load(f"{T}/png16a.npy").astype(np.float64) / 65535 * 255
-        return np.rint(p[..., :3]).astype(np.uint8), 2  # libpng rounds its own way
+    if os.path.exists(f"{T}/b16ref/{name}.npy"):  # 16-bit where PIL's rule is broken
+        v = np.load(f"{T}/b16ref/{name}.npy")
+        return (np.stack([v] * 3, 2) if v.ndim == 2 else v), 0
     im = Image.open(path)
+    if path.startswith(f"{T}/b16/"):  # 16-bit: PIL's convert, to the bit
+        return np.asarray(im.convert("RGB")), 0
     if name in ("rgba.png", "rgba.webp", "la.png"):  # alpha: as PIL's convert, or on white
         if bg == "white":
             im = Image.alpha_composite(Image.new("RGBA", im.size, (255, 255, 255, 255)),
@@ -252,6 +332,12 @@ for fit in crop pad; do
 		check "$T/jpeg" "$st" 16x16x3 "$fit" || fail "jpeg, $fit: not as the reference"
 	}
 done
+
+# 16-bit (#30): each file as PIL converts it, or by the documented rule where PIL's is broken.
+expect_rc 0 "$PACK" -q --tile 16x16x3 --compress none "$T/b16" "$T/b16.sprites" && {
+	grep -q skipped "$T/out" && fail "16-bit: a file was skipped: $(cat "$T/out")"
+	check "$T/b16" "$T/b16.sprites" 16x16x3 crop || fail "16-bit: not as PIL or docs/FORMAT.md"
+}
 
 # Alpha: as stored by default, composited on white with --background white.
 for bg in none white; do

@@ -6,7 +6,10 @@
  * pixels must equal what was written (alpha dropped, and again on
  * --background white), and truncated and corrupt copies of
  * every file must give an error naming the file, never a crash or a silent
- * success.
+ * success. 16-bit gray whose samples all fit in 8 bits (#30): taken as
+ * stored (docs/FORMAT.md), in one strip, strips, tiles and min-is-white,
+ * from memory and by strips into a tile; one sample of 256 puts the whole
+ * image back to high bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 #include <zlib.h>
 
 #include "common/image.h"
+#include "common/sample.h"
 #include "common/store.h"
 #include "tests/image_util.h"
 
@@ -245,10 +249,110 @@ static void test_tiff_matrix(void)
 	free(want);
 }
 
+/* A 16-bit gray TIFF of values v(y, x) (at most 65535), rps rows a strip, or 16x16 tiles. */
+static int write_gray16(const char *path, uint32_t h, uint32_t w, int white, uint32_t rps,
+			int tiled, unsigned (*v)(uint32_t, uint32_t))
+{
+	TIFF *t = TIFFOpen(path, "w");
+	if (!t)
+		return -1;
+	TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+	TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+	TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+	TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 1);
+	TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+	TIFFSetField(t, TIFFTAG_PHOTOMETRIC,
+		     white ? PHOTOMETRIC_MINISWHITE : PHOTOMETRIC_MINISBLACK);
+	uint16_t *img = calloc((size_t)h * w, 2);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			img[(size_t)y * w + x] = (uint16_t)v(y, x);
+	int ok = 1;
+	if (tiled) {
+		TIFFSetField(t, TIFFTAG_TILEWIDTH, 16);
+		TIFFSetField(t, TIFFTAG_TILELENGTH, 16);
+		uint16_t tile[16 * 16];
+		for (uint32_t ty = 0; ty < h; ty += 16)
+			for (uint32_t tx = 0; tx < w; tx += 16) {
+				memset(tile, 0, sizeof tile);
+				for (uint32_t y = 0; y < 16 && ty + y < h; y++)
+					for (uint32_t x = 0; x < 16 && tx + x < w; x++)
+						tile[y * 16 + x] = img[(ty + y) * w + tx + x];
+				if (TIFFWriteTile(t, tile, tx, ty, 0, 0) < 0)
+					ok = 0;
+			}
+	} else {
+		TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, rps);
+		for (uint32_t y = 0; y < h; y++)
+			if (TIFFWriteScanline(t, img + (size_t)y * w, y, 0) < 0)
+				ok = 0;
+	}
+	TIFFClose(t);
+	free(img);
+	return ok ? 0 : -1;
+}
+
+static unsigned g16_small(uint32_t y, uint32_t x)
+{
+	return pat(y, x, 0);
+}
+
+static unsigned g16_one_over(uint32_t y, uint32_t x)
+{
+	return y == 36 && x == 44 ? 256 : pat(y, x, 0);
+}
+
+static void test_tiff_gray16(void)
+{
+	const uint32_t h = 37, w = 45;
+	uint8_t want[37 * 45], tile[37 * 45];
+	char path[512], what[160], err[SPRITE_ERR_MAX];
+	for (int over = 0; over <= 1; over++)
+		for (int white = 0; white <= 1; white++)
+			for (int layout = 0; layout < 3; layout++) {
+				/* layout: 0 one strip, 1 strips of 5 rows, 2 tiles */
+				snprintf(what, sizeof what, "tiff 16-bit %s%s, %s",
+					 white ? "min-is-white" : "gray",
+					 over ? " with one sample of 256" : " in 8 bits",
+					 layout == 0   ? "strip"
+					 : layout == 1 ? "strips"
+						       : "tiled");
+				tpath(path, sizeof path, "gray16.tif");
+				if (write_gray16(path, h, w, white, layout == 1 ? 5 : h,
+						 layout == 2,
+						 over ? g16_one_over : g16_small) < 0) {
+					fail("%s: cannot write the test file", what);
+					continue;
+				}
+				for (uint32_t y = 0; y < h; y++)
+					for (uint32_t x = 0; x < w; x++) {
+						unsigned v =
+							over ? (y == 36 && x == 44) : pat(y, x, 0);
+						want[y * w + x] = (uint8_t)(white ? 255 - v : v);
+					}
+				struct sprite_image im;
+				if (sprite_image_load(path, &im, err) < 0) {
+					fail("%s: %s", what, err);
+					continue;
+				}
+				check_image(what, &im, want, h, w, 1, 0);
+				sprite_image_free(&im);
+				/* by strips into a tile of the image's size (a copy) */
+				struct sprite_sample_spec sp = {h, w,	 1, SPRITE_FIT_STRETCH,
+								0, NULL, 0};
+				if (sprite_sample_load(path, &sp, NULL, tile, NULL, err) < 0)
+					fail("%s, by strips: %s", what, err);
+				else if (memcmp(tile, want, sizeof want))
+					fail("%s, by strips: not the pixels decoded from memory",
+					     what);
+			}
+}
+
 int main(void)
 {
 	if (tmpdir_make("test_tiff") < 0)
 		return 1;
 	test_tiff_matrix();
+	test_tiff_gray16();
 	return tmpdir_finish("test_tiff");
 }
