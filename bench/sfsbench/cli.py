@@ -100,7 +100,8 @@ which outweighs 1. The report and results.json are written in every case but 2.
 Output: a Markdown table on stdout, DIR/results.json, DIR/report.md, DIR/*.png (gnuplot; left
 out with a note where gnuplot is not installed). Progress lines go to stderr.
 A target whose deciding run is too short to measure the medium (a spritefs-readbench run under
-10 ms, a PyTorch or training run under 2 s; T7: data that fits the cache budget) reads
+10 ms, a PyTorch or training run under 2 s; T7: data that fits the cache budget; T2: a store
+of fewer than 36 sheets, four read-ahead windows) reads
 "too small to measure", not pass or miss (spritefs-bench(1), "Targets too small to measure").
 """
 

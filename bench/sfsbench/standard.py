@@ -347,7 +347,8 @@ class Run:
             b.fail("packing the tree at 56x56 failed (see logs/pack-t2.log)")
             return
         os.sync()
-        b.rec("store", "t2-56x56", "-", 0, {"bytes": os.path.getsize(t2)})
+        from .storefile import header
+        b.rec("store", "t2-56x56", "-", 0, {"bytes": os.path.getsize(t2), "sheets": header(t2)["nsheets"]})
         self.fio_read("fio-t2store", t2)
         for r in range(1, c.runs + 1):
             self.fio_read("fio-t2store-pass", t2, r)
