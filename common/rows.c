@@ -11,12 +11,16 @@
  * read them either).
  *
  * PNG goes through libpng's row API with the transforms that give what the
- * simplified API (codec.c, for images in memory) gives: palette and low bit
- * depths expanded, tRNS to alpha, 16 bits scaled to 8 with rounding, sRGB
- * output gamma (a 16-bit file without gamma information taken as sRGB),
- * alpha by the background (sample.h). An interlaced PNG needs all its
- * passes before a row is whole: -EAGAIN, and sample.c decodes it from
- * memory instead.
+ * simplified API (codec.c, for 8-bit images in memory) gives: palette and
+ * low bit depths expanded, tRNS to alpha, sRGB output gamma (a file without
+ * gamma information taken as sRGB), alpha by the background (sample.h).
+ * 16-bit samples are kept and converted here by the 16-bit rule (codec.h),
+ * which the simplified API cannot give, so 16-bit PNGs in memory come here
+ * too (sprite_png16_decode, the reader on the caller's bytes). A 16-bit
+ * gray file is decoded twice: once up to its first sample over 255 (the
+ * rule depends on the whole image), then into the fit. An interlaced PNG
+ * needs all its passes before a row is whole: -EAGAIN, and sample.c decodes
+ * it from memory instead.
  */
 #include <errno.h>
 #include <png.h>
