@@ -16,10 +16,13 @@ and sleeps SECONDS per batch, to absolute deadlines, in place of the maths;
 its JSON line adds AU (compute over wall time, the first step of each epoch
 left out of both, as MLPerf Storage and hntrain count it). --resize-short S
 with --crop C is torchvision's Resize(S) + CenterCrop(C), ImageNet's recipe.
+With --files LIST it reads only the files LIST names (a folder read in place
+holds files the packer skipped; spritefs-bench passes the store's path table).
 Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -43,6 +46,9 @@ def main():
     ap.add_argument("--resize-short", type=int, default=0, metavar="S",
                     help="Resize(S) (the shorter side) then CenterCrop(--crop)")
     ap.add_argument("--crop", type=int, default=224, metavar="C")
+    ap.add_argument("--files", default="", metavar="LIST",
+                    help="read only the files LIST names, one path a line as under ROOT: those a "
+                         "store kept (a folder read in place holds files the packer skipped)")
     a = ap.parse_args()
     try:
         import torch
@@ -53,13 +59,22 @@ def main():
         return 77
     torch.set_num_threads(a.threads)
     t_setup = time.perf_counter()
+    keep = None
+    if a.files:
+        with open(a.files, encoding="utf-8", errors="surrogateescape") as f:
+            keep = {os.path.normpath(line.rstrip("\n")) for line in f if line.strip()}
+
     class Folder(torchvision.datasets.ImageFolder):
-        # A subset export can leave a class folder empty; ImageFolder refuses
-        # those, so classes are the folders that hold files.
+        # A subset export can leave a class folder empty, and --files a class with no file
+        # kept; ImageFolder refuses those, so classes are the folders that hold files.
         def find_classes(self, directory):
-            import os
-            names = sorted(e.name for e in os.scandir(directory)
-                           if e.is_dir() and any(os.scandir(e.path)))
+            if keep is not None:
+                top = os.path.normpath(directory) + os.sep
+                names = sorted({p[len(top):].split(os.sep)[0] for p in keep
+                                if p.startswith(top) and os.sep in p[len(top):]})
+            else:
+                names = sorted(e.name for e in os.scandir(directory)
+                               if e.is_dir() and any(os.scandir(e.path)))
             return names, {n: i for i, n in enumerate(names)}
 
     steps = []
@@ -72,7 +87,8 @@ def main():
         steps = [transforms.Resize(min(h, w)), transforms.CenterCrop((h, w))]
     if a.resize_short:
         steps = [transforms.Resize(a.resize_short), transforms.CenterCrop(a.crop)]
-    ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]))
+    ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]),
+                is_valid_file=(lambda p: os.path.normpath(p) in keep) if keep is not None else None)
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
     if a.emulate:

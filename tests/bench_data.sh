@@ -9,7 +9,9 @@
 #   * say "too small to measure", never "miss", for targets on a store of 61 samples (every
 #     timed run lasts milliseconds), in the table and in results.json;
 #   * scale the throughput plot to what it measured, and announce only the PNG files it drew
-#     (not DIR/*.png, not an older PNG left in the output folder).
+#     (not DIR/*.png, not an older PNG left in the output folder);
+# and torch_loader.py --files (--dataset accelerators --data reads the folder in place) reads
+# only the files listed.
 #   usage: bench_data.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
 BENCH=${1:?bench script}
@@ -131,4 +133,13 @@ if bad:
     print("FAIL: " + "\nFAIL: ".join(bad)); sys.exit(1)
 print(f"ok: {n} samples on {len(seen)} media, targets {[(t['id'], t['verdict']) for t in tg]}")
 PYEOF
+# ---- torch_loader.py --files: what --dataset accelerators --data gives it, the folder read in
+# place (its store's train paths): the kept files only, the empty and skipped ones passed over
+if $PY -c 'import torch, torchvision' 2>/dev/null; then
+	find "$D/train" -type f ! -name trunc.jpg ! -name x.jpg ! -name drawing.svg | sort >"$OUT/kept.txt"
+	res=$($PY "$(dirname "$BENCH")/torch_loader.py" --workers 0 --resize-short 40 --crop 32 \
+		--files "$OUT/kept.txt" "$D/train" 2>"$OUT/tl.err") || fail "torch_loader.py --files: $(tail -3 "$OUT/tl.err")"
+	[[ $res == *'"samples": 49,'* ]] || fail "torch_loader.py --files read other than 49 samples: $res"
+	echo "torch_loader.py --files: $res"
+fi
 echo PASS

@@ -102,10 +102,10 @@ class Accel:
         pack_s = time.monotonic() - t0
         shutil.copyfile(self.ssd_store, self.tmpfs_store)
         os.sync()
-        files = [os.path.join(r, f) for r, _, fs in os.walk(self.photos) for f in fs]
+        files = self.kept_files()
         jpeg_bytes = sum(os.path.getsize(f) for f in files)
         store = os.path.getsize(self.ssd_store)
-        self.train = sum(len(fs) for _, _, fs in os.walk(f"{self.photos}/train"))
+        self.train = sum(1 for f in files if f.startswith(f"{self.photos}/train/"))
         self.budget = c.accel_cache or f"{max(8, store // 4 >> 20)}M"
         self.max_n = max(1, min(c.max_accel, self.train // self.batch))
         core.write_json(b.path("data.json"), {
@@ -117,6 +117,29 @@ class Accel:
         if self.train < self.batch:
             b.die(f"the training split ({self.train} photos) is smaller than one batch of {self.batch}: "
                   "give more photos (--data) or a smaller --profile BATCH:SECONDS")
+
+    def kept_files(self):
+        """The photos the store holds, by its path table: the folder is read in place, and
+        PyTorch must read what the packer kept, not the files it skipped. The train split's
+        go to logs/kept-train.txt, torch_loader.py's --files."""
+        from . import storefile
+        b = self.b
+        try:
+            kept = storefile.paths(self.ssd_store)
+        except (OSError, storefile.StoreError) as e:
+            b.die(f"cannot read the store the bench packed: {e}")
+        if kept is None:
+            b.die("the store has no path table (spritefs-pack too old?)")
+        files = [os.path.join(self.photos, p) for p in kept]
+        found = sum(len(fs) for _, _, fs in os.walk(self.photos))
+        if found > len(files):
+            b.note(f"{found - len(files)} of the {found} files in {self.photos} are not in the store (the "
+                   "packer skipped or ignored them: see logs/pack-photos.log): PyTorch reads the store's "
+                   f"{len(files)} photos only")
+        self.files_list = b.path("logs", "kept-train.txt")
+        with open(self.files_list, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.writelines(p + "\n" for p in files if p.startswith(f"{self.photos}/train/"))
+        return files
 
     def window(self):
         """The order's window, in sheets: a reader holds about two windows, so that with
@@ -204,7 +227,8 @@ class Accel:
         b = self.b
         epochs = self.epochs_for(n) if not limit else 1
         args = [core.PY, b.p.torch_loader, "--emulate", f"{self.batch}:{compute:.6g}", "--world", str(n),
-                "--workers", str(workers), "--epochs", str(epochs), "--resize-short", "256", "--crop", "224"] \
+                "--workers", str(workers), "--epochs", str(epochs), "--resize-short", "256", "--crop", "224",
+                "--files", self.files_list] \
             + (["--limit", str(limit)] if limit else [])
         r0 = self_children_cpu_s()
         err = open(b.path("logs", "torch-accel.err"), "a")
@@ -267,7 +291,8 @@ class Accel:
         best, rate = 1, -1.0
         for w in sorted({1, 2, b.ncpu, 2 * b.ncpu}) if not b.cfg.quick else (1, 2):
             out = b.output([core.PY, b.p.torch_loader, "--workers", str(w), "--batch", "32", "--limit", "512",
-                            "--resize-short", "256", "--crop", "224", f"{self.photos}/train"], "torch-accel.err")
+                            "--resize-short", "256", "--crop", "224", "--files", self.files_list,
+                            f"{self.photos}/train"], "torch-accel.err")
             res = core.parse_json(out) if out else None
             if res is None:
                 b.fail(f"torch_loader.py with {w} workers (see logs/torch-accel.err)")
