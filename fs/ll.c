@@ -18,11 +18,12 @@
  * (-o kernel_open=0, or an old kernel), it is opened direct_io and every
  * read takes a snapshot.
  *
- * Reads are answered with fuse_reply_iov() pointing into pinned sheets (one
- * copy, user to kernel, done by the writev on /dev/fuse); the sheets are
- * unpinned once the reply is written. Splice (SPLICE_WRITE) is left off: it
- * pays when the data comes from a file descriptor, and ours is in memory,
- * where vmsplice + splice would cost more than the single writev.
+ * Reads are answered from pinned sheets (one copy, into the reader, done by
+ * the kernel): replies of 64 KiB or more through a pipe (vmsplice of the
+ * sheets' pages, then splice to /dev/fuse; see reply_spliced), others with
+ * fuse_reply_iov() (writev); the sheets are unpinned once the reply is
+ * written. Requests are never taken by splice (SPLICE_READ), and pages are
+ * never moved (SPLICE_MOVE): the cache reuses its blocks.
  *
  * Everything that would change the tree answers EROFS (the mount is also
  * made read-only, so the kernel usually answers first).
@@ -32,6 +33,7 @@
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +117,11 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
 				  FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE);
+	/* replies by splice only: requests are small, and pages never move (no SPLICE_MOVE) */
+	if (fs->o.splice && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+		fs->splice_write = 1;
+	}
 	if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) &&
 	    (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) && fs->o.kernel_open) {
 		/* every file's mtime is fixed but stats.json's: only it gets invalidated */
@@ -311,6 +318,116 @@ static void read_stats(fuse_req_t req, struct sfs *fs, size_t size, off_t off)
 	free(j);
 }
 
+/*
+ * Spliced replies. The writev of fuse_reply_iov() makes the kernel take a
+ * reference to each 4 KiB page of the reply's source, one page per call
+ * (fuse_copy_fill: iov_iter_get_pages2 of one page), which costs a cold
+ * pass over raw sheets about a tenth of the daemon's time. vmsplice() takes
+ * the same pages 16 to a call into a pipe, and the splice from the pipe to
+ * /dev/fuse (libfuse's fuse_reply_data with the pipe as a descriptor
+ * buffer, moved pipe to pipe) copies from the pipe's pages: still one copy,
+ * into the reader's buffer or page cache. A pipe per thread, made on first
+ * use, 2 MiB (512 pages) so that a 1 MiB reply fits with its piece ends.
+ * Past pipe-max-size (1 MiB by default) only CAP_SYS_RESOURCE grows a pipe;
+ * a 1 MiB pipe takes replies up to about 1 MiB - 12 KiB, and the rest go
+ * by writev (counted in splice_fallbacks). The pipe holds references to the sheet's pages, not
+ * a copy, so nothing may stay in it past the reply: a pipe found not empty
+ * afterwards is closed (its references with it) and made anew.
+ */
+#define SPLICE_PIPE (2u * SFS_MAX_READ)
+#define SPLICE_MIN  (64u << 10) /* smaller replies: writev (libfuse copies under 2 pages) */
+
+static void pipe_close(struct sfs_rbuf *rb)
+{
+	close(rb->pipe_fd[0]);
+	close(rb->pipe_fd[1]);
+	rb->pipe_state = 0;
+}
+
+/* 1 when this thread's pipe is there, made now if need be */
+static int pipe_ready(struct sfs_rbuf *rb)
+{
+	if (rb->pipe_state)
+		return rb->pipe_state > 0;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+		rb->pipe_state = -1;
+		return 0;
+	}
+	/* 2 MiB needs CAP_SYS_RESOURCE or pipe-max-size; 1 MiB, its default, anyone */
+	int got = fcntl(p[1], F_SETPIPE_SZ, (int)SPLICE_PIPE);
+	if (got < 0)
+		got = fcntl(p[1], F_SETPIPE_SZ, (int)SPLICE_PIPE / 2);
+	if (got < (int)SPLICE_PIPE / 2) {
+		close(p[0]);
+		close(p[1]);
+		rb->pipe_state = -1; /* libfuse's own pipe could not grow either */
+		return 0;
+	}
+	rb->pipe_bytes = (size_t)got;
+	rb->pipe_fd[0] = p[0];
+	rb->pipe_fd[1] = p[1];
+	rb->pipe_state = 1;
+	return 1;
+}
+
+/* pipe buffers for the reply: one per page each piece touches */
+static size_t pipe_slots(const struct sfs_rbuf *rb)
+{
+	size_t n = 0;
+	for (int k = 0; k < rb->niov; k++) {
+		size_t at = (uintptr_t)rb->iov[k].iov_base & 4095u;
+		n += (at + rb->iov[k].iov_len + 4095u) / 4096u;
+	}
+	return n;
+}
+
+/*
+ * The pages libfuse's pipe holds for a reply of n bytes, at least: it grows
+ * it to its estimate (3 pages + header + n, fuse_send_data_iov), which the
+ * kernel rounds up to a power of two pages.
+ */
+static size_t libfuse_slots(size_t n)
+{
+	size_t want = (3u * 4096u + 16u + n + 4095u) / 4096u, slots = 1;
+	while (slots < want)
+		slots *= 2;
+	return slots;
+}
+
+/* Answer req from rb through the pipe: 1 when replied, 0 when the caller must. */
+static int reply_spliced(fuse_req_t req, struct sfs *fs, struct sfs_rbuf *rb)
+{
+	if (!fs->splice_write || rb->total < SPLICE_MIN)
+		return 0;
+	/*
+	 * libfuse grows its pipe as far as ours could grow, or answers with a
+	 * copy; +1: the reply's header goes first into libfuse's pipe
+	 */
+	size_t slots = pipe_slots(rb);
+	if (!pipe_ready(rb) || 3u * 4096u + 16u + rb->total > rb->pipe_bytes ||
+	    slots > rb->pipe_bytes / 4096u || slots + 1 > libfuse_slots(rb->total)) {
+		SFS_ADD(fs, splice_fallbacks, 1);
+		return 0;
+	}
+	ssize_t w = vmsplice(rb->pipe_fd[1], rb->iov, (unsigned long)rb->niov, SPLICE_F_NONBLOCK);
+	if (w != (ssize_t)rb->total) {
+		pipe_close(rb); /* drops what went in */
+		SFS_ADD(fs, splice_fallbacks, 1);
+		return 0;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(rb->total);
+	bv.buf[0].flags = FUSE_BUF_IS_FD;
+	bv.buf[0].fd = rb->pipe_fd[0];
+	int r = fuse_reply_data(req, &bv, 0);
+	int left = 0;
+	if (r != 0 || ioctl(rb->pipe_fd[0], FIONREAD, &left) < 0 || left != 0)
+		pipe_close(rb);
+	if (r == 0)
+		SFS_ADD(fs, bytes_spliced, rb->total);
+	return 1;
+}
+
 /* Every other file: bytes from pinned sheets (read.c), unpinned once replied. */
 static void read_file(fuse_req_t req, struct sfs *fs, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
@@ -332,7 +449,7 @@ static void read_file(fuse_req_t req, struct sfs *fs, fuse_ino_t ino, size_t siz
 	SFS_ADD(fs, bytes_served, rb->total);
 	if (rb->flat)
 		fuse_reply_buf(req, (const char *)rb->out, rb->total);
-	else
+	else if (!reply_spliced(req, fs, rb))
 		fuse_reply_iov(req, rb->iov, rb->niov);
 	sfs_rbuf_release(fs, rb);
 }

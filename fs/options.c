@@ -49,6 +49,7 @@ static const struct fuse_opt cli_spec[] = {
 	OPT("cachedir=%s", cachedir),
 	OPT("kernel_open=%s", kopen),
 	OPT("push=%s", push),
+	OPT("splice=%s", splice),
 	OPT("tile=%s", tile),
 	OPT("fit=%s", fit),
 	OPT("background=%s", background),
@@ -67,9 +68,9 @@ static const struct fuse_opt cli_spec[] = {
 
 /* ours, when given without "=VALUE" (FUSE would call them unknown) */
 static const char *const cli_valued[] = {
-	"cache", "prealloc", "prefetch", "epochs", "seed",     "window",
-	"batch", "ranks",    "workers",	 "direct", "cachedir", "kernel_open",
-	"push",	 "tile",     "fit",	 "log",	   "orders",   "background"};
+	"cache", "prealloc", "prefetch", "epochs",   "seed",	    "window", "batch",
+	"ranks", "workers",  "direct",	 "cachedir", "kernel_open", "push",   "splice",
+	"tile",	 "fit",	     "log",	 "orders",   "background"};
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -134,6 +135,8 @@ void sfs_usage(FILE *f)
 		"                     no_open), where it can: no round trip per open (default 1)\n"
 		"  -o push=0|1        store sheets loaded ahead of a batches/ reader into the\n"
 		"                     kernel's page cache as they are decoded (default 1)\n"
+		"  -o splice=0|1      answer reads through a pipe (vmsplice + splice) where the\n"
+		"                     kernel and the pipe size limit allow (default 1)\n"
 		"  -o cachedir=DIR    where packed stores of image folders go (default\n"
 		"                     $XDG_CACHE_HOME/spritefs, or /var/cache/spritefs as root)\n"
 		"  -o tile=HxW[xC]    image folder: the tile its images are packed to (default:\n"
@@ -214,6 +217,7 @@ int sfs_cli_apply(struct sfs_cli *c, struct sfs_opts *o)
 	o->direct = 1;
 	o->kernel_open = 1;
 	o->push = 1;
+	o->splice = 1;
 	if (c->cache) {
 		uint64_t v;
 		if (sprite_parse_size(c->cache, &v) < 0 || v < (1u << 20)) {
@@ -307,6 +311,12 @@ int sfs_cli_apply(struct sfs_cli *c, struct sfs_opts *o)
 			return -1;
 		o->push = (int)d;
 	}
+	if (c->splice) {
+		uint32_t d;
+		if (parse_u32("splice", c->splice, 0, 1, &d))
+			return -1;
+		o->splice = (int)d;
+	}
 	o->foreground = c->foreground || c->debug;
 	o->debug = c->debug;
 	return 0;
@@ -367,6 +377,7 @@ void sfs_cli_free(struct sfs_cli *c)
 	free(c->cachedir);
 	free(c->kopen);
 	free(c->push);
+	free(c->splice);
 	free(c->tile);
 	free(c->fit);
 	free(c->background);

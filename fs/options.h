@@ -18,7 +18,7 @@ struct sfs_opts;
 /* The command line as given: -o values as strings, the positional arguments. */
 struct sfs_cli {
 	char *cache, *prealloc, *prefetch, *epochs, *seed, *window, *batch, *workers, *direct;
-	char *cachedir, *kopen, *push, *tile, *fit, *background;
+	char *cachedir, *kopen, *push, *splice, *tile, *fit, *background;
 	char *ranks, *log, *orders;
 	int allow_other;
 	int foreground, debug, help, version;

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/batch.h"
 #include "common/image.h"
@@ -32,6 +33,10 @@ static void rb_free(void *p)
 	if (!rb)
 		return;
 	SFS_SUB(rb->fs, scratch_bytes, rb->out_cap + rb->gen_cap);
+	if (rb->pipe_state == 1) {
+		close(rb->pipe_fd[0]);
+		close(rb->pipe_fd[1]);
+	}
 	free(rb->out);
 	free(rb->gen);
 	free(rb);

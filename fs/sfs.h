@@ -45,6 +45,7 @@ struct sfs_opts {
 	int direct;	  /* 1: O_DIRECT when the filesystem allows it; 0: buffered */
 	int kernel_open;  /* 1: FUSE no_open when the kernel offers it */
 	int push;	  /* 1: push sheets loaded ahead into the kernel's page cache */
+	int splice;	  /* 1: answer reads through a pipe (vmsplice + splice) where allowed */
 	int foreground, debug;
 	uint64_t orders_bytes; /* -o orders=: epoch orders and plans (epoch.c) */
 	int allow_other;       /* -o allow_other: attributes follow the store (main.c) */
@@ -76,6 +77,7 @@ struct sfs_stats {
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
 	uint64_t room_waits, over_budget_loads; /* cache.c: readers held back; Belady over budget */
 	uint64_t uring_reads, uring_bytes, buffered_reads;
+	uint64_t bytes_spliced, splice_fallbacks; /* ll.c: read replies through a pipe */
 	uint64_t inflight;
 	uint64_t checksum_failures, read_errors;
 	uint64_t decode_ns, sheets_decoded, raw_bytes_decoded;
@@ -146,6 +148,7 @@ struct sfs {
 	size_t dataset_json_len;
 	int pnm_c_ok;	      /* by-class images exist (c is 1 or 3; else .pam) */
 	int no_open;	      /* the kernel opens files without asking us (FUSE no_open) */
+	int splice_write;     /* the kernel takes replies by splice and -o splice=1 (ll.c) */
 	int paths_bad_logged; /* a bad path table was logged (once) */
 	/* .spritefs/skipped.txt: the store's skipped list, read and checked on first read */
 	char *skipped_txt;
@@ -520,6 +523,9 @@ struct sfs_rbuf {
 	size_t total;
 	int direct;	/* an O_DIRECT reader: it has no page cache to push sheets to */
 	struct sfs *fs; /* whose scratch_bytes counts out and gen */
+	int pipe_fd[2]; /* ll.c's splice pipe of this thread, when pipe_state is 1 */
+	int pipe_state; /* 0 not made yet, 1 made, -1 not possible (spliced replies off) */
+	size_t pipe_bytes; /* its size */
 };
 /* Assemble bytes [off, off+size) of file ino (clipped at its end) into rb. */
 int sfs_read_file(struct sfs *fs, uint64_t ino, uint64_t off, size_t size, struct sfs_rbuf *rb);

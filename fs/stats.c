@@ -121,6 +121,9 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(bytes_mapped);
 	C(sheets_pushed);
 	C(bytes_pushed);
+	sprite_str_printf(&s, "  \"splice_write\": %s,\n", fs->splice_write ? "true" : "false");
+	C(bytes_spliced);
+	C(splice_fallbacks);
 	sprite_str_printf(&s, "  \"cache_budget\": %llu,\n", (unsigned long long)fs->o.cache_bytes);
 	sprite_str_printf(&s, "  \"prefetch_depth\": %u,\n", fs->o.prefetch);
 	sprite_str_printf(&s, "  \"orders_budget\": %llu,\n",
