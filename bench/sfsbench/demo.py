@@ -140,7 +140,8 @@ def main(here, argv):
             say("4. spritefs-bench --quick: the same job over tmpfs, the disk and spritefs")
             show(f"spritefs-bench --quick --out {out}")
             rc = subprocess.run([bench, "--quick", "--out", out]).returncode
-            print(f"\nresults: {out}/results.json, plots: {out}/throughput.png {out}/epoch_split.png")
+            pngs = [f"{out}/{f}" for f in ("throughput.png", "epoch_split.png") if os.path.isfile(f"{out}/{f}")]
+            print(f"\nresults: {out}/results.json" + (", plots: " + " ".join(pngs) if pngs else ", no plots"))
             return rc
         return 0
     except KeyboardInterrupt:
