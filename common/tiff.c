@@ -281,6 +281,7 @@ static int tiff_gather(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, int
 			for (uint32_t ty = 0; ty < L->h && r == 0; ty += th)
 				for (uint32_t tx = 0; tx < L->w; tx += tw) {
 					uint32_t ti = TIFFComputeTile(t, tx, ty, 0, (uint16_t)s);
+					memset(buf, 0, (size_t)ts); /* as tiff_read_strip */
 					tmsize_t got = TIFFReadEncodedTile(t, ti, buf, ts);
 					if (got < 0 || got < (tmsize_t)((uint64_t)tw * th * ppix)) {
 						sprite_image_err(
@@ -313,6 +314,7 @@ static int tiff_gather(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg, int
 		}
 		for (uint32_t s = 0; s < planes && r == 0; s++)
 			for (uint32_t y = 0; y < L->h; y++) {
+				memset(buf, 0, (size_t)sl); /* as tiff_read_strip */
 				if (TIFFReadScanline(t, buf, y, (uint16_t)s) < 0) {
 					sprite_image_err(err, name, "plane %u row %u: %s", s, y,
 							 tiff_reason(msg, "read error"));
@@ -435,6 +437,10 @@ static int tiff_read_strip(TIFF *t, uint32_t s, uint8_t *dst, tmsize_t want, str
 		sprite_image_err(err, name, "strip %u: Invalid strip byte count 0, strip %u", s, s);
 		return -SPRITE_ECORRUPT;
 	}
+	/* libtiff can say a damaged deflate strip is whole and leave its end
+	 * unwritten: zeros there, not whatever the buffer held, so that both
+	 * decoders give the same tile */
+	memset(dst, 0, (size_t)want);
 	tmsize_t got = TIFFReadEncodedStrip(t, s, dst, want);
 	if (got < 0) {
 		sprite_image_err(err, name, "strip %u: %s", s, tiff_reason(msg, "read error"));
