@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -59,7 +60,7 @@ struct sfs_prefetch {
 	int efd;
 	int fd; /* O_DIRECT descriptor, or the store's own */
 	int direct;
-	int registered;
+	uint32_t nregistered; /* buffers 0..nregistered-1 are registered with the ring */
 	uint8_t **bufs;
 	uint8_t **mem; /* per buffer slot: the cache block a raw sheet is read into, or NULL */
 	size_t buf_len;
@@ -197,7 +198,7 @@ static void prep_read(struct sfs_prefetch *p, uint32_t sheet, uint32_t b, size_t
 	if (p->mem[b])
 		io_uring_prep_read(sqe, p->fd, p->mem[b] + done, (unsigned)(want - done),
 				   e->offset + done);
-	else if (p->registered)
+	else if (b < p->nregistered)
 		io_uring_prep_read_fixed(sqe, p->fd, p->bufs[b] + done, (unsigned)(want - done),
 					 e->offset + done, (int)b);
 	else
@@ -447,6 +448,33 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Registration pins the I/O buffers once instead of on every read. It is
+ * optional: without CAP_IPC_LOCK the pinned bytes count against
+ * RLIMIT_MEMLOCK (often 8 MiB, under the buffers' 64 MiB), so the soft limit
+ * is raised to the hard one, and where all the buffers still do not fit, as
+ * many as fit are registered (halving); the rest are read into unregistered.
+ * stats.json tells how many are (io_buffers_registered).
+ */
+static void register_bufs(struct sfs_prefetch *p, const struct iovec *iov, uint32_t n)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_MEMLOCK, &rl);
+	}
+	while (n && io_uring_register_buffers(&p->ring, iov, n) != 0)
+		n /= 2;
+	p->nregistered = n;
+}
+
+uint32_t sfs_prefetch_registered(struct sfs *fs, uint32_t *nbufs)
+{
+	struct sfs_prefetch *p = fs->pf;
+	*nbufs = p ? p->nbufs : 0;
+	return p ? p->nregistered : 0;
+}
+
 int sfs_prefetch_start(struct sfs *fs, char *err)
 {
 	struct sfs_prefetch *p = calloc(1, sizeof(*p));
@@ -525,8 +553,7 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < want; b++)
 		iov[b] = (struct iovec){.iov_base = p->bufs[b], .iov_len = p->buf_len};
-	/* registration pins the buffers once instead of on every read; optional */
-	p->registered = io_uring_register_buffers(&p->ring, iov, want) == 0;
+	register_bufs(p, iov, want);
 	free(iov);
 
 	p->nworkers = fs->o.workers ? fs->o.workers : 1;

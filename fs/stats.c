@@ -151,6 +151,9 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	sprite_str_printf(&s, "  \"decode_s\": %.6f,\n", (double)SFS_GET(fs, decode_ns) / 1e9);
 	cpu_json(fs, &s);
 	sprite_str_printf(&s, "  \"io_buffer_bytes\": %llu,\n", (unsigned long long)iobufs);
+	uint32_t nbufs, nreg = sfs_prefetch_registered(fs, &nbufs);
+	sprite_str_printf(&s, "  \"io_buffers\": %u,\n  \"io_buffers_registered\": %u,\n", nbufs,
+			  nreg);
 	sprite_str_printf(&s, "  \"scratch_bytes\": %llu,\n", (unsigned long long)scratch);
 	sprite_str_printf(&s, "  \"memory_in_use\": %llu,\n",
 			  (unsigned long long)(mapped + iobufs + scratch + orders));

@@ -57,6 +57,11 @@ with open(path, "rb") as f:
     f.seek(0)
     two = json.loads(f.read())
 assert two["requests"] > one["requests"] or two["uptime_s"] > one["uptime_s"], "second read of one descriptor is stale"
+# I/O buffers registered with io_uring: some or none, never more than there are; all of
+# them for root, whose pinned memory is not counted against RLIMIT_MEMLOCK (CAP_IPC_LOCK)
+assert 0 < b["io_buffers"] and 0 <= b["io_buffers_registered"] <= b["io_buffers"], b
+if os.geteuid() == 0:
+    assert b["io_buffers_registered"] == b["io_buffers"], b
 print(f"kernel_open={ko}: kernel opens {kernel}, opens seen {b['opens']}, bytes_served {a['bytes_served']} -> {b['bytes_served']}")
 PYEOF
 	sfs_umount "$T/mnt"
