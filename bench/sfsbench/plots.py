@@ -96,10 +96,11 @@ set xtics rotate by 90 right nomirror
         # Bars from the axis' floor, a decade below the smallest measured value, to a decade
         # above the largest: the scale is the data's, whatever its size. A bar whose run was
         # too short to measure (report.py's rule) is hatched grey, and the title says why.
+        from .report import MIN_READ_S, MIN_RUN_S
         title = "spritefs-bench: throughput per medium (same data)"
         if short:
-            title += "\\ngrey hatched: a run too short to measure (under 10 ms, a PyTorch run under " \
-                     "2 s): its bar shows start-up costs, not the medium"
+            title += f"\\ngrey hatched: a run too short to measure (under {1000 * MIN_READ_S:.0f} ms, a " \
+                     f"PyTorch run under {MIN_RUN_S:g} s): its bar shows start-up costs, not the medium"
         gp += f"""set terminal {term} size 1100,{500 * len(panels) + (40 if short else 0)} noenhanced
 set output 'throughput.png'
 set multiplot layout {len(panels)},1 title "{title}"
@@ -108,16 +109,17 @@ set style data boxes
 set style fill solid 0.8 border -1
 set boxwidth 0.7
 set xrange [-0.6:{len(rows) - 0.4}]
-set key top right
+{"set key outside right top vertical" if short else "set key off"}
 """
         for col, key, ptitle, color in panels:
             lo, hi = decades([r.get(key) for r in rows])
             flag = col + 2  # its too_short column
             gp += f"""set yrange [{lo:g}:{hi:g}]
 set title '{ptitle}'
-plot 'throughput.dat' using 0:((${col} > 0 && ${flag} == 0) ? ${col} : 1/0):xtic(1) linecolor rgb '{color}' title 'measured', \\
+plot 'throughput.dat' using 0:((${col} > 0 && ${flag} == 0) ? ${col} : 1/0):xtic(1) linecolor rgb '{color}' title 'measured'"""
+            gp += (f""", \\
      '' using 0:((${col} > 0 && ${flag} == 1) ? ${col} : 1/0) linecolor rgb '#a0a0a0' fill pattern 4 title 'too short to measure'
-"""
+""" if short else "\n")
         gp += "unset multiplot\nunset logscale y\nset style data histograms\nset xrange [*:*]\nset boxwidth 0.8\n"
     if nsplit:
         gp += f"""set terminal {term} size 1100,800 noenhanced
