@@ -40,7 +40,8 @@ struct reader {
 	int fd;	 /* -1: the bytes are at's, len of them */
 	int err; /* errno of a failed read */
 	size_t pos, len;
-	uint64_t total;	   /* bytes read from fd */
+	uint64_t total;	   /* the offset in fd read up to */
+	uint64_t seen;	   /* the furthest total before a reader_seek */
 	const uint8_t *at; /* the bytes being read: buf, or the caller's */
 	uint8_t buf[];	   /* 65536 bytes on a descriptor */
 };
@@ -88,6 +89,9 @@ static int reader_seek(struct reader *r, uint64_t off, char *why)
 		return -e;
 	}
 	r->pos = r->len = 0;
+	if (r->total > r->seen) /* bytes read again are counted once */
+		r->seen = r->total;
+	r->total = off;
 	return 0;
 }
 
@@ -447,8 +451,9 @@ int sprite_rows_decode(int fd, uint64_t size, const struct sprite_sample_spec *s
 		rc = pnm_rows(r, size, sp, tile, got, why);
 	else
 		rc = -EAGAIN;
-	if (got->bytes < r->total) /* (TIFF counts its own reads) */
-		got->bytes = r->total;
+	uint64_t total = r->total > r->seen ? r->total : r->seen;
+	if (got->bytes < total) /* (TIFF counts its own reads) */
+		got->bytes = total;
 	free(r);
 	return rc;
 }

@@ -686,8 +686,12 @@ static int tiff_strip_rows(TIFF *t, struct tiff_layout *L, struct tiff_msg *msg,
 	r = buf && row ? sprite_fit_stream_begin(&fs, L->h, L->w, L->cout, sp->th, sp->tw, sp->tc,
 						 sp->fit, tile)
 		       : -ENOMEM;
-	if (r == 0 && tiff_gray16(L))
+	if (r == 0 && tiff_gray16(L)) {
+		struct tiff_fd *f = TIFFClientdata(t);
+		uint64_t before = f->bytes; /* the strips read again are counted once */
 		r = tiff_strips_as8(t, L, msg, rowsize, rps, buf, "", why);
+		f->bytes = before;
+	}
 	for (uint32_t s = 0, y = 0; r == 0 && y < L->h; s++, y += rps) {
 		uint32_t rows = L->h - y < rps ? L->h - y : rps;
 		/* as the whole-file path says it */
