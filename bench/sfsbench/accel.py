@@ -142,12 +142,15 @@ class Accel:
         return files
 
     def window(self):
-        """The order's window, in sheets: a reader holds about two windows, so that with
-        a budget of a quarter of the store (lz4 shrinks photo tiles by about 1.2x) two
-        windows of sheets of about 4 MiB take two thirds of it at most."""
+        """The order's window, in sheets. A batch of 400 tiles draws on every sheet of the
+        windows it spans, so N ranks reading N batches at once hold about N + 1 windows:
+        with a budget of a quarter of the store (lz4 shrinks photo tiles by about 1.2x),
+        windows of a sixth of it (sheets of about 4 MiB) leave the rest to the ranks in
+        flight. Larger windows make every rank's batch span more sheets (measured: at a
+        third of the budget, 3 ranks' working set outgrew it and the ranks took turns)."""
         nfiles = sum(len(fs) for _, _, fs in os.walk(self.photos))
         budget = parse_size(self.b.cfg.accel_cache) if self.b.cfg.accel_cache else nfiles * TILE_BYTES // 1.2 // 4
-        return max(2, int(budget // (3 * 4 * core.MIB)))
+        return max(2, int(budget // (6 * 4 * core.MIB)))
 
     def bound(self):
         """The bound of T12: fio on the store x its compression ratio, and one lz4 thread x

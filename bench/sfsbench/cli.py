@@ -41,7 +41,7 @@ usage: spritefs-bench [--quick] [--out DIR]
                the PyTorch loader with Resize+CenterCrop as the peer), or accelerators (how
                many emulated accelerators each medium keeps at AU >= 90%: hntrain --emulate
                over spritefs cold and warm, the store on the disk and on tmpfs, and PyTorch
-               decoding the JPEGs; 8,000 photos with ImageNet's shapes, 800 with --quick,
+               decoding the JPEGs; 16,000 photos with ImageNet's shapes, 800 with --quick,
                packed at 224x224x3, the store at least 4x the spritefs budget), or review
                (the experiment of the review "Accelerating Neural Network Training": a residual
                preset trained by hntrain and by PyTorch from one spritefs mount of Fashion-MNIST,
@@ -251,7 +251,7 @@ def check_accel(a, c):
             usage_error(f"--data {c.data}: --dataset accelerators needs a photo folder with a train/ "
                         "folder (train/<class>/<image>)")
         c.data = os.path.realpath(c.data)
-    c.photos_accel = 800 if c.quick else 8000
+    c.photos_accel = 800 if c.quick else 16000
     c.max_accel = 4 if c.quick else 64
 
 
