@@ -7,13 +7,7 @@
 # --profile is refused up front, and no mount or folder is left behind.
 #   usage: bench_accel.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
-BENCH=${1:?bench script}
-export SPRITEFS_BUILD=${2:?build dir}
-PY=/usr/bin/python3
-
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mounts, drop_caches)"; exit 77; }
-[[ -e /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
-[[ -x $PY ]] && $PY -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: no $PY with numpy and PIL"; exit 77; }
+BENCH_PY_MODULES="numpy PIL"
 
 source "$(dirname "$0")/bench_lib.sh"
 

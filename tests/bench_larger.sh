@@ -6,13 +6,6 @@
 # reads more below the working set - a real PNG, and no mount or folder left behind.
 #   usage: bench_larger.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
-BENCH=${1:?bench script}
-export SPRITEFS_BUILD=${2:?build dir}
-PY=/usr/bin/python3
-
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mounts, drop_caches)"; exit 77; }
-[[ -e /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
-[[ -x $PY ]] || { echo "SKIP: no $PY"; exit 77; }
 [[ -d ${SPRITEFS_FMNIST:-/usr/share/datasets/fashion-mnist} ]] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
 command -v fio >/dev/null || { echo "SKIP: no fio (the bound needs it)"; exit 77; }
 

@@ -5,13 +5,6 @@
 # temp folder behind, on any exit path.
 #   usage: bench_quick.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
-BENCH=${1:?bench script}
-export SPRITEFS_BUILD=${2:?build dir}
-PY=/usr/bin/python3
-
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mounts, drop_caches)"; exit 77; }
-[[ -e /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
-[[ -x $PY ]] || { echo "SKIP: no $PY"; exit 77; }
 
 source "$(dirname "$0")/bench_lib.sh"
 

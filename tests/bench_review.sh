@@ -9,13 +9,7 @@
 # spritefs-bench accuracy --quick: the figure it prints is its log's.
 #   usage: bench_review.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
-BENCH=${1:?bench script}
-export SPRITEFS_BUILD=${2:?build dir}
-PY=/usr/bin/python3
-
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mounts)"; exit 77; }
-[[ -e /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
-[[ -x $PY ]] && $PY -c 'import numpy' 2>/dev/null || { echo "SKIP: no $PY with numpy"; exit 77; }
+BENCH_PY_MODULES="numpy"
 [[ -d ${SPRITEFS_FMNIST:-/usr/share/datasets/fashion-mnist} ]] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
 
 source "$(dirname "$0")/bench_lib.sh"
