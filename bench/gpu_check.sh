@@ -39,7 +39,7 @@ CUDNN=$("$PY" -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path
 mkdir -p "$OUT"
 W=$(mktemp -d /tmp/gpu_check.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
-RES=$OUT/results.md
+RES=${RESULTS:-$OUT/results.md}
 : >"$RES"
 say() { echo "$*" | tee -a "$RES"; }
 log() { echo "== $(date +%T) $*"; }
@@ -80,7 +80,7 @@ if has accuracy; then
 	for spec in "r18-flip-bf16 resnet18 flip --amp=bf16" "r18-crop-flip-bf16 resnet18 crop:2,flip --amp=bf16" \
 		"fm-flip resnet-fm flip"; do
 		read -r name model aug amp <<<"$spec"
-		timeout 300 "$HN" --device gpu --data "$FM" --model "$model" --epochs 15 --augment "$aug" \
+		timeout "${ACC_TIMEOUT:-300}" "$HN" --device gpu --data "$FM" --model "$model" --epochs 15 --augment "$aug" \
 			${amp:+$amp} --log "$OUT/acc-$name.jsonl" >"$OUT/acc-$name.log" 2>&1 &
 		ACC+=($!)
 	done
