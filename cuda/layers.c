@@ -84,12 +84,13 @@ static int no_algo(struct hn_cuda *st, const char *what)
  * Choose the three algorithms of one conv for the descriptors as they are
  * now: benchmarked (cudnnFind*) when find is set, with the heuristics
  * (Get*_v7) as fallback and for other batch sizes. The workspace grows to
- * the largest need. fp32 keeps FMA math (no TF32); amp adopts the math type
- * the chosen algorithm was timed with.
+ * the largest need. fp32 keeps FMA math (no TF32) unless --tf32; amp and
+ * --tf32 adopt the math type the chosen algorithm was timed with.
  */
 static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int first_layer)
 {
-	cudnnMathType_t want = st->amp ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+	const int tensor = st->amp || st->cfg.tf32;
+	cudnnMathType_t want = tensor ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 	find = find && st->cfg.fast; /* timings differ run to run: only with --fast */
 	int i;
 	size_t need = 0, sz = 0;
@@ -103,7 +104,7 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 	if (i < 0)
 		return no_algo(st, "forward");
 	c->fa = pf[i].algo;
-	if (st->amp)
+	if (tensor)
 		DNN(cudnnSetConvolutionMathType(c->cf, pf[i].mathType), st->err);
 	DNN(cudnnGetConvolutionForwardWorkspaceSize(st->dnn, c->x, c->w, c->cf, c->y, c->fa, &sz),
 	    st->err);
@@ -118,7 +119,7 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 	if (i < 0)
 		return no_algo(st, "backward-filter");
 	c->wa = pw[i].algo;
-	if (st->amp)
+	if (tensor)
 		DNN(cudnnSetConvolutionMathType(c->cw, pw[i].mathType), st->err);
 	DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(st->dnn, c->x, c->y, c->cw, c->w, c->wa,
 							   &sz),
@@ -135,7 +136,7 @@ static int cu_conv_pick(struct hn_cuda *st, struct hn_conv *c, int find, int fir
 		if (i < 0)
 			return no_algo(st, "backward-data");
 		c->da = pd[i].algo;
-		if (st->amp)
+		if (tensor)
 			DNN(cudnnSetConvolutionMathType(c->cd, pd[i].mathType), st->err);
 		DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(st->dnn, c->w, c->y, c->cd, c->x,
 								 c->da, &sz),

@@ -19,6 +19,8 @@ expect_fail "--optim: expected sgd, momentum or adam" "${D[@]}" --optim rmsprop
 expect_fail "--schedule: expected" "${D[@]}" --schedule linear
 expect_fail "--device: expected cpu or gpu" "${D[@]}" --device tpu
 expect_fail "--fast needs --device gpu" "${D[@]}" --fast
+expect_fail "--tf32 needs --device gpu" "${D[@]}" --tf32
+expect_fail "--tf32 and --amp: choose one" "${D[@]}" --tf32 --amp --device gpu
 expect_fail "--amp needs --device gpu" "${D[@]}" --amp
 expect_fail "--amp needs --device gpu" "${D[@]}" --amp=bf16
 expect_fail "--amp=fp8: fp16 or bf16" "${D[@]}" --amp=fp8 --device gpu

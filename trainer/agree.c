@@ -96,7 +96,8 @@ static int settings(const struct hn_opts *o, const hn_source *src, const struct 
 	snprintf(s[k++], SET_MAX, "--strict %d --skip-bad-sheets %d", o->strict,
 		 o->skip_bad_sheets);
 	snprintf(s[k++], SET_MAX, "--threads %d", o->threads);
-	snprintf(s[k++], SET_MAX, "--device %.20s --amp %d --fast %d", o->device, o->amp, o->fast);
+	snprintf(s[k++], SET_MAX, "--device %.20s --amp %d --fast %d --tf32 %d", o->device, o->amp,
+		 o->fast, o->tf32);
 	snprintf(s[k++], SET_MAX, "--checkpoint %s --checkpoint-every %" PRIu64 " %.17g",
 		 o->checkpoint ? "given" : "none", o->ckpt_every_steps, o->ckpt_every_s);
 	snprintf(s[k++], SET_MAX,

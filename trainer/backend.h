@@ -124,6 +124,7 @@ struct hn_backend_config {
 	int max_batch;	  /* largest batch passed to train/eval */
 	int amp;	  /* gpu: mixed precision: 0 off, HN_AMP_FP16 or HN_AMP_BF16 */
 	int fast;	  /* gpu: fastest conv algorithms, timed, not bit-reproducible */
+	int tf32;	  /* gpu: fp32 convolutions and products on tensor cores (TF32) */
 	int device_index; /* gpu: the rank's local rank on its machine (or the ordinal alone) */
 	int device_ranks; /* gpu: ranks on its machine (0 or 1: alone); cuda/ranks.h picks the GPU
 			   */

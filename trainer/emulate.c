@@ -141,6 +141,7 @@ void hn_emulate_check_opts(struct hn_opts *o)
 		{o->export_path != NULL, "--export"},
 		{o->amp, "--amp"},
 		{o->fast, "--fast"},
+		{o->tf32, "--tf32"},
 		{o->plan, "--plan"},
 		{strcmp(o->device, "cpu") != 0, "--device"},
 		{o->given_test_split && !hn_source_no_test(o->test_split), "--test-split"},

@@ -229,6 +229,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 		.max_batch = o->batch,
 		.amp = o->amp,
 		.fast = o->fast,
+		.tf32 = o->tf32,
 		.device_index = hn_dist()->local_rank, /* one GPU per rank of a machine */
 		.device_ranks = hn_dist()->local_size,
 		.seed = o->seed,

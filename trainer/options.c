@@ -512,6 +512,10 @@ static const struct opt_row rows[] = {
 	{"fast", NONE, .parse = p_flag, .field = F(fast),
 	 .help = "gpu: cuDNN's fastest convolution algorithms, timed at start;\n"
 		 "weights then differ run to run (default: deterministic ones)"},
+	{"tf32", NONE, .parse = p_flag, .field = F(tf32),
+	 .help = "gpu: fp32 convolutions and products on tensor cores with\n"
+		 "TF32 inputs (10-bit mantissa), as PyTorch's default for\n"
+		 "convolutions; still deterministic (default: strict fp32)"},
 	{"emulate", REQ, .parse = p_emulate, .meta = "PROFILE",
 	 .help = "no model: each rank is an emulated accelerator that reads its\n"
 		 "share of every batch and sleeps for the profile's compute\n"
@@ -634,6 +638,10 @@ static void parse_opts(int argc, char **argv, struct hn_opts *o)
 		hn_die(2, "--amp needs --device gpu");
 	if (o->fast && strcmp(o->device, "gpu"))
 		hn_die(2, "--fast needs --device gpu (the cpu backend has one algorithm)");
+	if (o->tf32 && strcmp(o->device, "gpu"))
+		hn_die(2, "--tf32 needs --device gpu (the cpu backend computes in fp32)");
+	if (o->tf32 && o->amp)
+		hn_die(2, "--tf32 and --amp: choose one (--amp computes in 16-bit floats already)");
 }
 
 void hn_opts_parse(int argc, char **argv, struct hn_opts *o)

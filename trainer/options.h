@@ -61,7 +61,7 @@ struct hn_opts {
 	/* --affinity's CPUs (when given); --loader-affinity's, else those the process had */
 	cpu_set_t pin_mask, loader_mask;
 	const char *device;
-	int amp, fast, plan, quiet;
+	int amp, fast, tf32, plan, quiet;
 	int gemm_peak; /* --gemm-peak: a mode of its own, no data (main) */
 	const char *checkpoint, *resume, *log;
 	/* --checkpoint-every N (steps) or Nm (minutes): also between epochs; 0 neither */
