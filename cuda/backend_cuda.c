@@ -199,7 +199,8 @@ static int setup(struct hn_cuda *st, const float *init)
 	BLAS(cublasSetStream(st->blas, st->stream), st->err);
 	BLAS(cublasSetPointerMode(st->blas, CUBLAS_POINTER_MODE_HOST), st->err);
 	/* fp32 stays fp32 (no TF32) unless --tf32; fp16 GemmEx uses tensor cores regardless */
-	BLAS(cublasSetMathMode(st->blas, st->cfg.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+	BLAS(cublasSetMathMode(st->blas,
+			       st->cfg.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
 	     st->err);
 
 	/* parameters, gradients, optimizer state */
@@ -321,7 +322,7 @@ static void describe_device(struct hn_cuda *st)
 			 prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1 << 30),
 			 dv / 10000, (dv % 10000) / 100, dv % 100, bv / 10000, (bv / 100) % 100,
 			 bv % 100,
-			 !st->amp      ? (st->cfg.tf32 ? "fp32 with TF32 tensor cores (--tf32)" : "fp32")
+			 !st->amp ? (st->cfg.tf32 ? "fp32 with TF32 tensor cores (--tf32)" : "fp32")
 			 : cu_bf16(st) ? "amp bf16 + fp32 master weights"
 				       : "amp fp16 + fp32 master weights, loss scaling");
 	if (w < 0) {
