@@ -19,10 +19,12 @@
 #             samples/s against PyTorch eager (bench/torch_step.py)
 #   review    the review's experiment on the GPU: resnet50 at 32x32x3, batch
 #             128, GA 2, AMP fp16/bf16, pinned/pageable, both frameworks
-# PY (default python3) is the Python with torch and torchvision.
+# PY (default python3) is the Python with torch and torchvision. ACC_RUNS:
+# the accuracy runs, "NAME MODEL AUGMENT [HNTRAIN-OPTION]" separated by ';';
+# ACC_TIMEOUT: seconds each may take (300). RESULTS: where results.md goes.
 set -uo pipefail
 if (($# < 3)); then
-	sed -n 2,22p "$0" >&2
+	sed -n 2,24p "$0" >&2
 	exit 2
 fi
 BIN=$(realpath "$1") FM=$(realpath "$2") OUT=$3
@@ -77,8 +79,8 @@ STORES=$!
 ACC=()
 if has accuracy; then
 	log "accuracy runs started (background)"
-	for spec in "r18-flip-bf16 resnet18 flip --amp=bf16" "r18-crop-flip-bf16 resnet18 crop:2,flip --amp=bf16" \
-		"fm-flip resnet-fm flip"; do
+	IFS=';' read -ra specs <<<"${ACC_RUNS:-r18-flip-bf16 resnet18 flip --amp=bf16;r18-crop-flip-bf16 resnet18 crop:2,flip --amp=bf16;fm-flip resnet-fm flip}"
+	for spec in "${specs[@]}"; do
 		read -r name model aug amp <<<"$spec"
 		timeout "${ACC_TIMEOUT:-300}" "$HN" --device gpu --data "$FM" --model "$model" --epochs 15 --augment "$aug" \
 			${amp:+$amp} --log "$OUT/acc-$name.jsonl" >"$OUT/acc-$name.log" 2>&1 &
@@ -93,7 +95,7 @@ if has checks; then
 		rc=$?
 		say "| $t | exit $rc | $(tail -1 "$OUT/$t.log") |"
 	done
-	for amp in "" --amp=bf16; do
+	for amp in "" --amp=bf16 --tf32; do
 		h=()
 		for i in 1 2; do
 			hn "det$i$amp" --data "$FM" --model resnet-fm --limit 8192 --test-split none $amp --quiet
@@ -134,7 +136,8 @@ wait $STORES
 
 if has timing; then
 	log "timing: resnet18 224x224x3 batch 256"
-	for v in "fp32" "fp16 --amp=fp16" "bf16 --amp=bf16" "fp32-fast --fast" "bf16-fast --amp=bf16 --fast"; do
+	for v in "fp32" "tf32 --tf32" "fp16 --amp=fp16" "bf16 --amp=bf16" "tf32-fast --tf32 --fast" \
+		"fp16-fast --amp=fp16 --fast"; do
 		read -r name args <<<"$v"
 		hn "t-$name" --data "$W/s224.sprites" --model resnet18 --batch 256 --epochs 2 --test-split none $args
 		say "| hntrain resnet18 224 b256 $name | $(last_epoch "t-$name") |"
@@ -142,9 +145,10 @@ if has timing; then
 	M=$W/t.matrix
 	: >"$M"
 	for amp in "" fp16 bf16; do
-		echo "--name torch-${amp:-fp32} --model resnet18 --tile 224x224x3 --batch 256 ${amp:+--amp $amp}" >>"$M"
-		echo "--name torch-${amp:-fp32}-tuned --model resnet18 --tile 224x224x3 --batch 256 --channels-last --benchmark ${amp:+--amp $amp}" >>"$M"
+		echo "--name torch-${amp:-tf32} --model resnet18 --tile 224x224x3 --batch 256 ${amp:+--amp $amp}" >>"$M"
+		echo "--name torch-${amp:-tf32}-tuned --model resnet18 --tile 224x224x3 --batch 256 --channels-last --benchmark ${amp:+--amp $amp}" >>"$M"
 	done
+	echo "--name torch-fp32 --model resnet18 --tile 224x224x3 --batch 256 --no-tf32" >>"$M"
 	"$PY" "$HERE/torch_step.py" --matrix "$M" | tee "$OUT/torch-timing.jsonl"
 fi
 

@@ -16,6 +16,9 @@ pageable host memory, or reads it from device memory (--memory device).
   --benchmark      cudnn.benchmark (timed, nondeterministic algorithm choice)
   --channels-last  channels_last memory format (PyTorch's fast layout for
                    convolutions on tensor cores)
+  --no-tf32        strict fp32 (cudnn.allow_tf32 and matmul TF32 off): PyTorch
+                   lets cuDNN use TF32 tensor cores for fp32 convolutions by
+                   default; hntrain's fp32 is strict unless --tf32
 
 Runs --warmup optimizer steps, then times --steps with the device
 synchronised at both ends, and prints one JSON line: samples_per_s, step_ms.
@@ -43,6 +46,7 @@ def parser():
     ap.add_argument("--memory", default="pinned", choices=["pinned", "pageable", "device"])
     ap.add_argument("--benchmark", action="store_true")
     ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--no-tf32", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
@@ -83,6 +87,8 @@ def run(a):
 
     torch.manual_seed(a.seed)
     torch.backends.cudnn.benchmark = a.benchmark
+    torch.backends.cudnn.allow_tf32 = not a.no_tf32
+    torch.backends.cuda.matmul.allow_tf32 = not a.no_tf32
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = build(a.model, c, a.classes, (h, w)).to(dev).to(memory_format=fmt)
@@ -132,6 +138,7 @@ def run(a):
         "device": torch.cuda.get_device_name(), "model": a.model, "tile": [h, w, c],
         "batch": a.batch, "accum": a.accum, "amp": a.amp or None, "memory": a.memory,
         "cudnn_benchmark": a.benchmark, "channels_last": a.channels_last,
+        "tf32": not a.no_tf32 and not a.amp,
         "steps": a.steps, "seconds": dt, "step_ms": 1000 * dt / a.steps,
         "samples_per_s": a.steps * a.batch / dt}))
 
