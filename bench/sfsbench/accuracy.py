@@ -39,7 +39,9 @@ def run(b):
     cmd = [b.p.hntrain, "--data", b.mnt, "--model", c.model, "--epochs", str(c.epochs), "--augment", "flip",
            "--seed", "1", "--log", b.path(log)] + (["--limit", str(c.limit)] if c.limit else []) \
         + (["--test-limit", "1000"] if c.quick else []) \
-        + (["--device", "gpu"] if gpu else ["--threads", str(b.ncpu)])
+        + ((["--device", "gpu"] + ([f"--amp={c.amp}"] if c.amp else [])) if gpu else ["--threads", str(b.ncpu)])
+    if c.amp and not gpu:
+        b.note(f"--amp {c.amp}: no GPU here, so the CPU trains in fp32")
     b.msg(f"2/3 hntrain {c.model}, {c.epochs} epoch(s) on the {'GPU' if gpu else 'CPU'}, through the mount "
           "(the test split evaluated after every epoch)")
     with b.mounted(store, opts="batch=64") as m:

@@ -22,7 +22,7 @@ USAGE = """\
 usage: spritefs-bench [--quick] [--out DIR]
                       [--dataset fashion-mnist|large|larger|photos|accelerators|review|accuracy]
                       [--data PATH [--tile HxW[xC]]] [--profile P] [--keep]
-                      [--no-torch] [--no-gpu] [--runs N] [--model M] [--epochs E] [--limit N]
+                      [--no-torch] [--no-gpu] [--runs N] [--model M] [--epochs E] [--limit N] [--amp P]
        spritefs-bench larger [OPTIONS]    the same as --dataset larger
        spritefs-bench accelerators [OPTIONS]  the same as --dataset accelerators
        spritefs-bench review [OPTIONS]    the same as --dataset review
@@ -71,6 +71,8 @@ usage: spritefs-bench [--quick] [--out DIR]
   --epochs E   epochs per training run, 1-1000 (default 2, quick 1)
   --limit N    samples per split, 0 = all (default: all; quick 3000, large 2000 / quick 400,
                larger all / quick 3000)
+  --amp P      accuracy on a GPU: train in mixed precision, fp16 or bf16 (hntrain --amp=P);
+               the CPU computes in fp32 whatever this says
 Options take their value as the next argument or after '=' (--runs=5).
 
 Needs root for mounting and for dropping the page cache (cold runs); without root the page cache
@@ -138,7 +140,8 @@ class Parser(argparse.ArgumentParser):
 
 def parser():
     p = Parser(prog="spritefs-bench", add_help=False, allow_abbrev=False)
-    for o in ("--out", "--dataset", "--data", "--tile", "--runs", "--model", "--epochs", "--limit", "--profile"):
+    for o in ("--out", "--dataset", "--data", "--tile", "--runs", "--model", "--epochs", "--limit", "--profile",
+              "--amp"):
         p.add_argument(o)
     for o in ("--quick", "--keep", "--no-torch", "--no-gpu"):
         p.add_argument(o, action="store_true")
@@ -166,7 +169,7 @@ def size_ok(name, v):
 
 def check_options(a):
     """The parsed options, checked and completed with their defaults."""
-    for o in ("out", "dataset", "data", "tile", "runs", "model", "epochs", "limit", "profile"):
+    for o in ("out", "dataset", "data", "tile", "runs", "model", "epochs", "limit", "profile", "amp"):
         if getattr(a, o) == "":
             usage_error(f"--{o} needs a value")
     c = types.SimpleNamespace(quick=a.quick, keep=a.keep, torch=not a.no_torch, gpu=not a.no_gpu,
@@ -177,6 +180,11 @@ def check_options(a):
                     "review or accuracy")
     check_accel(a, c)
     check_review(a, c)
+    c.amp = a.amp or ""
+    if c.amp and c.amp not in ("fp16", "bf16"):
+        usage_error(f"--amp {c.amp}: expected fp16 or bf16")
+    if c.amp and c.dataset != "accuracy":
+        usage_error("--amp goes with --dataset accuracy (the review scenario runs both precisions itself)")
     if c.data and c.dataset == "accelerators":
         pass
     elif c.data:
