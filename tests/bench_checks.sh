@@ -47,7 +47,7 @@ bad_case "--runs abc: expected a whole number" - --runs abc
 bad_case "--runs 0: expected a whole number" - --runs 0
 bad_case "--runs needs a value" - --runs=
 bad_case "--epochs abc: expected a whole number" - --epochs abc
-bad_case "--amp fp8: expected fp16 or bf16" - accuracy --amp fp8
+bad_case "--amp fp8: expected fp16 or bf16" - --dataset accuracy --amp fp8
 bad_case "--amp goes with --dataset accuracy" - --amp bf16
 bad_case "--epochs 0: expected a whole number" - --epochs 0
 bad_case "--limit abc: expected a whole number" - --limit abc
