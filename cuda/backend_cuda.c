@@ -397,10 +397,13 @@ static int hn_cuda_create(const struct hn_model *m, const struct hn_optim *o,
 	st->staged = -1;
 	st->dev = dev;
 	st->amp = cfg->amp;
-	st->profile = getenv("HNTRAIN_CUDA_PROFILE") && *getenv("HNTRAIN_CUDA_PROFILE");
+	const char *prof = getenv("HNTRAIN_CUDA_PROFILE");
+	st->profile = prof && *prof;
 	st->dt = !st->amp ? CUDNN_DATA_FLOAT : cu_bf16(st) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
 	st->ht = cu_bf16(st) ? CUDA_R_16BF : CUDA_R_16F;
 	r = setup(st, init);
+	if (r >= 0 && st->profile && !strcmp(prof, "layers"))
+		r = cu_lprof_init(st);
 	if (r < 0) {
 		snprintf(err, HN_ERR_MAX, "%s", st->err[0] ? st->err : "gpu: setup failed");
 		hn_cuda_destroy(st);
@@ -417,8 +420,10 @@ static void hn_cuda_destroy(void *state)
 	if (!st)
 		return;
 	cudaSetDevice(st->dev);
-	if (st->profile)
+	if (st->profile) {
 		ph_report(st);
+		cu_lprof_report(st);
+	}
 	if (st->stream)
 		cudaStreamSynchronize(st->stream);
 	if (st->copy_stream)
@@ -453,6 +458,7 @@ static void hn_cuda_destroy(void *state)
 		cudaEventDestroy(st->ev_copied[0]);
 	if (st->events_made > 3)
 		cudaEventDestroy(st->ev_copied[1]);
+	cu_lprof_free(st);
 	if (st->copy_stream)
 		cudaStreamDestroy(st->copy_stream);
 	if (st->stream)

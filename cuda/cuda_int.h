@@ -65,6 +65,8 @@ enum {
 	CU_PH_COUNT
 };
 
+#define CU_LAYER_KINDS (HN_LAYER_ADD + 1)
+
 struct hn_cuda {
 	struct hn_model m;
 	struct hn_optim o;
@@ -76,8 +78,13 @@ struct hn_cuda {
 	double ph_dev_s[2];	     /* the calls' event time (res->compute_s) */
 	uint64_t ph_calls[2];
 	uint64_t ph_resets[2]; /* calls that changed the batch size (cu_conv_set_n's work) */
-	cudnnDataType_t dt;    /* conv tensors: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16 */
-	cudaDataType_t ht;     /* amp: the 16-bit type for cuBLAS, CUDA_R_16F or CUDA_R_16BF */
+	/* HNTRAIN_CUDA_PROFILE=layers (lprof.c): events around each layer, ms per kind */
+	cudaEvent_t *lev;
+	int lev_made;
+	uint64_t lprof_seen, lprof_steps;
+	double lprof_ms[2][CU_LAYER_KINDS]; /* [forward, backward][enum hn_layer_kind] */
+	cudnnDataType_t dt;		    /* conv tensors: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16 */
+	cudaDataType_t ht; /* amp: the 16-bit type for cuBLAS, CUDA_R_16F or CUDA_R_16BF */
 
 	cudaStream_t stream, copy_stream;
 	cudaEvent_t ev_start, ev_stop, ev_copied[2];
@@ -254,6 +261,11 @@ int cu_conv_forward(struct hn_cuda *st, int i, int n);
 int cu_conv_backward(struct hn_cuda *st, int i, int n);
 /* Forward through every layer to the loss (train: dropout on, for step); backward from it. */
 int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step);
+int cu_lprof_init(struct hn_cuda *st);
+int cu_lprof_mark(struct hn_cuda *st, int pass, int i);
+int cu_lprof_collect(struct hn_cuda *st);
+void cu_lprof_report(const struct hn_cuda *st);
+void cu_lprof_free(struct hn_cuda *st);
 int cu_backward(struct hn_cuda *st, int n, uint64_t step);
 
 #endif

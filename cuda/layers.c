@@ -449,6 +449,8 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 		const struct hn_layer *l = &st->m.layers[i];
 		float *x = cu_act(st, i), *y = cu_act(st, i + 1);
 		size_t cnt = (size_t)n * cu_layer_out(l);
+		if (train)
+			TRY(cu_lprof_mark(st, 0, i));
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			TRY(cu_conv_forward(st, i, n));
@@ -507,7 +509,7 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 			break;
 		}
 	}
-	return 0;
+	return train ? cu_lprof_mark(st, 0, st->m.nlayers) : 0;
 }
 
 int cu_backward(struct hn_cuda *st, int n, uint64_t step)
@@ -517,6 +519,7 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 		float *x = cu_act(st, i), *y = cu_act(st, i + 1);
 		float *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
 		size_t cnt = (size_t)n * cu_layer_out(l);
+		TRY(cu_lprof_mark(st, 1, i + 1));
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			TRY(cu_conv_backward(st, i, n));
@@ -586,7 +589,8 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 		}
 		}
 	}
-	return 0;
+	TRY(cu_lprof_mark(st, 1, 0));
+	return cu_lprof_collect(st);
 }
 
 /* ---- model checks ---- */
