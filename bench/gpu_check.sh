@@ -142,6 +142,13 @@ if has timing; then
 		hn "t-$name" --data "$W/s224.sprites" --model resnet18 --batch 256 --epochs 2 --test-split none $args
 		say "| hntrain resnet18 224 b256 $name | $(last_epoch "t-$name") |"
 	done
+	# where the step's device time goes, per layer kind (the runs' own rates are not the step's)
+	for v in "tf32 --tf32" "fp16 --amp=fp16"; do
+		read -r name args <<<"$v"
+		HNTRAIN_CUDA_PROFILE=layers hn "prof-$name" --data "$W/s224.sprites" --model resnet18 --batch 256 \
+			--epochs 1 --test-split none $args
+		grep "gpu layer profile" "$OUT/prof-$name.log" | sed "s/^/| $name | /; s/$/ |/" | tee -a "$RES"
+	done
 	M=$W/t.matrix
 	: >"$M"
 	for amp in "" fp16 bf16; do
