@@ -51,6 +51,8 @@ struct gc {
 	float *x, *w, *b, *out, *r;
 	float *dx, *dw, *db;
 	float *col, *tmp, *dcol, *mask;
+	int wino;	     /* conv2d by Winograd (wino.c), with these: */
+	float *U, *dU, *ws; /* transformed filters, their gradient, scratch */
 	int32_t *idx;
 	size_t xn, wn, bn, on;
 };
@@ -103,6 +105,11 @@ static void run_forward(struct gc *g)
 		hn_avgpool_forward(g->out, g->x, g->n, &g->l);
 		break;
 	case HN_LAYER_CONV2D:
+		if (g->wino) {
+			hn_wino_filters(g->U, g->w, &g->l, 0, g->l.out_c);
+			hn_wino_forward(g->out, g->col, g->ws, g->x, g->U, g->b, g->n, &g->l, 0);
+			break;
+		}
 		hn_conv2d_forward(g->out, g->col, g->tmp, g->x, g->w, g->b, g->n, &g->l, 0);
 		break;
 	case HN_LAYER_DENSE:
@@ -133,6 +140,13 @@ static void run_backward(struct gc *g)
 		hn_avgpool_backward(g->dx, g->r, g->n, &g->l);
 		break;
 	case HN_LAYER_CONV2D:
+		if (g->wino) {
+			memset(g->dU, 0, sizeof(float) * 16 * g->l.out_c * g->l.in_c);
+			hn_wino_backward(g->dx, g->dU, g->db, g->col, g->ws, g->r, NULL, g->x, g->U,
+					 g->n, &g->l, 1);
+			hn_wino_dfilters(g->dw, g->dU, &g->l);
+			break;
+		}
 		hn_conv2d_backward(g->dx, g->dw, g->db, g->col, g->tmp, g->dcol, g->r, NULL, g->x,
 				   g->w, g->n, &g->l, 1);
 		break;
@@ -212,6 +226,10 @@ static void gc_alloc(struct gc *g)
 	size_t cn = l->kind == HN_LAYER_CONV2D ? hn_conv2d_col_floats(l, g->n) : 1;
 	g->col = calloc(cn, sizeof(float));
 	g->dcol = calloc(cn, sizeof(float));
+	size_t un = (size_t)16 * l->out_c * l->in_c;
+	g->U = calloc(un + 1, sizeof(float));
+	g->dU = calloc(un + 1, sizeof(float));
+	g->ws = calloc(l->kind == HN_LAYER_CONV2D ? hn_wino_ws_floats(l, g->n) : 1, sizeof(float));
 	fill(g->r, g->on, -1, 1);
 	fill(g->w, g->wn, -0.5f, 0.5f);
 	fill(g->b, g->bn, -0.5f, 0.5f);
@@ -221,6 +239,7 @@ static void gc_free(struct gc *g)
 {
 	free(g->x), free(g->dx), free(g->out), free(g->r), free(g->tmp), free(g->mask);
 	free(g->idx), free(g->w), free(g->dw), free(g->b), free(g->db), free(g->col), free(g->dcol);
+	free(g->U), free(g->dU), free(g->ws);
 }
 
 static void gc_run(struct gc *g, float eps)
@@ -234,12 +253,12 @@ static void gc_run(struct gc *g, float eps)
 	}
 }
 
-static void check_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
+static void check_conv_by(int c, int h, int w, int oc, int k, int s, int p, int n, int wino)
 {
 	char what[96];
-	struct gc g = {.n = n, .what = what};
-	snprintf(what, sizeof what, "conv2d c%d %dx%d oc%d k%d s%d p%d n%d", c, h, w, oc, k, s, p,
-		 n);
+	struct gc g = {.n = n, .what = what, .wino = wino};
+	snprintf(what, sizeof what, "conv2d%s c%d %dx%d oc%d k%d s%d p%d n%d",
+		 wino ? " (Winograd)" : "", c, h, w, oc, k, s, p, n);
 	g.l = (struct hn_layer){.kind = HN_LAYER_CONV2D,
 				.in_c = c,
 				.in_h = h,
@@ -253,9 +272,18 @@ static void check_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 	g.l.w_len = (size_t)oc * c * k * k;
 	g.l.b_len = (size_t)oc;
 	gc_alloc(&g);
+	if (wino && !hn_wino_fits(&g.l)) {
+		fprintf(stderr, "FAIL: %s: not taken by Winograd\n", what);
+		failures++;
+	}
 	fill(g.x, g.xn, -1, 1);
 	gc_run(&g, 1e-2f);
 	gc_free(&g);
+}
+
+static void check_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
+{
+	check_conv_by(c, h, w, oc, k, s, p, n, 0);
 }
 
 static void check_dense(int in_f, int out_f, int n)
@@ -650,6 +678,18 @@ int main(void)
 	setenv("HN_CPU_CHUNK", "2", 1);
 	check_model("c4k3p1nb-bn-r-res4-res6s2p-gap", 1, 8, 8, 5, 5, 3);
 	check_model("c4k3p1nb-bn-r-bot2p-bot3s2p-gap-d6-r", 1, 6, 6, 4, 5, 3);
+	unsetenv("HN_CPU_CHUNK");
+	/*
+	 * Winograd F(2x2, 3x3) convolutions (16 or more input channels): odd and
+	 * even sizes, pad 0, 1 and 2; then through the backend, where the
+	 * filters' gradient is gathered over chunks before the update.
+	 */
+	check_conv_by(16, 6, 6, 3, 3, 1, 1, 2, 1);
+	check_conv_by(16, 7, 5, 4, 3, 1, 0, 2, 1);
+	check_conv_by(17, 5, 6, 2, 3, 1, 2, 1, 1);
+	check_model("c16k3p1nb-bn-r-res16-gap", 1, 6, 6, 3, 4, 1);
+	setenv("HN_CPU_CHUNK", "2", 1);
+	check_model("c16k3p1-r-c16k3-r-gap", 1, 7, 7, 3, 5, 3);
 	unsetenv("HN_CPU_CHUNK");
 	if (failures) {
 		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);

@@ -8,7 +8,8 @@
  * im2col/col2im are adjoint (<im2col x, y> = <x, col2im y>), the fused
  * bias+ReLU paths equal the unfused composition in forward and backward,
  * dropout's mask rate, scale and reproducibility, the input conversion, and
- * the model builder's shapes, parameter counts, spec errors and seeded init.
+ * the model builder's shapes, parameter counts, spec errors and seeded init;
+ * the Winograd convolutions (wino.c) against im2col's, forward and backward.
  * Exit 0 pass, 1 fail (each failure names the layer and configuration).
  */
 #include <math.h>
@@ -145,6 +146,81 @@ static void test_conv(int c, int h, int w, int oc, int k, int s, int p, int n)
 	free(dout), free(gated), free(dcol), free(dw1), free(dw2), free(db1), free(db2);
 	free(din1), free(din2), free(y), free(back);
 	free(in), free(wt), free(b), free(col), free(tmp), free(out), free(ref);
+}
+
+/* Worst |a-b| / (1 + |b|) of two float tensors. */
+static double max_err_f(const float *a, const float *b, size_t n)
+{
+	double e = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]) / (1.0 + fabs((double)b[i]));
+		if (!(d <= e))
+			e = d;
+	}
+	return e;
+}
+
+/*
+ * Winograd F(2x2, 3x3) (wino.c) against im2col's conv2d, which test_conv holds
+ * to the direct loops: forward (plain and fused ReLU) and backward (input,
+ * filter and bias gradients) within fp32 rounding, and the fused-ReLU
+ * backward equal to the plain one on the gated gradient, bit for bit.
+ */
+static void test_wino(int c, int h, int w, int oc, int p, int n)
+{
+	struct hn_layer l = conv_layer(c, h, w, oc, 3, 1, p);
+	if (!hn_wino_fits(&l)) {
+		FAIL("Winograd does not take c%d %dx%d oc%d p%d", c, h, w, oc, p);
+		return;
+	}
+	size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * oc * l.out_h * l.out_w;
+	size_t wn = (size_t)oc * c * 9, cn = hn_conv2d_col_floats(&l, n), un = 16 * (size_t)oc * c;
+	float *in = rand_floats(in_n, -1, 1), *wt = rand_floats(wn, -1, 1);
+	float *b = rand_floats((size_t)oc, -1, 1), *dout = rand_floats(out_n, -1, 1);
+	float *col = malloc(sizeof(float) * cn), *dcol = malloc(sizeof(float) * cn);
+	float *tmp = malloc(sizeof(float) * out_n), *ref = malloc(sizeof(float) * out_n);
+	float *out = malloc(sizeof(float) * out_n), *gated = malloc(sizeof(float) * out_n);
+	float *U = malloc(sizeof(float) * un), *dU = calloc(un, sizeof(float));
+	float *ws = malloc(sizeof(float) * hn_wino_ws_floats(&l, n));
+	float *din[3], *dw[3], *db[3];
+	for (int k = 0; k < 3; k++) {
+		din[k] = malloc(sizeof(float) * in_n);
+		dw[k] = calloc(wn, sizeof(float));
+		db[k] = calloc((size_t)oc, sizeof(float));
+	}
+	if (hn_wino_v_floats(&l, n) > cn)
+		FAIL("Winograd c%d %dx%d: V takes more than im2col's matrix", c, h, w);
+	hn_wino_filters(U, wt, &l, 0, oc / 2);
+	hn_wino_filters(U, wt, &l, oc / 2, oc); /* in two parts, as the team makes it */
+	for (int relu = 0; relu < 2; relu++) {
+		hn_conv2d_forward(ref, col, tmp, in, wt, b, n, &l, relu);
+		hn_wino_forward(out, col, ws, in, U, b, n, &l, relu);
+		double e = max_err_f(out, ref, out_n);
+		if (e > 1e-5)
+			FAIL("Winograd forward%s c%d %dx%d oc%d p%d n%d: error %g", relu ? "+relu" : "",
+			     c, h, w, oc, p, n, e);
+	}
+	/* out holds the fused-ReLU output: backward through its mask, three ways */
+	for (size_t i = 0; i < out_n; i++)
+		gated[i] = out[i] > 0 ? dout[i] : 0;
+	hn_conv2d_backward(din[0], dw[0], db[0], col, tmp, dcol, gated, NULL, in, wt, n, &l, 0);
+	hn_wino_backward(din[1], dU, db[1], col, ws, dout, out, in, U, n, &l, 0);
+	hn_wino_dfilters(dw[1], dU, &l);
+	memset(dU, 0, sizeof(float) * un);
+	hn_wino_backward(din[2], dU, db[2], col, ws, gated, NULL, in, U, n, &l, 1);
+	hn_wino_dfilters(dw[2], dU, &l);
+	double e = fmax(fmax(max_err_f(din[1], din[0], in_n), max_err_f(dw[1], dw[0], wn)),
+			max_err_f(db[1], db[0], (size_t)oc));
+	if (e > 1e-4)
+		FAIL("Winograd backward c%d %dx%d oc%d p%d n%d: error %g", c, h, w, oc, p, n, e);
+	if (memcmp(din[1], din[2], sizeof(float) * in_n) ||
+	    memcmp(dw[1], dw[2], sizeof(float) * wn) || memcmp(db[1], db[2], sizeof(float) * oc))
+		FAIL("Winograd fused-relu backward differs from gated plain backward (c%d p%d)", c,
+		     p);
+	for (int k = 0; k < 3; k++)
+		free(din[k]), free(dw[k]), free(db[k]);
+	free(in), free(wt), free(b), free(dout), free(col), free(dcol), free(tmp), free(ref);
+	free(out), free(gated), free(U), free(dU), free(ws);
 }
 
 static void test_pool(int c, int h, int w, int k, int s, int n)
@@ -418,6 +494,12 @@ int main(void)
 	test_conv(2, 6, 7, 3, 1, 1, 0, 2);
 	test_conv(3, 10, 10, 4, 4, 3, 1, 2);
 	test_conv(1, 5, 5, 2, 5, 1, 0, 1);
+	/* c, h, w, oc, pad, n: Winograd, even and odd sizes, pad 0-2, resnet's 4x4 */
+	test_wino(16, 14, 14, 32, 1, 3);
+	test_wino(32, 13, 13, 64, 0, 2);
+	test_wino(16, 7, 9, 5, 2, 2);
+	test_wino(64, 4, 4, 64, 1, 4);
+	test_wino(16, 3, 2, 3, 1, 1);
 	/* c, h, w, k, stride, n */
 	test_pool(3, 26, 26, 2, 2, 2);
 	test_pool(2, 11, 11, 2, 2, 2);

@@ -24,7 +24,11 @@
  * one chunk. A ReLU after a conv or dense layer is fused into it, and every
  * ReLU runs in place. A conv keeps its forward im2col matrix for the filter
  * gradient unless all of them would take more than KEEP_COL_BYTES (large
- * images), in which case backward rebuilds it.
+ * images), in which case backward rebuilds it. A 3x3 stride-1 conv of 16 or
+ * more input channels runs by Winograd's F(2x2, 3x3) instead (wino.c): its
+ * transformed input takes the im2col matrix's place, its transformed filters
+ * are made once per update (wu), and its filter gradient is gathered per
+ * member in that domain (du) and turned into the weights' before the fold.
  *
  * Determinism: the split of samples and parameters depends only on the
  * thread count and batch size, every reduction runs in a fixed order, and
@@ -94,7 +98,7 @@ static size_t layout(struct cpu_state *st, char *base)
 {
 	const struct hn_model *m = &st->m;
 	const size_t B = (size_t)st->max_batch, C = (size_t)st->chunk, R = (size_t)st->rows;
-	size_t at = 0, max_tmp = 0, max_col = 0;
+	size_t at = 0, max_tmp = 0, max_col = 0, max_ws = 0;
 
 	/*
 	 * Gradients inside the spatial stage live only while their chunk is
@@ -140,7 +144,13 @@ static size_t layout(struct cpu_state *st, char *base)
 			size_t cf = hn_conv2d_col_floats(l, (int)rows);
 			if (cf > max_col)
 				max_col = cf;
+			size_t wf = st->wino[i] ? hn_wino_ws_floats(l, (int)rows) : 0;
+			if (wf > max_ws)
+				max_ws = wf;
 		}
+		st->wu[i] = st->wino[i] ? take(base, &at,
+						       16 * sizeof(float) * l->out_c * l->in_c)
+					: NULL;
 		if (l->kind == HN_LAYER_MAXPOOL)
 			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
 		if (l->kind == HN_LAYER_DROPOUT)
@@ -161,6 +171,7 @@ static size_t layout(struct cpu_state *st, char *base)
 		mb->tmp = take(base, &at, sizeof(float) * max_tmp);
 		mb->dcol = take(base, &at, sizeof(float) * max_col);
 		mb->col = st->keep_col ? NULL : take(base, &at, sizeof(float) * max_col);
+		mb->ws = max_ws ? take(base, &at, sizeof(float) * max_ws) : NULL;
 		mb->dact[0] = NULL;
 		for (int i = 0; i < m->nlayers; i++) {
 			const struct hn_layer *l = &m->layers[i];
@@ -175,6 +186,10 @@ static size_t layout(struct cpu_state *st, char *base)
 			mb->bnp[i] =
 				m->layers[i].kind == HN_LAYER_BATCHNORM
 					? take(base, &at, 2 * sizeof(double) * m->layers[i].in_c)
+					: NULL;
+			mb->du[i] = st->wino[i] ? take(base, &at,
+						       16 * sizeof(float) * m->layers[i].out_c *
+							       m->layers[i].in_c)
 					: NULL;
 			mb->dskip[i] = m->layers[i].kind == HN_LAYER_SAVE
 					       ? take(base, &at,
@@ -272,6 +287,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE || k == HN_LAYER_ADD) &&
 			       i + 1 < m->nlayers && m->layers[i + 1].kind == HN_LAYER_RELU;
 		st->need_din[i] = below[m->layers[i].from ? m->layers[i].from : i];
+		st->wino[i] = hn_wino_fits(&m->layers[i]);
 	}
 
 	st->nopt = m->nparams * (size_t)hn_optim_state_per_param(o->kind);
@@ -302,10 +318,35 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 	}
 	if (init)
 		memcpy(st->params, init, sizeof(float) * m->nparams);
+	st->wu_stale = 1;
 	snprintf(st->desc, sizeof st->desc, "cpu: %s, %d threads (%d-sample chunks)",
 		 openblas_get_config(), st->nthreads, st->chunk);
 	*state = st;
 	return 0;
+}
+
+/* Each member's Winograd filter gradients into its own gradients, and zeroed. */
+static void dfilters_member(void *arg, int tid, int nthreads)
+{
+	struct cpu_state *st = arg;
+	struct member_buf *mb = &st->mb[tid];
+	(void)nthreads;
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		if (!st->wino[i])
+			continue;
+		hn_wino_dfilters(mb->grads + l->w_off, mb->du[i], l);
+		memset(mb->du[i], 0, 16 * sizeof(float) * l->out_c * l->in_c);
+	}
+}
+
+/* Before the members' gradients are folded: their Winograd parts in (dfilters_member). */
+static void flush_dfilters(struct cpu_state *st)
+{
+	if (!st->du_dirty)
+		return;
+	hn_team_run(st->team, dfilters_member, st);
+	st->du_dirty = 0;
 }
 
 /* Member tid's slice [p0, p1) of the parameters, for folding and updating. */
@@ -445,7 +486,9 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 		struct step_job j = {.st = st, .lr = lr, .t = step};
 		if (res)
 			memset(res, 0, sizeof *res);
+		flush_dfilters(st);
 		hn_team_run(st->team, update_member, &j);
+		st->wu_stale = 1;
 		st->micro = 0;
 		st->folded = 0;
 		return 0;
@@ -467,8 +510,11 @@ static int cpu_train_step(void *state, const uint8_t *tiles, const uint16_t *lab
 	hn_cpu_run_step(st, &j);
 	sum_results(st, res);
 	st->micro++;
+	st->du_dirty = 1;
 	if (apply) {
+		flush_dfilters(st);
 		hn_team_run(st->team, update_member, &j);
+		st->wu_stale = 1;
 		st->micro = 0;
 		st->folded = 0;
 	}
@@ -484,6 +530,7 @@ static float *cpu_grads(void *state)
 {
 	struct cpu_state *st = state;
 	struct step_job j = {.st = st};
+	flush_dfilters(st);
 	hn_team_run(st->team, fold_member, &j);
 	st->folded = 1;
 	return st->grads;
@@ -522,6 +569,7 @@ static int cpu_set_params(void *state, const float *params)
 {
 	struct cpu_state *st = state;
 	memcpy(st->params, params, sizeof(float) * st->m.nparams);
+	st->wu_stale = 1;
 	return 0;
 }
 

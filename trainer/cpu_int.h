@@ -16,6 +16,8 @@
 /* What one team member owns: its scratch, its chunk-sized gradients, its weight gradients. */
 struct member_buf {
 	float *tmp, *dcol, *col;	/* col: shared im2col when not kept per layer */
+	float *ws;			/* Winograd convolutions' scratch, or NULL */
+	float *du[HN_MAX_LAYERS];	/* Winograd conv i: its filters' gradient, transformed */
 	float *dact[HN_MAX_LAYERS + 1]; /* gradients w.r.t. act (dact[0] unused) */
 	float *grads;			/* member 0: the state's grads; others: own */
 	double *bnp[HN_MAX_LAYERS];	/* batchnorm i: this member's 2 x C partial sums */
@@ -47,6 +49,10 @@ struct cpu_state {
 	float *probs;
 	struct member_buf mb[HN_TEAM_MAX];
 	int fused[HN_MAX_LAYERS];     /* layer i (conv/dense) carries the ReLU i+1 */
+	int wino[HN_MAX_LAYERS];      /* conv i runs by Winograd (wino.c) */
+	float *wu[HN_MAX_LAYERS];     /* its transformed filters, made from params */
+	int wu_stale;		      /* params changed since wu was made */
+	int du_dirty;		      /* members' du hold gradients not yet in their grads */
 	int dfull[HN_MAX_LAYERS + 1]; /* dact[i] holds the member's rows (else one chunk) */
 	int need_din[HN_MAX_LAYERS];  /* some layer below i has parameters */
 	int keep_col;

@@ -28,6 +28,13 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 		size_t of = out_floats(l), count = (size_t)n * of;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
+			if (st->wino[i]) {
+				hn_wino_forward(out, col_at(st, tid, i, s0), st->mb[tid].ws, in,
+						st->wu[i],
+						l->b_len ? st->params + l->b_off : NULL, n, l,
+						st->fused[i]);
+				break;
+			}
 			hn_conv2d_forward(out, col_at(st, tid, i, s0), st->mb[tid].tmp, in,
 					  st->params + l->w_off,
 					  l->b_len ? st->params + l->b_off : NULL, n, l,
@@ -82,6 +89,14 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 		float *relu_out = st->fused[i] ? act_at(st, i + 1, s0) : NULL;
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
+			if (st->wino[i]) {
+				hn_wino_backward(din, st->mb[tid].du[i],
+						 l->b_len ? grads + l->b_off : NULL,
+						 col_at(st, tid, i, s0), st->mb[tid].ws, dout,
+						 relu_out, act_at(st, src, s0), st->wu[i], n, l,
+						 st->keep_col);
+				break;
+			}
 			hn_conv2d_backward(din, grads + l->w_off,
 					   l->b_len ? grads + l->b_off : NULL,
 					   col_at(st, tid, i, s0), st->mb[tid].tmp,
@@ -254,13 +269,33 @@ static void join_sums(struct cpu_state *st, int i, int fwd, int n, float scale)
 	}
 }
 
+/* Winograd layers' transformed filters from the parameters, output channels split by member. */
+static void filters_member(void *arg, int tid, int nthreads)
+{
+	struct cpu_state *st = arg;
+	for (int i = 0; i < st->m.nlayers; i++) {
+		const struct hn_layer *l = &st->m.layers[i];
+		long oc0, oc1;
+		if (!st->wino[i])
+			continue;
+		hn_team_split(l->out_c, tid, nthreads, &oc0, &oc1);
+		hn_wino_filters(st->wu[i], st->params + l->w_off, l, (int)oc0, (int)oc1);
+	}
+}
+
 /*
  * A whole forward (and, training, backward) pass over the batch of j: one
- * dispatch, or one per batchnorm cut and direction (see struct step_job).
+ * dispatch, or one per batchnorm cut and direction (see struct step_job),
+ * after one that transforms the Winograd layers' filters when the weights
+ * changed.
  */
 void hn_cpu_run_step(struct cpu_state *st, struct step_job *j)
 {
 	const int L = st->m.nlayers, nbn = j->train ? st->nbn : 0;
+	if (st->wu_stale) {
+		hn_team_run(st->team, filters_member, st);
+		st->wu_stale = 0;
+	}
 	j->loss = 0;
 	j->ba = j->bb = 0;
 	j->bn_bwd = -1;

@@ -61,6 +61,29 @@ void hn_im2col(float *restrict col, const float *restrict in, int n, const struc
 void hn_col2im(float *restrict din, const float *restrict dcol, int n, const struct hn_layer *l);
 
 /*
+ * conv2d by Winograd's F(2x2, 3x3) (wino.c), for the layers hn_wino_fits
+ * takes: 3x3, stride 1, 16 or more input channels, an output of at least 2x2
+ * (HN_CPU_WINOGRAD=0 takes none). Same arguments as hn_conv2d_*, but:
+ * V:  the transformed input, hn_wino_v_floats(l, n) floats, no more than
+ *     hn_conv2d_col_floats(l, n); forward leaves it for backward (v_valid).
+ * ws: scratch, hn_wino_ws_floats(l, n) floats.
+ * U:  the transformed filters, 16 * out_c * in_c floats, in place of w:
+ *     hn_wino_filters makes those of output channels [oc0, oc1) from w.
+ * dU: in place of dw, as many floats as U: backward ADDS the filters'
+ *     gradient in the transformed domain; hn_wino_dfilters adds it into dw.
+ */
+int hn_wino_fits(const struct hn_layer *l);
+size_t hn_wino_v_floats(const struct hn_layer *l, int n);
+size_t hn_wino_ws_floats(const struct hn_layer *l, int n);
+void hn_wino_filters(float *U, const float *w, const struct hn_layer *l, int oc0, int oc1);
+void hn_wino_dfilters(float *dw, const float *dU, const struct hn_layer *l);
+void hn_wino_forward(float *out, float *V, float *ws, const float *in, const float *U,
+		     const float *b, int n, const struct hn_layer *l, int relu);
+void hn_wino_backward(float *din, float *dU, float *db, float *V, float *ws, const float *dout,
+		      const float *out_relu, const float *in, const float *U, int n,
+		      const struct hn_layer *l, int v_valid);
+
+/*
  * maxpool: idx (n*out floats' worth of int32) records the argmax within each
  * sample's input; padding (2 * pad <= k) never wins, as PyTorch's -inf.
  */
