@@ -346,7 +346,7 @@ HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, 
 	const int C = l->in_c, H = l->in_h, W = l->in_w, Pd = l->pad;
 	const int TH = tiles_h(l), TW = tiles_w(l), WP = 2 * TW + 2;
 	const size_t T = (size_t)TH * TW, NT = (size_t)n * T, CNT = (size_t)C * NT;
-	float h[4][WP];
+	float h[4][WP], c0[TW], c1[TW], c2[TW], c3[TW];
 
 	memset(din, 0, sizeof(float) * (size_t)n * C * H * W);
 	for (int c = 0; c < C; c++)
@@ -358,15 +358,21 @@ HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, 
 					const float *v0 = v + (size_t)(4 * i) * CNT, *v1 = v0 + CNT,
 						    *v2 = v1 + CNT, *v3 = v2 + CNT;
 					float *r = h[i];
-					r[0] = r[1] = 0.0f;
+					/* tile tx's four columns 2tx.. get c0, c1, c2, c3: overlap-add */
 					for (int tx = 0; tx < TW; tx++) {
-						float w0 = v0[tx], w1 = v1[tx], w2 = v2[tx],
-						      w3 = v3[tx];
-						r[2 * tx] += w0;
-						r[2 * tx + 1] += w1 - w2 + w3;
-						r[2 * tx + 2] = -w0 + w1 + w2;
-						r[2 * tx + 3] = -w3;
+						c0[tx] = v0[tx];
+						c1[tx] = v1[tx] - v2[tx] + v3[tx];
+						c2[tx] = -v0[tx] + v1[tx] + v2[tx];
+						c3[tx] = -v3[tx];
 					}
+					r[0] = c0[0];
+					r[1] = c1[0];
+					for (int tx = 1; tx < TW; tx++) {
+						r[2 * tx] = c0[tx] + c2[tx - 1];
+						r[2 * tx + 1] = c1[tx] + c3[tx - 1];
+					}
+					r[2 * TW] = c2[TW - 1];
+					r[2 * TW + 1] = c3[TW - 1];
 				}
 				for (int a = 0; a < 4; a++) {
 					int iy = 2 * ty - Pd + a;
