@@ -54,7 +54,7 @@ bad_case "--limit abc: expected a whole number" - --limit abc
 bad_case "--limit -1: expected a whole number" - --limit -1
 bad_case "--model c8k3;rm: expected cnn" - --model 'c8k3;rm'
 bad_case "--dataset needs a value" - --dataset
-bad_case "--dataset small: expected fashion-mnist, large, larger, photos, accelerators, review or accuracy" - --dataset small
+bad_case "--dataset small: expected fashion-mnist, large, larger, photos, accelerators, review, accuracy or pytorch" - --dataset small
 bad_case "--data $T/nowhere: no such folder or store file" - --data "$T/nowhere"
 mkdir -p "$T/notree/cls"
 bad_case "--data $T/notree: an ImageFolder tree needs a train/ folder" - --data "$T/notree"

@@ -20,13 +20,14 @@ from . import core
 
 USAGE = """\
 usage: spritefs-bench [--quick] [--out DIR]
-                      [--dataset fashion-mnist|large|larger|photos|accelerators|review|accuracy]
+                      [--dataset fashion-mnist|large|larger|photos|accelerators|review|accuracy|pytorch]
                       [--data PATH [--tile HxW[xC]]] [--profile P] [--keep]
                       [--no-torch] [--no-gpu] [--runs N] [--model M] [--epochs E] [--limit N] [--amp P]
        spritefs-bench larger [OPTIONS]    the same as --dataset larger
        spritefs-bench accelerators [OPTIONS]  the same as --dataset accelerators
        spritefs-bench review [OPTIONS]    the same as --dataset review
        spritefs-bench accuracy [OPTIONS]  the same as --dataset accuracy
+       spritefs-bench pytorch [OPTIONS]   the same as --dataset pytorch
        spritefs-bench demo                mount Fashion-MNIST, train through it, compare
        spritefs-bench report DIR          results.json, report.md and plots of a run again
   --quick      small subsets, one short epoch: a few minutes on 2 cores
@@ -51,12 +52,20 @@ usage: spritefs-bench [--quick] [--out DIR]
                images (quick: 256 and 256), batch 64 on the CPU, 128 on a GPU), or accuracy
                (the test accuracy hntrain reaches on Fashion-MNIST through a mount, with
                --augment flip, against 94% within 15 epochs; model resnet-fm, 15 epochs, all
-               60,000 training images unless given; --quick: 1 epoch of 1,024, 1,000 tested)
+               60,000 training images unless given; --quick: 1 epoch of 1,024, 1,000 tested), or
+               pytorch (T13: torchvision resnet18 trained on the CPU at 64x64x3, fed by the
+               spritefs reader, spritefs.torch.EpochDataset over a mount, and by ImageFolder
+               with Resize+CenterCrop over the same JPEGs, 2 DataLoader workers each, the same
+               batch, threads, model and optimizer: samples/s and their ratio against 5x, each
+               sample once per epoch; 1,000 camera-sized JPEGs of 2-12 megapixels written by
+               mkphotos.py --sizes camera, batch 64; --quick: 60 JPEGs, batch 16; model
+               resnet18 only, 1 epoch unless given; on 2 shared cores the reader gave 7.9x
+               ImageFolder's samples/s, docs/RESULTS.md)
   --data PATH  your own data instead: an ImageFolder tree (train/<class>/..., test/) or a
                store file; copied to tmpfs and the disk, packed like the others, and the
                files the packer skips left out of the copies (DIR/logs/left-out.txt), so
                every medium reads the store's samples; with --dataset accelerators a photo
-               folder (train/<class>/...), read in place
+               folder (train/<class>/...), read in place; with --dataset pytorch the same
   --tile T     the tile --data is packed into (HxW or HxWxC, crop fit): needed when its
                images differ in size; photos use 64x64x3
   --profile P  the accelerator of --dataset accelerators: resnet50-h100 (default: batch 400,
@@ -110,7 +119,7 @@ of fewer than 36 sheets, four read-ahead windows) reads
 # the plots each scenario may draw (review and accuracy draw none)
 PLOTS = {"larger": ("larger.png",), "accelerators": ("accel_au.png", "accel_speed.png")}
 PLOTS.update({d: ("throughput.png", "epoch_split.png") for d in ("fashion-mnist", "large", "photos", "data")})
-DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators", "review", "accuracy")
+DATASETS = ("fashion-mnist", "large", "larger", "photos", "accelerators", "review", "accuracy", "pytorch")
 # the programs, and the variables that name them
 PROGRAMS = (("spritefs", "spritefs", "SPRITEFS"), ("pack", "spritefs-pack", "SPRITEFS_PACK"),
             ("hntrain", "hntrain", "HNTRAIN"), ("readbench", "spritefs-readbench", "SPRITEFS_READBENCH"))
@@ -177,15 +186,16 @@ def check_options(a):
     c.dataset = a.dataset or "fashion-mnist"
     if c.dataset not in DATASETS:
         usage_error(f"--dataset {c.dataset}: expected fashion-mnist, large, larger, photos, accelerators, "
-                    "review or accuracy")
+                    "review, accuracy or pytorch")
     check_accel(a, c)
     check_review(a, c)
+    check_pytorch(a, c)
     c.amp = a.amp or ""
     if c.amp and c.amp not in ("fp16", "bf16"):
         usage_error(f"--amp {c.amp}: expected fp16 or bf16")
     if c.amp and c.dataset != "accuracy":
         usage_error("--amp goes with --dataset accuracy (the review scenario runs both precisions itself)")
-    if c.data and c.dataset == "accelerators":
+    if c.data and c.dataset in ("accelerators", "pytorch"):
         pass
     elif c.data:
         if c.dataset != "fashion-mnist":
@@ -243,6 +253,24 @@ def check_review(a, c):
     c.review_test = 256 if c.quick else 1000
 
 
+def check_pytorch(a, c):
+    """--dataset pytorch: resnet18 only, the PyTorch runs are the scenario, --data a photo folder."""
+    if c.dataset != "pytorch":
+        return
+    if a.model is not None and a.model != "resnet18":
+        usage_error(f"--model {a.model}: --dataset pytorch trains torchvision's resnet18 only")
+    if a.no_torch:
+        usage_error("--no-torch and --dataset pytorch: the PyTorch runs are what it measures")
+    if c.data and not os.path.isdir(os.path.join(c.data, "train")):
+        usage_error(f"--data {c.data}: --dataset pytorch needs a photo folder with a train/ folder "
+                    "(train/<class>/<image>)")
+    if c.data:
+        c.data = os.path.realpath(c.data)
+    a.model, a.limit = "resnet18", 0
+    a.epochs = a.epochs if a.epochs is not None else 1
+    c.photos_feed = 60 if c.quick else 1000
+
+
 def check_accel(a, c):
     """--profile and --data of --dataset accelerators; its sizes."""
     from .accel import parse_profile
@@ -288,7 +316,8 @@ def find_programs(here):
     for attr, name, var in PROGRAMS:
         setattr(p, attr, core.find_bin(here, name, var))
     for attr, name in (("torch_loader", "torch_loader.py"), ("torch_train", "torch_train.py"),
-                       ("mkphotos", "mkphotos.py"), ("torch_review", "torch_review.py")):
+                       ("mkphotos", "mkphotos.py"), ("torch_review", "torch_review.py"),
+                       ("torch_feed", "torch_feed.py")):
         setattr(p, attr, core.find_share(here, name))
     return p
 
@@ -320,7 +349,7 @@ def main(here, argv):
         from . import report
         return report.main(argv[1])
     command = " ".join(["spritefs-bench"] + [shlex.quote(x) for x in argv])
-    if argv and argv[0] in ("larger", "accelerators", "review", "accuracy"):
+    if argv and argv[0] in ("larger", "accelerators", "review", "accuracy", "pytorch"):
         argv = ["--dataset", argv[0]] + argv[1:]
     a = parser().parse_args(argv)
     if a.help:
@@ -358,7 +387,7 @@ def main(here, argv):
 
 def run(b):
     """The output folder is made: from here on the run is recorded."""
-    from . import accel, accuracy, larger, review, standard
+    from . import accel, accuracy, larger, pytorch, review, standard
     if not b.root:
         b.note("not root: the page cache cannot be dropped, so 'cold' runs read whatever is cached "
                "(state 'nodrop'); mounting is tried with fusermount3")
@@ -386,6 +415,8 @@ def run(b):
         return review.run(b)
     if c.dataset == "accuracy":
         return accuracy.run(b)
+    if c.dataset == "pytorch":
+        return pytorch.run(b)
     return standard.run(b)
 
 

@@ -35,7 +35,7 @@ def main(out):
         notes = []
     cfg = machine.get("config", {})
     gnuplot = shutil.which("gnuplot")
-    if not gnuplot and not any("gnuplot" in n for n in notes) and cfg.get("dataset") not in ("review", "accuracy"):
+    if not gnuplot and not any("gnuplot" in n for n in notes) and cfg.get("dataset") not in ("review", "accuracy", "pytorch"):
         notes.append("gnuplot not installed: no plots (apt-get install gnuplot-nox; then "
                      "`gnuplot plot.gp` in this folder draws them)")
     if cfg.get("dataset") == "larger":
@@ -50,6 +50,9 @@ def main(out):
     if cfg.get("dataset") == "accuracy":
         from . import accuracy
         return accuracy.report(out, recs)
+    if cfg.get("dataset") == "pytorch":
+        from . import pytorch
+        return pytorch.main(out, recs, machine, notes)
     return standard(out, recs, machine, data, notes, gnuplot)
 
 
