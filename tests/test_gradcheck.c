@@ -690,6 +690,8 @@ int main(void)
 	check_model("c16k3p1nb-bn-r-res16-gap", 1, 6, 6, 3, 4, 1);
 	setenv("HN_CPU_CHUNK", "2", 1);
 	check_model("c16k3p1-r-c16k3-r-gap", 1, 7, 7, 3, 5, 3);
+	/* 256 channels on 4x4 maps: the chunked stage ends inside the block */
+	check_model("c4k3p1nb-bn-r-c128k3p1nb-bn-r-res256s2p-gap", 1, 8, 8, 3, 5, 3);
 	unsetenv("HN_CPU_CHUNK");
 	if (failures) {
 		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);

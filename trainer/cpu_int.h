@@ -43,7 +43,7 @@ struct cpu_state {
 	size_t arena_bytes;
 
 	float *act[HN_MAX_LAYERS + 1]; /* act[0] input, act[i+1] output of layer i (batch) */
-	float *col[HN_MAX_LAYERS];     /* kept conv im2col matrices (batch), or NULL */
+	float *col[HN_MAX_LAYERS];     /* kept conv im2col (Winograd: V) matrices (batch), or NULL */
 	int32_t *idx[HN_MAX_LAYERS];   /* maxpool argmax */
 	float *mask[HN_MAX_LAYERS];    /* dropout */
 	float *probs;
@@ -150,8 +150,9 @@ static inline float *dslot_at(struct cpu_state *st, int tid, int j, int s0, int 
 
 static inline float *col_at(struct cpu_state *st, int tid, int i, int s0)
 {
-	return st->keep_col ? st->col[i] + (size_t)s0 * hn_conv2d_col_floats(&st->m.layers[i], 1)
-			    : st->mb[tid].col;
+	const struct hn_layer *l = &st->m.layers[i];
+	size_t per = st->wino[i] ? hn_wino_v_floats(l, 1) : hn_conv2d_col_floats(l, 1);
+	return st->keep_col ? st->col[i] + (size_t)s0 * per : st->mb[tid].col;
 }
 
 /*
