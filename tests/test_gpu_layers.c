@@ -18,9 +18,10 @@
  *     full-batch gradient (with batchnorm, the cpu's sum of the same halves);
  *   - momentum and adam (with weight decay) over three steps: parameter
  *     changes and optimizer state within 2e-3 of the largest;
- *   - --amp: the gradient's direction, by cosine per tensor and per filter
- *     (compare_amp says why not elementwise), after the loss scale has
- *     settled (skipped steps leave params unchanged).
+ *   - --amp: the gradient's direction, by cosine per tensor, per filter and
+ *     over the whole model, to bounds per model (compare_amp says why not
+ *     elementwise, amp_bounds how far), after the loss scale has settled
+ *     (skipped steps leave params unchanged).
  * Plus gpu-only checks: dropout p=0.5 is the same for the same (seed, step)
  * and differs for another step; stage() (the next batch copied while the
  * current call computes) gives the results of unstaged calls, and really
@@ -191,17 +192,90 @@ static double vec_norm(const float *a, size_t n)
  * moves whole contributions, so single elements differ by a fifth (fp16)
  * to a half (bf16) of their tensor's largest, sign included, with nothing
  * wrong (tests/amp_model.py models the plugin's amp arithmetic and
- * measures it). What holds is the direction: per tensor, cosine >= 0.99
- * for fp16 and 0.95 for bf16 (the model's worst over 100 batches: 0.998
- * and 0.973); per row of conv and dense weights (one filter, one unit)
- * with at least half the largest row's norm, cosine >= 0.9 (the model's
- * worst 0.98; a row of the wrong sign gives -1).
+ * measures it). What holds is the direction, by cosine: per tensor, per row
+ * of conv and dense weights (one filter, one unit) holding at least half
+ * the largest row's norm, and over all trained parameters at once (the
+ * whole model). How far it holds depends on the model: amp_bounds, each
+ * bound twice as far from 1 as amp_model.py's worst, rounded down to 0.01;
+ * -1 where no bound holds a correct gradient.
+ *
+ * Plain models (the default, measured on the cnn, 100 batches: tensor
+ * 0.998 fp16, 0.973 bf16; row 0.98): 0.99 / 0.95 per tensor, 0.9 per row.
+ * Residual models normalise 24 to 96 values a channel (6 samples of 2x2 to
+ * 4x4 pixels), so one flipped ReLU moves every gradient below it, and a
+ * batchnorm that makes the loss blind to a scale leaves a gradient close to
+ * zero that rounding alone turns round. Worst cosines of 2000 batches
+ * (amp_model.py --batches 2000), per tensor / row / whole model:
+ *   res4-res6s2p    fp16 -0.82 / 0.865 / 0.990   bf16 -0.79 / 0.481 / 0.964
+ *   res4x2-bot2s2p  fp16 -1.00 / -0.36 / 0.258   bf16 -1.00 / -1.00 / 0.564
+ *   resnet-fm       fp16 0.988 / 0.759 / 0.997   bf16 0.929 / 0.733 / 0.986
+ * The H100's bf16 failures under the plain bounds (res4x2-bot2s2p layer 22
+ * bias 0.892, resnet-fm layer 23 row 0.862) are rounding: 6.4% and 9.3% of
+ * correct batches go as low. A filter of the wrong sign (row cosine
+ * about -1) fails where there is a row bound, filters out of order where
+ * the tensor or row bound is 0.5 or more; the tiny res4x2-bot2s2p has no
+ * direction rounding cannot turn at 6 samples, so its check is in effect
+ * the loss, finite values and no skipped step.
  */
+struct amp_bound {
+	const char *spec;		    /* NULL: the default */
+	double tensor[2], row[2], whole[2]; /* [0] fp16, [1] bf16 */
+};
+
+static const struct amp_bound amp_bounds[] = {
+	{NULL, {0.99, 0.95}, {0.9, 0.9}, {-1, -1}},
+	{"c4k3p1nb-bn-r-res4-res6s2p-gap", {-1, -1}, {0.73, -0.04}, {0.97, 0.92}},
+	{"c4k3s2p1nb-bn-r-m3s2p1-res4x2-bot2s2p-gap", {-1, -1}, {-1, -1}, {-0.48, 0.12}},
+	{"resnet-fm", {0.97, 0.85}, {0.51, 0.46}, {0.99, 0.97}},
+};
+
+static const struct amp_bound *amp_bound_of(const char *spec)
+{
+	for (size_t i = 1; i < sizeof(amp_bounds) / sizeof(amp_bounds[0]); i++)
+		if (!strcmp(amp_bounds[i].spec, spec))
+			return &amp_bounds[i];
+	return &amp_bounds[0];
+}
+
+/* Does compare_amp hold layer i's tensor t (0 weights, 1 bias) to a direction? */
+static int amp_directed(const struct hn_model *m, int i, int t)
+{
+	const struct hn_layer *l = &m->layers[i];
+	return t == 0 ? l->w_len > 0 : l->b_len > 0 && !bias_cancelled(m, i);
+}
+
+/* The cosine over every trained tensor compare_amp holds to a direction. */
+static double whole_cosine(const struct hn_model *m, const float *ref, const float *got)
+{
+	double ab = 0, aa = 0, bb = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		for (int t = 0; t < 2; t++) {
+			const struct hn_layer *l = &m->layers[i];
+			size_t off = t ? l->b_off : l->w_off, len = t ? l->b_len : l->w_len;
+			if (!amp_directed(m, i, t))
+				continue;
+			for (size_t j = off; j < off + len; j++) {
+				ab += (double)ref[j] * got[j];
+				aa += (double)ref[j] * ref[j];
+				bb += (double)got[j] * got[j];
+			}
+		}
+	return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : aa == bb ? 1.0 : 0.0;
+}
+
 static void compare_amp(const char *spec, int amp, const struct hn_model *m, const float *ref,
 			const float *got)
 {
 	const char *kind = amp == HN_AMP_BF16 ? "bf16" : "fp16";
-	const double tensor_min = amp == HN_AMP_BF16 ? 0.95 : 0.99, row_min = 0.9;
+	const struct amp_bound *bd = amp_bound_of(spec);
+	const int k = amp == HN_AMP_BF16;
+	const double tensor_min = bd->tensor[k], row_min = bd->row[k];
+	double whole = whole_cosine(m, ref, got);
+	if (!(whole >= bd->whole[k])) {
+		printf("FAIL %s gradient [%s] whole model: cosine %.5f < %.2f\n", kind, spec, whole,
+		       bd->whole[k]);
+		failures++;
+	}
 	const double model_max = max_abs(ref, m->nparams);
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
@@ -251,7 +325,7 @@ static void compare_amp(const char *spec, int amp, const struct hn_model *m, con
 				double cr = cosine(a, b, per);
 				if (!(cr >= row_min)) {
 					printf("FAIL %s gradient [%s] layer %d weights, row %d: cosine "
-					       "%.4f < %.1f\n",
+					       "%.4f < %.2f\n",
 					       kind, spec, i, r, cr, row_min);
 					failures++;
 				}
