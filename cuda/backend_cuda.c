@@ -249,6 +249,15 @@ static int setup(struct hn_cuda *st, const float *init)
 	}
 	if (bn)
 		TRY(cu_dev_alloc(st, (void **)&st->bnbuf, bn * sizeof(float), "batchnorm"));
+	size_t pool = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		st->pool_off[i] = pool;
+		if (m->layers[i].kind == HN_LAYER_MAXPOOL)
+			pool += (size_t)st->cfg.max_batch * cu_layer_out(&m->layers[i]);
+	}
+	if (pool)
+		TRY(cu_dev_alloc(st, (void **)&st->pool_idx, pool * sizeof(int),
+				 "max-pool argmax"));
 	int max_c = 1; /* the channels any per-channel sum covers */
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
@@ -441,7 +450,7 @@ static void hn_cuda_destroy(void *state)
 			    st->acts,	      st->dacts,       st->scratch16,	st->d_tiles[0],
 			    st->d_tiles[1],   st->d_labels[0], st->d_labels[1], st->loss_tmp,
 			    st->correct_tmp,  st->d_small,     st->ws,		st->bnbuf,
-			    st->chan_scratch, st->dist_parts};
+			    st->chan_scratch, st->dist_parts,  st->pool_idx};
 	for (size_t i = 0; i < sizeof(dev_ptrs) / sizeof(dev_ptrs[0]); i++)
 		if (dev_ptrs[i])
 			cudaFree(dev_ptrs[i]);

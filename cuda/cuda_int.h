@@ -126,6 +126,9 @@ struct hn_cuda {
 	float *bnbuf;
 	double *chan_scratch; /* kernels.h's per-channel sums, for the widest layer */
 	size_t bn_off[HN_MAX_LAYERS];
+	/* max pooling: each output's argmax from the train forward, at pool_off[i] (ints) */
+	int *pool_idx;
+	size_t pool_off[HN_MAX_LAYERS];
 	struct hn_k_norm norm; /* input normalisation (cfg's mean and std) */
 
 	/* data-parallel (nccl.c): the communicator (an ncclComm_t), this rank, the ranks */
@@ -218,6 +221,12 @@ static inline float *cu_dact(struct hn_cuda *st, int slot)
 static inline float *cu_bn(struct hn_cuda *st, int i, int k)
 {
 	return st->bnbuf + st->bn_off[i] + (size_t)k * st->m.layers[i].in_c;
+}
+
+/* Max-pooling layer i's argmax record (one int per output of max_batch samples). */
+static inline int *cu_pool_idx(struct hn_cuda *st, int i)
+{
+	return st->pool_idx + st->pool_off[i];
 }
 
 static inline void *cu_half_at(struct hn_cuda *st, size_t off)

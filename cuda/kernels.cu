@@ -278,8 +278,8 @@ __device__ static int pool_argmax(const float *plane, int ih, int iw, int oy, in
 	return best;
 }
 
-__global__ void k_maxpool_fwd(const float *x, float *y, size_t total, int ih, int iw, int oh,
-			      int ow, int k, int stride, int pad)
+__global__ void k_maxpool_fwd(const float *x, float *y, int *idx, size_t total, int ih, int iw,
+			      int oh, int ow, int k, int stride, int pad)
 {
 	GRID_LOOP(i, total)
 	{
@@ -287,11 +287,14 @@ __global__ void k_maxpool_fwd(const float *x, float *y, size_t total, int ih, in
 		int r = (int)(i % ((size_t)oh * ow));
 		int oy = r / ow, ox = r % ow;
 		const float *xp = x + plane * (size_t)ih * iw;
-		y[i] = xp[pool_argmax(xp, ih, iw, oy, ox, k, stride, pad)];
+		int a = pool_argmax(xp, ih, iw, oy, ox, k, stride, pad);
+		y[i] = xp[a];
+		if (idx)
+			idx[i] = a;
 	}
 }
 
-__global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t total, int ih,
+__global__ void k_maxpool_bwd(const int *idx, const float *dy, float *dx, size_t total, int ih,
 			      int iw, int oh, int ow, int k, int stride, int pad)
 {
 	GRID_LOOP(i, total)
@@ -299,7 +302,7 @@ __global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t
 		size_t plane = i / ((size_t)ih * iw);
 		int r = (int)(i % ((size_t)ih * iw));
 		int yy = r / iw, xx = r % iw;
-		const float *xp = x + plane * (size_t)ih * iw;
+		const int *ip = idx + plane * (size_t)oh * ow;
 		const float *dyp = dy + plane * (size_t)oh * ow;
 		/* output cells whose window holds (yy, xx): o*stride <= yy + pad < o*stride + k */
 		int py = yy + pad, px = xx + pad;
@@ -314,32 +317,33 @@ __global__ void k_maxpool_bwd(const float *x, const float *dy, float *dx, size_t
 		float acc = 0.0f;
 		for (int oy = oy0; oy <= oy1; oy++)
 			for (int ox = ox0; ox <= ox1; ox++)
-				if (pool_argmax(xp, ih, iw, oy, ox, k, stride, pad) == r)
+				if (ip[oy * ow + ox] == r)
 					acc += dyp[oy * ow + ox];
 		dx[i] = acc;
 	}
 }
 
-extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw,
-					int oh, int ow, int k, int stride, int pad, cudaStream_t s)
+extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int *idx, int n, int c, int ih,
+					int iw, int oh, int ow, int k, int stride, int pad,
+					cudaStream_t s)
 {
 	size_t total = (size_t)n * c * oh * ow;
 	if (total == 0)
 		return cudaSuccess;
-	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, ih, iw, oh, ow, k,
+	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, idx, total, ih, iw, oh, ow, k,
 								stride, pad);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c,
+extern "C" cudaError_t hn_k_maxpool_bwd(const int *idx, const float *dy, float *dx, int n, int c,
 					int ih, int iw, int oh, int ow, int k, int stride, int pad,
 					cudaStream_t s)
 {
 	size_t total = (size_t)n * c * ih * iw;
 	if (total == 0)
 		return cudaSuccess;
-	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, dy, dx, total, ih, iw, oh, ow, k,
-								stride, pad);
+	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(idx, dy, dx, total, ih, iw, oh, ow,
+								k, stride, pad);
 	return cudaGetLastError();
 }
 

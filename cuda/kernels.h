@@ -83,12 +83,14 @@ cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t cou
 /*
  * Max pooling, k x k window, stride, padding that never wins (2 * pad <= k;
  * out = (in + 2 * pad - k) / stride + 1). Ties go to the first maximum in
- * row-major window order. Backward gathers per input element (no atomics),
- * so it is deterministic.
+ * row-major window order. Forward records each output's argmax (its offset
+ * in the channel plane) in idx when idx is not NULL (training); backward
+ * gathers per input element from those records (no atomics, no second
+ * search of the windows), so it is deterministic.
  */
-cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int n, int c, int ih, int iw, int oh, int ow,
-			     int k, int stride, int pad, cudaStream_t s);
-cudaError_t hn_k_maxpool_bwd(const float *x, const float *dy, float *dx, int n, int c, int ih,
+cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int *idx, int n, int c, int ih, int iw,
+			     int oh, int ow, int k, int stride, int pad, cudaStream_t s);
+cudaError_t hn_k_maxpool_bwd(const int *idx, const float *dy, float *dx, int n, int c, int ih,
 			     int iw, int oh, int ow, int k, int stride, int pad, cudaStream_t s);
 
 /* Residual blocks: y = a + b elementwise (y may be a or b). */

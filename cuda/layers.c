@@ -459,8 +459,9 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 			TRY(dense_forward(st, i, n));
 			break;
 		case HN_LAYER_MAXPOOL:
-			CU(hn_k_maxpool_fwd(x, y, n, l->in_c, l->in_h, l->in_w, l->out_h, l->out_w,
-					    l->k, l->stride, l->pad, st->stream),
+			CU(hn_k_maxpool_fwd(x, y, train ? cu_pool_idx(st, i) : NULL, n, l->in_c,
+					    l->in_h, l->in_w, l->out_h, l->out_w, l->k, l->stride,
+					    l->pad, st->stream),
 			   st->err);
 			break;
 		case HN_LAYER_RELU:
@@ -529,9 +530,9 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 			break;
 		case HN_LAYER_MAXPOOL:
 			if (i > 0)
-				CU(hn_k_maxpool_bwd(x, dy, dx, n, l->in_c, l->in_h, l->in_w,
-						    l->out_h, l->out_w, l->k, l->stride, l->pad,
-						    st->stream),
+				CU(hn_k_maxpool_bwd(cu_pool_idx(st, i), dy, dx, n, l->in_c, l->in_h,
+						    l->in_w, l->out_h, l->out_w, l->k, l->stride,
+						    l->pad, st->stream),
 				   st->err);
 			break;
 		case HN_LAYER_RELU:
