@@ -52,6 +52,9 @@ for feed, x in rows.items():
     if x.get("workers") != 2 or x.get("batch") != 16:
         bad.append(f"{feed}: {x.get('workers')} workers, batch {x.get('batch')}")
 for run in s["runs"]:
+    if not num(run.get("others_busy"), 0.0, 1.0) or len(run.get("loadavg") or []) != 3:
+        bad.append(f"{run['feed']} run {run['run']}: others_busy {run.get('others_busy')}, "
+                   f"loadavg {run.get('loadavg')}")
     for e in run.get("per_epoch") or [{}]:
         if e.get("samples") != want_n or e.get("duplicates") != 0 or e.get("missing") != 0:
             bad.append(f"{run['feed']} run {run['run']}: {e.get('samples')} samples, "

@@ -59,8 +59,8 @@ usage: spritefs-bench [--quick] [--out DIR]
                batch, threads, model and optimizer: samples/s and their ratio against 5x, each
                sample once per epoch; 1,000 camera-sized JPEGs of 2-12 megapixels written by
                mkphotos.py --sizes camera, batch 64; --quick: 60 JPEGs, batch 16; model
-               resnet18 only, 1 epoch unless given; on 2 shared cores the reader gave 7.9x
-               ImageFolder's samples/s, docs/RESULTS.md)
+               resnet18 only, 1 epoch unless given; on 2 cores the reader gave 7.5x
+               ImageFolder's samples/s, 3.2x beside another PyTorch job: docs/RESULTS.md)
   --data PATH  your own data instead: an ImageFolder tree (train/<class>/..., test/) or a
                store file; copied to tmpfs and the disk, packed like the others, and the
                files the packer skips left out of the copies (DIR/logs/left-out.txt), so

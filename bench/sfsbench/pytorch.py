@@ -118,7 +118,7 @@ class Feed:
 
     def run_one(self, feed, run):
         b, c = self.b, self.b.cfg
-        load = os.getloadavg()  # the machine's load as the run starts (other jobs share it)
+        load, others = os.getloadavg(), others_busy()  # what other jobs take as the run starts
         cmd = [core.PY, b.p.torch_feed, "--epochs", str(c.epochs), "--batch", str(self.batch),
                "--workers", "2", "--threads", str(b.ncpu), "--seed", "1"]
         if feed == "spritefs-reader":
@@ -132,7 +132,7 @@ class Feed:
                     "--folder", f"{self.photos}/train"]
             out = self.feed_output(cmd, feed, cwd=b.out)
         shown = " ".join([os.path.basename(cmd[1])] + cmd[2:]).replace(b.mnt, "MNT").replace(b.ssd, "DISK")
-        row = {"feed": feed, "command": shown, "loadavg": load}
+        row = {"feed": feed, "command": shown, "loadavg": load, "others_busy": others}
         if out is None or not out.get("samples_s"):
             b.fail(f"torch_feed.py {feed} run {run} (see logs/torch-feed.err)")
             b.rec("feed-run", feed, "failed", run, row, None)
@@ -147,6 +147,25 @@ class Feed:
             err.flush()
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env, cwd=cwd)
         return core.parse_json(r.stdout) if r.returncode == 0 else None
+
+
+def others_busy(secs=1.0):
+    """The share of all CPUs busy over SECS while this bench runs nothing (/proc/stat):
+    other jobs on a shared machine. resnet18's step is compute-bound, and its torch threads
+    lose the most when a core is taken, so a busy machine lowers the reader's rate most."""
+    import time
+
+    def ticks():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + (v[4] if len(v) > 4 else 0)  # all, idle + iowait
+    try:
+        t0, i0 = ticks()
+        time.sleep(secs)
+        t1, i1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(1 - (i1 - i0) / (t1 - t0), 3) if t1 > t0 else None
 
 
 def run(b):
@@ -173,7 +192,7 @@ def run(b):
 
 def summarize(recs):
     runs = [dict(r.get("result") or {}, feed=r["medium"], run=r["run"], command=r.get("command"),
-                 loadavg=r.get("loadavg"),
+                 loadavg=r.get("loadavg"), others_busy=r.get("others_busy"),
                  status="measured" if r.get("result") else "failed")
             for r in recs if r.get("kind") == "feed-run"]
     rows = []
@@ -221,6 +240,12 @@ def main(out, recs, machine, notes):
     s = summarize(recs)
     load = next((r for r in recs if r.get("kind") == "feed-load"), {})
     s["loadavg_before"], s["loadavg_after"] = load.get("loadavg_before"), load.get("loadavg_after")
+    busy = med([x.get("others_busy") for x in s["runs"]])
+    s["others_busy"] = busy
+    if busy is not None and busy > 0.2:
+        notes = notes + [f"other jobs kept {100 * busy:.0f}% of the CPUs busy before a run (the median; "
+                         "each run's in results.json, others_busy): the rates are a shared machine's, "
+                         "and the reader's compute-bound steps lose the most"]
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"machine": machine, "data": data, "notes": notes, "summary": s, "records": recs}, f, indent=1)
     mp = data.get("mean_megapixels")
