@@ -51,7 +51,7 @@ struct gc {
 	float *x, *w, *b, *out, *r;
 	float *dx, *dw, *db;
 	float *col, *tmp, *dcol, *mask;
-	int wino;	     /* conv2d by Winograd (wino.c), with these: */
+	int wino;	    /* conv2d by Winograd (wino.c), with these: */
 	float *U, *dU, *ws; /* transformed filters, their gradient, scratch */
 	int32_t *idx;
 	size_t xn, wn, bn, on;

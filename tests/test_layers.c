@@ -197,8 +197,8 @@ static void test_wino(int c, int h, int w, int oc, int p, int n)
 		hn_wino_forward(out, col, ws, in, U, b, n, &l, relu);
 		double e = max_err_f(out, ref, out_n);
 		if (e > 1e-5)
-			FAIL("Winograd forward%s c%d %dx%d oc%d p%d n%d: error %g", relu ? "+relu" : "",
-			     c, h, w, oc, p, n, e);
+			FAIL("Winograd forward%s c%d %dx%d oc%d p%d n%d: error %g",
+			     relu ? "+relu" : "", c, h, w, oc, p, n, e);
 	}
 	/* out holds the fused-ReLU output: backward through its mask, three ways */
 	for (size_t i = 0; i < out_n; i++)

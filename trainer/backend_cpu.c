@@ -159,7 +159,8 @@ static size_t layout(struct cpu_state *st, char *base)
 		st->mask[i] = NULL;
 		if (l->kind == HN_LAYER_CONV2D) {
 			if (st->keep_col)
-				st->col[i] = take(base, &at, sizeof(float) * kept_floats(st, i, (int)B));
+				st->col[i] =
+					take(base, &at, sizeof(float) * kept_floats(st, i, (int)B));
 			size_t cf = hn_conv2d_col_floats(l, (int)rows);
 			if (cf > max_col)
 				max_col = cf;
@@ -167,8 +168,7 @@ static size_t layout(struct cpu_state *st, char *base)
 			if (wf > max_ws)
 				max_ws = wf;
 		}
-		st->wu[i] = st->wino[i] ? take(base, &at,
-						       16 * sizeof(float) * l->out_c * l->in_c)
+		st->wu[i] = st->wino[i] ? take(base, &at, 16 * sizeof(float) * l->out_c * l->in_c)
 					: NULL;
 		if (l->kind == HN_LAYER_MAXPOOL)
 			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
@@ -209,7 +209,7 @@ static size_t layout(struct cpu_state *st, char *base)
 			mb->du[i] = st->wino[i] ? take(base, &at,
 						       16 * sizeof(float) * m->layers[i].out_c *
 							       m->layers[i].in_c)
-					: NULL;
+						: NULL;
 			mb->dskip[i] = m->layers[i].kind == HN_LAYER_SAVE
 					       ? take(base, &at,
 						      sizeof(float) * R * out_floats(&m->layers[i]))

@@ -43,7 +43,7 @@ struct cpu_state {
 	size_t arena_bytes;
 
 	float *act[HN_MAX_LAYERS + 1]; /* act[0] input, act[i+1] output of layer i (batch) */
-	float *col[HN_MAX_LAYERS];     /* kept conv im2col (Winograd: V) matrices (batch), or NULL */
+	float *col[HN_MAX_LAYERS];     /* kept im2col (Winograd: V) matrices, or NULL */
 	int32_t *idx[HN_MAX_LAYERS];   /* maxpool argmax */
 	float *mask[HN_MAX_LAYERS];    /* dropout */
 	float *probs;

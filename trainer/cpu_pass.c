@@ -30,9 +30,8 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 		case HN_LAYER_CONV2D:
 			if (st->wino[i]) {
 				hn_wino_forward(out, col_at(st, tid, i, s0), st->mb[tid].ws, in,
-						st->wu[i],
-						l->b_len ? st->params + l->b_off : NULL, n, l,
-						st->fused[i]);
+						st->wu[i], l->b_len ? st->params + l->b_off : NULL,
+						n, l, st->fused[i]);
 				break;
 			}
 			hn_conv2d_forward(out, col_at(st, tid, i, s0), st->mb[tid].tmp, in,
@@ -90,11 +89,10 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			if (st->wino[i]) {
-				hn_wino_backward(din, st->mb[tid].du[i],
-						 l->b_len ? grads + l->b_off : NULL,
-						 col_at(st, tid, i, s0), st->mb[tid].ws, dout,
-						 relu_out, act_at(st, src, s0), st->wu[i], n, l,
-						 st->keep_col);
+				hn_wino_backward(
+					din, st->mb[tid].du[i], l->b_len ? grads + l->b_off : NULL,
+					col_at(st, tid, i, s0), st->mb[tid].ws, dout, relu_out,
+					act_at(st, src, s0), st->wu[i], n, l, st->keep_col);
 				break;
 			}
 			hn_conv2d_backward(din, grads + l->w_off,

@@ -58,9 +58,9 @@ static size_t tiles(const struct hn_layer *l, int n)
 int hn_wino_fits(const struct hn_layer *l)
 {
 	const char *off = getenv("HN_CPU_WINOGRAD");
-	return !(off && !strcmp(off, "0")) && l->kind == HN_LAYER_CONV2D && l->k == 3 && l->stride == 1 &&
-	       l->pad <= 2 && l->in_c >= WINO_MIN_IN && l->out_h >= 2 && l->out_w >= 2 &&
-	       16 * tiles(l, 1) <= 9 * (size_t)l->out_h * l->out_w;
+	return !(off && !strcmp(off, "0")) && l->kind == HN_LAYER_CONV2D && l->k == 3 &&
+	       l->stride == 1 && l->pad <= 2 && l->in_c >= WINO_MIN_IN && l->out_h >= 2 &&
+	       l->out_w >= 2 && 16 * tiles(l, 1) <= 9 * (size_t)l->out_h * l->out_w;
 }
 
 size_t hn_wino_v_floats(const struct hn_layer *l, int n)
@@ -124,8 +124,8 @@ HN_HOT void hn_wino_dfilters(float *restrict dw, const float *restrict dU, const
  * ((2 * TH + 2) x (2 * TW + 2) floats of scratch); per tile row, its four
  * rows combined down the rows, then across each tile's four columns.
  */
-HN_HOT static void input_transform(float *restrict V, float *restrict pp,
-				   const float *restrict in, int n, const struct hn_layer *l)
+HN_HOT static void input_transform(float *restrict V, float *restrict pp, const float *restrict in,
+				   int n, const struct hn_layer *l)
 {
 	const int C = l->in_c, H = l->in_h, W = l->in_w, Pd = l->pad;
 	const int TH = tiles_h(l), TW = tiles_w(l), WP = 2 * TW + 2;
@@ -141,8 +141,10 @@ HN_HOT static void input_transform(float *restrict V, float *restrict pp,
 				memcpy(pp + (size_t)(y + Pd) * WP + Pd, plane + (size_t)y * W,
 				       sizeof(float) * W);
 			for (int ty = 0; ty < TH; ty++, v += TW) {
-				const float *restrict r0 = pp + (size_t)2 * ty * WP, *restrict r1 = r0 + WP,
-						      *restrict r2 = r1 + WP, *restrict r3 = r2 + WP;
+				const float *restrict r0 = pp + (size_t)2 * ty * WP,
+						      *restrict r1 = r0 + WP,
+						      *restrict r2 = r1 + WP,
+						      *restrict r3 = r2 + WP;
 				for (int x = 0; x < WP; x++) {
 					q[0][x] = r0[x] - r2[x];
 					q[1][x] = r1[x] + r2[x];
@@ -179,7 +181,7 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 	const int TH = tiles_h(l), TW = tiles_w(l);
 	const size_t T = (size_t)TH * TW, NT = (size_t)n * T, MNT = (size_t)M * NT;
 	float *restrict y00 = y, *restrict y01 = y + NT, *restrict y10 = y + 2 * NT,
-		       *restrict y11 = y + 3 * NT;
+			*restrict y11 = y + 3 * NT;
 
 	for (int oc = 0; oc < M; oc++) {
 		const float bias = b ? b[oc] : 0.0f;
@@ -187,7 +189,8 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 		for (size_t t = 0; t < NT; t++) {
 			float t0[4], t1[4];
 			for (int j = 0; j < 4; j++) {
-				float m0 = m[(size_t)j * MNT + t], m1 = m[(size_t)(4 + j) * MNT + t],
+				float m0 = m[(size_t)j * MNT + t],
+				      m1 = m[(size_t)(4 + j) * MNT + t],
 				      m2 = m[(size_t)(8 + j) * MNT + t],
 				      m3 = m[(size_t)(12 + j) * MNT + t];
 				t0[j] = m0 + m1 + m2;
@@ -207,7 +210,8 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 				const size_t k = (size_t)s * T + (size_t)ty * TW;
 				for (int a = 0; a < 2 && 2 * ty + a < OH; a++) {
 					float *dst = plane + (size_t)(2 * ty + a) * OW;
-					const float *e = (a ? y10 : y00) + k, *o = (a ? y11 : y01) + k;
+					const float *e = (a ? y10 : y00) + k,
+						    *o = (a ? y11 : y01) + k;
 					int tx = 0;
 					for (; 2 * tx + 1 < OW; tx++) {
 						dst[2 * tx] = e[tx];
@@ -249,7 +253,7 @@ HN_HOT static void rows_out(float *d, size_t st, const float *restrict e0, const
 			    const float *restrict e1, const float *restrict o1, int i, size_t NT)
 {
 	float *restrict d0 = d, *restrict d1 = d + st, *restrict d2 = d + 2 * st,
-		       *restrict d3 = d + 3 * st;
+			*restrict d3 = d + 3 * st;
 	for (size_t t = 0; t < NT; t++) {
 		float p, q;
 		if (i == 0)
@@ -281,7 +285,7 @@ HN_HOT static void dout_transform(float *restrict dM, float *restrict g, float *
 	const int TH = tiles_h(l), TW = tiles_w(l);
 	const size_t T = (size_t)TH * TW, NT = (size_t)n * T, MNT = (size_t)M * NT;
 	float *restrict e0 = g, *restrict o0 = g + NT, *restrict e1 = g + 2 * NT,
-		       *restrict o1 = g + 3 * NT;
+			*restrict o1 = g + 3 * NT;
 
 	for (int oc = 0; oc < M; oc++) {
 		double bsum = 0;
@@ -290,7 +294,10 @@ HN_HOT static void dout_transform(float *restrict dM, float *restrict g, float *
 			for (int ty = 0; ty < TH; ty++) {
 				const size_t k = (size_t)s * T + (size_t)ty * TW;
 				for (int a = 0; a < 2; a++) {
-					float *restrict e = (a ? e1 : e0) + k, *restrict o = (a ? o1 : o0) + k;
+					float *restrict e = (a ? e1 : e0) + k, *restrict o =
+										       (a ? o1
+											  : o0) +
+										       k;
 					int oy = 2 * ty + a, tx = 0;
 					if (oy >= OH) {
 						for (; tx < TW; tx++)
@@ -302,7 +309,8 @@ HN_HOT static void dout_transform(float *restrict dM, float *restrict g, float *
 						out_relu ? out_relu + po + (size_t)oy * OW : NULL;
 					if (msk)
 						for (; 2 * tx + 1 < OW; tx++) {
-							float x0 = src[2 * tx], x1 = src[2 * tx + 1];
+							float x0 = src[2 * tx],
+							      x1 = src[2 * tx + 1];
 							e[tx] = msk[2 * tx] > 0.0f ? x0 : 0.0f;
 							o[tx] = msk[2 * tx + 1] > 0.0f ? x1 : 0.0f;
 						}
@@ -358,7 +366,8 @@ HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, 
 					const float *v0 = v + (size_t)(4 * i) * CNT, *v1 = v0 + CNT,
 						    *v2 = v1 + CNT, *v3 = v2 + CNT;
 					float *r = h[i];
-					/* tile tx's four columns 2tx.. get c0, c1, c2, c3: overlap-add */
+					/* tile tx's four columns 2tx.. get c0, c1, c2, c3:
+					 * overlap-add */
 					for (int tx = 0; tx < TW; tx++) {
 						c0[tx] = v0[tx];
 						c1[tx] = v1[tx] - v2[tx] + v3[tx];
@@ -380,7 +389,8 @@ HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, 
 						continue;
 					float *dst = plane + (size_t)iy * W;
 					int x0 = Pd, x1 = W + Pd < WP ? W + Pd : WP;
-					/* rows of B dV: dV0, dV1 - dV2 + dV3, -dV0 + dV1 + dV2, -dV3 */
+					/* rows of B dV: dV0, dV1 - dV2 + dV3, -dV0 + dV1 + dV2,
+					 * -dV3 */
 					if (a == 0)
 						for (int x = x0; x < x1; x++)
 							dst[x - Pd] += h[0][x];
