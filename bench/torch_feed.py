@@ -36,10 +36,11 @@ import sys
 import time
 
 
-def folder_dataset(root, files, tile, torchvision):
-    """ImageFolder over ROOT, items (x, y, index); with FILES only those files, and classes
-    those folders that hold one (ImageFolder refuses a class folder with no file)."""
-    from torchvision import transforms
+def kept_folder(files, torchvision):
+    """(keep, Folder, is_valid_file): the paths FILES lists (None without FILES), and an
+    ImageFolder whose classes are the folders holding a kept file (ImageFolder refuses a
+    class folder with no file: a subset export can leave one empty, and FILES a class with
+    no file kept). torch_loader.py shares it."""
     keep = None
     if files:
         with open(files, encoding="utf-8", errors="surrogateescape") as f:
@@ -56,14 +57,23 @@ def folder_dataset(root, files, tile, torchvision):
                                if e.is_dir() and any(os.scandir(e.path)))
             return names, {n: i for i, n in enumerate(names)}
 
+    valid = (lambda p: os.path.normpath(p) in keep) if keep is not None else None
+    return keep, Folder, valid
+
+
+def folder_dataset(root, files, tile, torchvision):
+    """ImageFolder over ROOT, items (x, y, index); with FILES only those files."""
+    from torchvision import transforms
+    _, Folder, valid = kept_folder(files, torchvision)
+
+    class Indexed(Folder):
         def __getitem__(self, i):
             x, y = super().__getitem__(i)
             return x, y, i
 
     tf = transforms.Compose([transforms.Resize(min(tile)), transforms.CenterCrop(tile),
                              transforms.ToTensor()])
-    return Folder(root, transform=tf,
-                  is_valid_file=(lambda p: os.path.normpath(p) in keep) if keep is not None else None)
+    return Indexed(root, transform=tf, is_valid_file=valid)
 
 
 def main():

@@ -59,23 +59,9 @@ def main():
         return 77
     torch.set_num_threads(a.threads)
     t_setup = time.perf_counter()
-    keep = None
-    if a.files:
-        with open(a.files, encoding="utf-8", errors="surrogateescape") as f:
-            keep = {os.path.normpath(line.rstrip("\n")) for line in f if line.strip()}
-
-    class Folder(torchvision.datasets.ImageFolder):
-        # A subset export can leave a class folder empty, and --files a class with no file
-        # kept; ImageFolder refuses those, so classes are the folders that hold files.
-        def find_classes(self, directory):
-            if keep is not None:
-                top = os.path.normpath(directory) + os.sep
-                names = sorted({p[len(top):].split(os.sep)[0] for p in keep
-                                if p.startswith(top) and os.sep in p[len(top):]})
-            else:
-                names = sorted(e.name for e in os.scandir(directory)
-                               if e.is_dir() and any(os.scandir(e.path)))
-            return names, {n: i for i, n in enumerate(names)}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_feed import kept_folder
+    _, Folder, valid = kept_folder(a.files, torchvision)
 
     steps = []
     if a.resize:
@@ -87,8 +73,7 @@ def main():
         steps = [transforms.Resize(min(h, w)), transforms.CenterCrop((h, w))]
     if a.resize_short:
         steps = [transforms.Resize(a.resize_short), transforms.CenterCrop(a.crop)]
-    ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]),
-                is_valid_file=(lambda p: os.path.normpath(p) in keep) if keep is not None else None)
+    ds = Folder(a.root, transform=transforms.Compose(steps + [transforms.ToTensor()]), is_valid_file=valid)
     if a.limit and a.limit < len(ds):
         ds = torch.utils.data.Subset(ds, range(a.limit))
     if a.emulate:

@@ -123,22 +123,7 @@ class Accel:
         PyTorch must read what the packer kept, not the files it skipped. The train split's
         go to logs/kept-train.txt, torch_loader.py's --files."""
         from . import storefile
-        b = self.b
-        try:
-            kept = storefile.paths(self.ssd_store)
-        except (OSError, storefile.StoreError) as e:
-            b.die(f"cannot read the store the bench packed: {e}")
-        if kept is None:
-            b.die("the store has no path table (spritefs-pack too old?)")
-        files = [os.path.join(self.photos, p) for p in kept]
-        found = sum(len(fs) for _, _, fs in os.walk(self.photos))
-        if found > len(files):
-            b.note(f"{found - len(files)} of the {found} files in {self.photos} are not in the store (the "
-                   "packer skipped or ignored them: see logs/pack-photos.log): PyTorch reads the store's "
-                   f"{len(files)} photos only")
-        self.files_list = b.path("logs", "kept-train.txt")
-        with open(self.files_list, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.writelines(p + "\n" for p in files if p.startswith(f"{self.photos}/train/"))
+        files, self.files_list = storefile.kept_files(self.b, self.ssd_store, self.photos, "PyTorch")
         return files
 
     def window(self):

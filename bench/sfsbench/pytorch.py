@@ -86,22 +86,7 @@ class Feed:
         """The photos the store holds, by its path table (the folder is read in place, and
         ImageFolder must read what the packer kept); the train split's in logs/kept-train.txt."""
         from . import storefile
-        b = self.b
-        try:
-            kept = storefile.paths(self.store)
-        except (OSError, storefile.StoreError) as e:
-            b.die(f"cannot read the store the bench packed: {e}")
-        if kept is None:
-            b.die("the store has no path table (spritefs-pack too old?)")
-        files = [os.path.join(self.photos, p) for p in kept]
-        found = sum(len(fs) for _, _, fs in os.walk(self.photos))
-        if found > len(files):
-            b.note(f"{found - len(files)} of the {found} files in {self.photos} are not in the store (the "
-                   "packer skipped or ignored them: see logs/pack-photos.log): ImageFolder reads the store's "
-                   f"{len(files)} photos only")
-        self.files_list = b.path("logs", "kept-train.txt")
-        with open(self.files_list, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write("".join(p + "\n" for p in files if p.startswith(f"{self.photos}/train/")))
+        files, self.files_list = storefile.kept_files(self.b, self.store, self.photos, "ImageFolder")
         return files
 
     def pixels(self, files):

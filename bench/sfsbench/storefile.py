@@ -84,3 +84,26 @@ def prune_tree(tree, kept):
                 os.remove(p)
                 gone.append(rel)
     return sorted(gone)
+
+
+def kept_files(b, store, photos, reader):
+    """The photos of the folder PHOTOS that STORE holds, by its path table: a folder read in
+    place holds files the packer skipped, and READER (who reads the folder) must read what
+    the packer kept. The train split's go to logs/kept-train.txt (a --files list); returns
+    (files, that list's path). Dies with a clear message on an unreadable store."""
+    try:
+        kept = paths(store)
+    except (OSError, StoreError) as e:
+        b.die(f"cannot read the store the bench packed: {e}")
+    if kept is None:
+        b.die("the store has no path table (spritefs-pack too old?)")
+    files = [os.path.join(photos, p) for p in kept]
+    found = sum(len(fs) for _, _, fs in os.walk(photos))
+    if found > len(files):
+        b.note(f"{found - len(files)} of the {found} files in {photos} are not in the store (the "
+               f"packer skipped or ignored them: see logs/pack-photos.log): {reader} reads the store's "
+               f"{len(files)} photos only")
+    listed = b.path("logs", "kept-train.txt")
+    with open(listed, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.writelines(p + "\n" for p in files if p.startswith(f"{photos}/train/"))
+    return files, listed
