@@ -120,11 +120,12 @@ HN_HOT void hn_wino_dfilters(float *restrict dw, const float *restrict dU, const
 }
 
 /*
- * V = B^T d B of every tile: per plane, the input zero-padded into pp
- * ((2 * TH + 2) x (2 * TW + 2) floats of scratch); per tile row, its four
- * rows combined down the rows, then across each tile's four columns.
+ * V = B^T d B of every tile: per tile row, its four input rows (a row of
+ * zeros, the first W floats of the scratch zr, where they fall outside the
+ * input) are combined down the rows into rows of 2 * TW + 2 columns, zero
+ * in the padding, then across each tile's four columns.
  */
-HN_HOT static void input_transform(float *restrict V, float *restrict pp, const float *restrict in,
+HN_HOT static void input_transform(float *restrict V, float *restrict zr, const float *restrict in,
 				   int n, const struct hn_layer *l)
 {
 	const int C = l->in_c, H = l->in_h, W = l->in_w, Pd = l->pad;
@@ -132,32 +133,37 @@ HN_HOT static void input_transform(float *restrict V, float *restrict pp, const 
 	const size_t T = (size_t)TH * TW, NT = (size_t)n * T, CNT = (size_t)C * NT;
 	float q[4][WP];
 
+	memset(zr, 0, sizeof(float) * W);
+	for (int i = 0; i < 4; i++)
+		for (int x = 0; x < WP; x++)
+			q[i][x] = 0.0f; /* the padding columns stay 0 */
 	for (int c = 0; c < C; c++)
 		for (int s = 0; s < n; s++) {
 			const float *plane = in + ((size_t)s * C + c) * H * W;
 			float *v = V + (size_t)c * NT + (size_t)s * T;
-			memset(pp, 0, sizeof(float) * (size_t)(2 * TH + 2) * WP);
-			for (int y = 0; y < H; y++)
-				memcpy(pp + (size_t)(y + Pd) * WP + Pd, plane + (size_t)y * W,
-				       sizeof(float) * W);
 			for (int ty = 0; ty < TH; ty++, v += TW) {
-				const float *restrict r0 = pp + (size_t)2 * ty * WP,
-						      *restrict r1 = r0 + WP,
-						      *restrict r2 = r1 + WP,
-						      *restrict r3 = r2 + WP;
-				for (int x = 0; x < WP; x++) {
-					q[0][x] = r0[x] - r2[x];
-					q[1][x] = r1[x] + r2[x];
-					q[2][x] = r2[x] - r1[x];
-					q[3][x] = r1[x] - r3[x];
+				const float *r[4];
+				for (int i = 0; i < 4; i++) {
+					int iy = 2 * ty - Pd + i;
+					r[i] = iy >= 0 && iy < H ? plane + (size_t)iy * W : zr;
+				}
+				const float *restrict r0 = r[0], *restrict r1 = r[1],
+						      *restrict r2 = r[2], *restrict r3 = r[3];
+				float *restrict q0 = q[0] + Pd, *restrict q1 = q[1] + Pd,
+						*restrict q2 = q[2] + Pd, *restrict q3 = q[3] + Pd;
+				for (int x = 0; x < W; x++) {
+					q0[x] = r0[x] - r2[x];
+					q1[x] = r1[x] + r2[x];
+					q2[x] = r2[x] - r1[x];
+					q3[x] = r1[x] - r3[x];
 				}
 				for (int i = 0; i < 4; i++) {
 					float *v0 = v + (size_t)(4 * i) * CNT, *v1 = v0 + CNT,
 					      *v2 = v1 + CNT, *v3 = v2 + CNT;
-					const float *r = q[i];
+					const float *rr = q[i];
 					for (int tx = 0; tx < TW; tx++) {
-						float a = r[2 * tx], b = r[2 * tx + 1],
-						      cc = r[2 * tx + 2], d = r[2 * tx + 3];
+						float a = rr[2 * tx], b = rr[2 * tx + 1],
+						      cc = rr[2 * tx + 2], d = rr[2 * tx + 3];
 						v0[tx] = a - cc;
 						v1[tx] = b + cc;
 						v2[tx] = cc - b;
@@ -242,7 +248,7 @@ void hn_wino_forward(float *out, float *V, float *ws, const float *in, const flo
 	const int NT = (int)tiles(l, n);
 	float *Mm = ws, *y = ws + 16 * (size_t)M * NT;
 
-	input_transform(V, Mm, in, n, l); /* Mm's space: scratch until the sgemm */
+	input_transform(V, Mm, in, n, l); /* Mm's space: its zero row */
 	gemm16(0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
 	       (size_t)M * NT);
 	output_transform(out, Mm, y, b, n, l, relu);
