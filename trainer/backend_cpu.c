@@ -53,13 +53,6 @@
 #define CHUNK_BYTES    (2ULL << 20)
 #define CHUNK_MIN      4
 
-/* What conv i keeps from forward for backward, n samples: im2col's matrix or Winograd's V. */
-static size_t kept_floats(const struct cpu_state *st, int i, int n)
-{
-	const struct hn_layer *l = &st->m.layers[i];
-	return st->wino[i] ? hn_wino_v_floats(l, n) : hn_conv2d_col_floats(l, n);
-}
-
 /* Hand out arena space: with base == NULL only counts, so one function plans and assigns. */
 static void *take(char *base, size_t *at, size_t bytes)
 {
@@ -168,8 +161,8 @@ static size_t layout(struct cpu_state *st, char *base)
 			if (wf > max_ws)
 				max_ws = wf;
 		}
-		st->wu[i] = st->wino[i] ? take(base, &at, 16 * sizeof(float) * l->out_c * l->in_c)
-					: NULL;
+		st->wu[i] =
+			st->wino[i] ? take(base, &at, sizeof(float) * hn_wino_u_floats(l)) : NULL;
 		if (l->kind == HN_LAYER_MAXPOOL)
 			st->idx[i] = take(base, &at, sizeof(int32_t) * B * of);
 		if (l->kind == HN_LAYER_DROPOUT)
@@ -206,10 +199,10 @@ static size_t layout(struct cpu_state *st, char *base)
 				m->layers[i].kind == HN_LAYER_BATCHNORM
 					? take(base, &at, 2 * sizeof(double) * m->layers[i].in_c)
 					: NULL;
-			mb->du[i] = st->wino[i] ? take(base, &at,
-						       16 * sizeof(float) * m->layers[i].out_c *
-							       m->layers[i].in_c)
-						: NULL;
+			mb->du[i] = st->wino[i]
+					    ? take(base, &at,
+						   sizeof(float) * hn_wino_u_floats(&m->layers[i]))
+					    : NULL;
 			mb->dskip[i] = m->layers[i].kind == HN_LAYER_SAVE
 					       ? take(base, &at,
 						      sizeof(float) * R * out_floats(&m->layers[i]))
@@ -356,7 +349,7 @@ static void dfilters_member(void *arg, int tid, int nthreads)
 		if (!st->wino[i])
 			continue;
 		hn_wino_dfilters(mb->grads + l->w_off, mb->du[i], l);
-		memset(mb->du[i], 0, 16 * sizeof(float) * l->out_c * l->in_c);
+		memset(mb->du[i], 0, sizeof(float) * hn_wino_u_floats(l));
 	}
 }
 

@@ -148,11 +148,16 @@ static inline float *dslot_at(struct cpu_state *st, int tid, int j, int s0, int 
 							 : dact_at(st, tid, j, s0, r0);
 }
 
-static inline float *col_at(struct cpu_state *st, int tid, int i, int s0)
+/* What conv i keeps from forward for backward, n samples: im2col's matrix or Winograd's V. */
+static inline size_t kept_floats(const struct cpu_state *st, int i, int n)
 {
 	const struct hn_layer *l = &st->m.layers[i];
-	size_t per = st->wino[i] ? hn_wino_v_floats(l, 1) : hn_conv2d_col_floats(l, 1);
-	return st->keep_col ? st->col[i] + (size_t)s0 * per : st->mb[tid].col;
+	return st->wino[i] ? hn_wino_v_floats(l, n) : hn_conv2d_col_floats(l, n);
+}
+
+static inline float *col_at(struct cpu_state *st, int tid, int i, int s0)
+{
+	return st->keep_col ? st->col[i] + (size_t)s0 * kept_floats(st, i, 1) : st->mb[tid].col;
 }
 
 /*

@@ -67,13 +67,14 @@ void hn_col2im(float *restrict din, const float *restrict dcol, int n, const str
  * V:  the transformed input, hn_wino_v_floats(l, n) floats, no more than
  *     hn_conv2d_col_floats(l, n); forward leaves it for backward (v_valid).
  * ws: scratch, hn_wino_ws_floats(l, n) floats.
- * U:  the transformed filters, 16 * out_c * in_c floats, in place of w:
+ * U:  the transformed filters, hn_wino_u_floats(l) (16 * out_c * in_c), in place of w:
  *     hn_wino_filters makes those of output channels [oc0, oc1) from w.
  * dU: in place of dw, as many floats as U: backward ADDS the filters'
  *     gradient in the transformed domain; hn_wino_dfilters adds it into dw.
  */
 int hn_wino_fits(const struct hn_layer *l);
 size_t hn_wino_v_floats(const struct hn_layer *l, int n);
+size_t hn_wino_u_floats(const struct hn_layer *l);
 size_t hn_wino_ws_floats(const struct hn_layer *l, int n);
 void hn_wino_filters(float *U, const float *w, const struct hn_layer *l, int oc0, int oc1);
 void hn_wino_dfilters(float *dw, const float *dU, const struct hn_layer *l);

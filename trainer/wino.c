@@ -68,6 +68,11 @@ size_t hn_wino_v_floats(const struct hn_layer *l, int n)
 	return 16 * (size_t)l->in_c * tiles(l, n);
 }
 
+size_t hn_wino_u_floats(const struct hn_layer *l)
+{
+	return 16 * (size_t)l->out_c * l->in_c;
+}
+
 size_t hn_wino_ws_floats(const struct hn_layer *l, int n)
 {
 	return 16 * tiles(l, n) * ((size_t)l->out_c + l->in_c);
