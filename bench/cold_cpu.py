@@ -30,6 +30,8 @@ import tempfile
 import time
 from contextlib import contextmanager
 
+from sfsbench.cpufloor import codec_of, floor, median, pass_cost, run_checked
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -38,16 +40,6 @@ def proc_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / TICK
-
-
-def run_json(cmd):
-    """Run a readbench command; its JSON line and the child's CPU seconds (wait4)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate()
-    # communicate() reaped it; the children's rusage grew by its CPU time
-    if p.returncode != 0:
-        sys.exit(f"cold_cpu: {' '.join(cmd)} exited {p.returncode}: {err.strip()}")
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def children_cpu():
@@ -80,36 +72,7 @@ def mounted(spritefs, store, mnt, opts):
         log.close()
 
 
-def compression(pack, store):
-    """spritefs-pack --info's compression: "lz4", "lz4 (some sheets raw)" or "none"."""
-    out = subprocess.run([pack, "--info", store], capture_output=True, text=True, check=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("compression:"):
-            return line.split(":", 1)[1].split(",")[0].strip()
-    sys.exit(f"cold_cpu: spritefs-pack --info {store} says no compression")
-
-
-def floor(readbench, store, seconds, codec):
-    """core-seconds per decoded GB: one lz4 decode (none for a store of raw sheets: they
-    need none) plus one copy, each on one core."""
-    common = [readbench, "--threads", "1", "--limit", "48", "--seconds", str(seconds), store]
-    cp = run_json(common[:1] + ["--decode", "copy"] + common[1:])
-    if codec == "none":
-        cp_rate = cp["bytes"] / cp["cpu_s"]
-        return {"compression": codec, "lz4_decoded_gb_per_s": None,
-                "copy_gb_per_s": cp_rate / 1e9, "floor_core_s_per_gb": 1e9 / cp_rate}
-    # a store with some raw sheets: their "decode" (checksum and copy) is timed as lz4's,
-    # which raises the floor a little
-    lz4 = run_json(common[:1] + ["--decode", "lz4"] + common[1:])
-    # per CPU-second of the one thread (its CLOCK_THREAD_CPUTIME_ID), not per wall second:
-    # a busy machine then slows the floor no more than it slows the daemon's core-seconds
-    lz4_rate = lz4["bytes"] / lz4["cpu_s"]  # decoded bytes per core-second
-    cp_rate = cp["bytes"] / cp["cpu_s"]
-    return {"compression": codec, "lz4_decoded_gb_per_s": lz4_rate / 1e9, "copy_gb_per_s": cp_rate / 1e9,
-            "floor_core_s_per_gb": 1e9 / lz4_rate + 1e9 / cp_rate}
-
-
-def cold_pass(a, tmp):
+def cold_pass(a, tmp, floor_s_per_gb):
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
     mnt = os.path.join(tmp, "mnt")
@@ -119,18 +82,12 @@ def cold_pass(a, tmp):
         d0 = proc_cpu(pid)
         c0 = children_cpu()
         views = os.path.join(mnt, "train", "epochs", str(a.seed), "0")
-        res = run_json([a.readbench, "--direct", "--threads", str(a.readers), views])
+        res = run_checked([a.readbench, "--direct", "--threads", str(a.readers), views])
         readers = children_cpu() - c0
         daemon = proc_cpu(pid) - d0
         with open(os.path.join(mnt, ".spritefs", "stats.json")) as f:
             stats = json.load(f)
-    gb = res["bytes"] / 1e9
-    return {"bytes": res["bytes"], "wall_s": res["wall_s"], "gb_per_s": gb / res["wall_s"],
-            "daemon_core_s": daemon, "readers_core_s": readers,
-            "daemon_core_s_per_gb": daemon / gb, "readers_core_s_per_gb": readers / gb,
-            "core_s_per_gb": (daemon + readers) / gb,
-            "read_amplification": (stats.get("epoch") or {}).get("read_amplification"),
-            "stats_cpu_s": stats.get("cpu_s")}
+    return pass_cost(res, daemon, readers, stats, floor_s_per_gb)
 
 
 def main():
@@ -150,23 +107,25 @@ def main():
     if os.geteuid() != 0:
         sys.exit("cold_cpu: needs root (drop_caches, mount)")
     with tempfile.TemporaryDirectory(prefix="cold_cpu.") as tmp:
-        fl = floor(a.readbench, a.store, a.floor_seconds, compression(a.pack, a.store))
+        info = subprocess.run([a.pack, "--info", a.store], capture_output=True, text=True).stdout
+        codec = codec_of(info)
+        if codec is None:
+            sys.exit(f"cold_cpu: spritefs-pack --info {a.store} says no compression")
+        fl = floor(run_checked, a.readbench, a.store, a.floor_seconds, codec)
         lz = fl["lz4_decoded_gb_per_s"]
         print(f"floor ({fl['compression']}): lz4 {f'{lz:.2f} GB/s decoded' if lz else 'none'}, "
               f"copy {fl['copy_gb_per_s']:.2f} GB/s: {fl['floor_core_s_per_gb']:.3f} core-s/GB",
               file=sys.stderr)
         runs = []
         for k in range(a.runs):
-            r = cold_pass(a, tmp)
-            r["ratio"] = r["core_s_per_gb"] / fl["floor_core_s_per_gb"]
+            r = cold_pass(a, tmp, fl["floor_core_s_per_gb"])
             runs.append(r)
             print(f"cold pass {k + 1}: {r['gb_per_s']:.2f} GB/s, daemon "
                   f"{r['daemon_core_s_per_gb']:.3f} + readers {r['readers_core_s_per_gb']:.3f} "
                   f"= {r['core_s_per_gb']:.3f} core-s/GB = {r['ratio']:.2f}x the floor "
                   f"(amplification {r['read_amplification']})", file=sys.stderr)
-    ratios = sorted(r["ratio"] for r in runs)
     print(json.dumps({"store": a.store, "cache": a.cache, "readers": a.readers, "floor": fl,
-                      "runs": runs, "ratio_median": ratios[len(ratios) // 2]}))
+                      "runs": runs, "ratio_median": median(r["ratio"] for r in runs)}))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # photos with a small profile (32:0.05, 640 samples/s per accelerator): every medium has a row
 # in results.json with its accelerators at AU >= 90% (or the fraction of one), samples/s, MB/s,
 # AU and CPU core-seconds per delivered GB (the daemon's only on the mounts), the store is at
-# least 4x the budget, the AU curves and the two PNGs are there, the table is on stdout, a bad
+# least 4x the budget, T11's floor and cold pass of the same run and their ratio, the AU curves
+# and the two PNGs are there, the table is on stdout, a bad
 # --profile is refused up front, and no mount or folder is left behind.
 #   usage: bench_accel.sh BENCH_SCRIPT BUILD_DIR
 set -uo pipefail
@@ -93,6 +94,27 @@ for m in media:
         bad.append(f"{m}: AU against speed at {[v[0] for v in sp]}, not 160, 640, 2560 samples/s")
 if not any(t["id"] == "T12" for t in s.get("targets", [])):
     bad.append("no T12")
+# T11: the floor and the cold pass of the same run, and their ratio as the target's figure
+cc = s.get("cold_cpu") or {}
+fl = cc.get("floor") or {}
+if not num(fl.get("copy_gb_per_s"), 0.1, 1000) or not num(fl.get("lz4_decoded_gb_per_s"), 0.1, 1000):
+    bad.append(f"T11 floor rates {fl}")
+elif abs(fl["floor_core_s_per_gb"] - (1 / fl["copy_gb_per_s"] + 1 / fl["lz4_decoded_gb_per_s"])) > 1e-6:
+    bad.append(f"T11 floor is not one lz4 decode plus one copy per GB: {fl}")
+ps = cc.get("passes") or []
+if len(ps) != 1:
+    bad.append(f"T11: {len(ps)} cold passes in a quick run, not 1")
+for q in ps:
+    # one epoch's views of the train split: each tile once (150,528 bytes) and the views' heads
+    tiles = (s.get("data") or {}).get("train_files", 0) * 150528
+    if not tiles <= q.get("bytes", 0) < tiles + (1 << 20) or not num(q.get("daemon_core_s_per_gb"), 0.001, 100) \
+            or not num(q.get("readers_core_s_per_gb"), 0.0, 100) or q.get("read_amplification") is None:
+        bad.append(f"T11 cold pass {q}")
+    elif abs(q["ratio"] - q["core_s_per_gb"] / fl["floor_core_s_per_gb"]) > 1e-6:
+        bad.append(f"T11 ratio {q['ratio']} is not {q['core_s_per_gb']} / {fl['floor_core_s_per_gb']}")
+t11 = [t for t in s.get("targets", []) if t["id"] == "T11"]
+if len(t11) != 1 or not num(t11[0].get("measured"), 0.5, 100) or t11[0]["pass"] != (t11[0]["measured"] <= 1.3):
+    bad.append(f"T11 target row {t11}")
 if bad:
     print("FAIL: results.json: " + "; ".join(bad)); sys.exit(1)
 print("results.json ok:", {m: rows[m]["accelerators"] for m in media})

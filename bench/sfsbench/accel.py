@@ -350,8 +350,10 @@ def run(b):
     from . import cli, report
     a = Accel(b)
     a.prepare()
-    b.msg("2/5 the bound: fio on the store, one lz4 decode thread")
+    b.msg("2/5 the bound: fio on the store, one lz4 decode thread; the CPU floor of a cold byte (T11)")
     a.bound()
+    from . import cpufloor
+    cpufloor.bench_step(b, a.ssd_store, a.tmpfs_store, a.budget, a.batch)
     b.msg(f"3/5 emulated {a.name} accelerators ({a.batch} samples, {a.compute:g} s per batch), "
           f"AU >= {100 * AU_MIN:.0f}%, on each medium")
     if not a.mpi:
