@@ -63,11 +63,13 @@ void hn_col2im(float *restrict din, const float *restrict dcol, int n, const str
 /*
  * conv2d by Winograd's F(2x2, 3x3) (wino.c), for the layers hn_wino_fits
  * takes: 3x3, stride 1, 16 or more input channels, an output of at least 2x2
- * (HN_CPU_WINOGRAD=0 takes none). Same arguments as hn_conv2d_*, but:
+ * (HN_CPU_WINOGRAD=0 takes none); by F(4x4, 3x3) (wino4.c) where that pays,
+ * 64 or more input channels (HN_CPU_WINOGRAD=2: F(2x2) for all). Same
+ * arguments as hn_conv2d_*, but:
  * V:  the transformed input, hn_wino_v_floats(l, n) floats, no more than
  *     hn_conv2d_col_floats(l, n); forward leaves it for backward (v_valid).
  * ws: scratch, hn_wino_ws_floats(l, n) floats.
- * U:  the transformed filters, hn_wino_u_floats(l) (16 * out_c * in_c), in place of w:
+ * U:  the transformed filters, hn_wino_u_floats(l) (16 or 36 * out_c * in_c), in place of w:
  *     hn_wino_filters makes those of output channels [oc0, oc1) from w.
  * dU: in place of dw, as many floats as U: backward ADDS the filters'
  *     gradient in the transformed domain; hn_wino_dfilters adds it into dw.

@@ -30,6 +30,10 @@
  * a step; hn_wino_dfilters turns it into dw once, before the update. The
  * scratch ws holds the sgemms' results [16][out_c][n * T] and the input
  * gradient's [16][in_c][n * T].
+ *
+ * Layers with 64 or more input channels whose output F(4x4, 3x3)'s tiles
+ * cover with fewer products go to wino4.c instead (hn_wino4_pays), through
+ * the same hn_wino_* calls; HN_CPU_WINOGRAD=2 keeps them all here.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,7 @@
 #include <cblas.h>
 
 #include "trainer/layers.h"
+#include "trainer/wino4.h"
 
 #define WINO_MIN_IN 16 /* fewer input channels: the sgemms are too thin (the stem) */
 
@@ -63,18 +68,31 @@ int hn_wino_fits(const struct hn_layer *l)
 	       l->out_w >= 2 && 16 * tiles(l, 1) <= 9 * (size_t)l->out_h * l->out_w;
 }
 
+/* F(4x4, 3x3) (wino4.c) where it pays; HN_CPU_WINOGRAD=2 keeps every layer on F(2x2). */
+static int by4(const struct hn_layer *l)
+{
+	const char *e = getenv("HN_CPU_WINOGRAD");
+	return !(e && !strcmp(e, "2")) && hn_wino4_pays(l);
+}
+
 size_t hn_wino_v_floats(const struct hn_layer *l, int n)
 {
+	if (by4(l))
+		return hn_wino4_v_floats(l, n);
 	return 16 * (size_t)l->in_c * tiles(l, n);
 }
 
 size_t hn_wino_u_floats(const struct hn_layer *l)
 {
+	if (by4(l))
+		return hn_wino4_u_floats(l);
 	return 16 * (size_t)l->out_c * l->in_c;
 }
 
 size_t hn_wino_ws_floats(const struct hn_layer *l, int n)
 {
+	if (by4(l))
+		return hn_wino4_ws_floats(l, n);
 	return 16 * tiles(l, n) * ((size_t)l->out_c + l->in_c);
 }
 
@@ -84,6 +102,10 @@ HN_HOT void hn_wino_filters(float *restrict U, const float *restrict w, const st
 {
 	const int C = l->in_c;
 	const size_t MC = (size_t)l->out_c * C;
+	if (by4(l)) {
+		hn_wino4_filters(U, w, l, oc0, oc1);
+		return;
+	}
 	for (size_t f = (size_t)oc0 * C; f < (size_t)oc1 * C; f++) {
 		const float *g = w + 9 * f;
 		float r[4][3];
@@ -106,6 +128,10 @@ HN_HOT void hn_wino_filters(float *restrict U, const float *restrict w, const st
 HN_HOT void hn_wino_dfilters(float *restrict dw, const float *restrict dU, const struct hn_layer *l)
 {
 	const size_t MC = (size_t)l->out_c * l->in_c;
+	if (by4(l)) {
+		hn_wino4_dfilters(dw, dU, l);
+		return;
+	}
 	for (size_t f = 0; f < MC; f++) {
 		float u[16], r[3][4];
 		for (int xi = 0; xi < 16; xi++)
@@ -253,6 +279,10 @@ void hn_wino_forward(float *out, float *V, float *ws, const float *in, const flo
 	const int NT = (int)tiles(l, n);
 	float *Mm = ws, *y = ws + 16 * (size_t)M * NT;
 
+	if (by4(l)) {
+		hn_wino4_forward(out, V, ws, in, U, b, n, l, relu);
+		return;
+	}
 	input_transform(V, Mm, in, n, l); /* Mm's space: its zero row */
 	gemm16(0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
 	       (size_t)M * NT);
@@ -427,6 +457,10 @@ void hn_wino_backward(float *din, float *dU, float *db, float *V, float *ws, con
 	const int NT = (int)tiles(l, n);
 	float *dM = ws, *dV = dM + 16 * (size_t)M * NT;
 
+	if (by4(l)) {
+		hn_wino4_backward(din, dU, db, V, ws, dout, out_relu, in, U, n, l, v_valid);
+		return;
+	}
 	dout_transform(dM, dV, db, dout, out_relu, n, l); /* dV's space: scratch until the sgemm */
 	if (!v_valid)
 		input_transform(V, dV, in, n, l);
