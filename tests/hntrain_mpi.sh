@@ -58,6 +58,20 @@ grep -qi "note:" "$TMP/stderr" && fail "2 ranks on the mount: $(cat "$TMP/stderr
 h=$(sed -n 's/^weights xxh3 //p' <<<"$views")
 echo "mount, 2 ranks: $h"
 [[ $h == "$ref" ]] || fail "2 ranks on the mount give $h, the store $ref"
+# The short last global batch on a mount: 30 + 30 samples that no view holds
+# whole (views 20 and 21 hold 32 and 28); the ranks read them from the parts of
+# the views they span, checked against the order, and train as from the store.
+mount_store "$TMP/odd.sprites" "$TMP/mnt3" -o batch=32,seed=3
+out=$(HN_CPU_CHUNK=2 timeout "$MPI_LIMIT" "${MPIRUN[@]}" -np 2 -x HN_CPU_CHUNK "$HNTRAIN" \
+	--data "$TMP/mnt3" --batch 32 --threads 1 --model cnn --epochs 2 --lr 0.05 --seed 3 \
+	2>"$TMP/stderr") || {
+	cat "$TMP/stderr" >&2
+	fail "2 ranks on the mount, short last batch"
+}
+grep -qi "note:" "$TMP/stderr" && fail "short last batch on the mount: $(cat "$TMP/stderr")"
+h=$(sed -n 's/^weights xxh3 //p' <<<"$out")
+echo "short last batch, mount, 2 ranks: $h"
+[[ $h == "$one" ]] || fail "short last batch: 2 ranks on the mount give $h, the store $one"
 # Each of the two nodes' mounts knows its rank (-o ranks=R/N): it prefetches
 # only that rank's view files, and reads the other's correctly all the same.
 mount_store "$TMP/syn.sprites" "$TMP/mnt1" -o batch=32,seed=7,ranks=0/2

@@ -170,9 +170,18 @@ struct hn_batch {
 	 * Training: the epoch view file that holds exactly these samples
 	 * (index, or with N ranks index * N + rank when the batch is a whole
 	 * view file), HN_NO_VIEW when none does (a rank's share of a short
-	 * last global batch): a mount then gathers it.
+	 * last global batch): a mount then reads it from the parts of the views
+	 * it spans (order_pos).
 	 */
 	uint64_t view;
+	/*
+	 * Training batches of the loader: idx holds the samples at positions
+	 * [order_pos, order_pos + n) of the epoch's order, and in_order is 1
+	 * (a mount reads a share that no view holds whole from the views it
+	 * spans). 0 elsewhere: idx is any list of samples.
+	 */
+	uint64_t order_pos;
+	int in_order;
 	int n;		  /* samples */
 	uint32_t *idx;	  /* n sample indices */
 	uint8_t *tiles;	  /* n * h*w*c */

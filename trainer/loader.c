@@ -131,10 +131,13 @@ static int claim_locked(hn_loader *l, struct slot *q, uint64_t seq)
 		}
 		memcpy(q->b.idx, l->perm + first, n * sizeof *q->b.idx);
 		q->b.n = (int)n;
+		q->b.order_pos = first;
+		q->b.in_order = 1;
 	} else {
 		q->b.split = HN_SPLIT_TEST;
 		q->b.index = r - l->ntrain_b;
 		q->b.view = HN_NO_VIEW;
+		q->b.in_order = 0;
 		uint64_t n;
 		int view;
 		uint64_t first = share(l, q->b.index, l->ntest, &n, &view);
