@@ -27,7 +27,7 @@
 #define DEFAULT_EPOCHS	  100u
 #define DEFAULT_BATCH	  64u
 #define MAX_DEFAULT_CACHE (16ull << 30)
-#define DEFAULT_PREALLOC  (256ull << 20)
+#define DEFAULT_PREALLOC  (1ull << 30)
 #define DEFAULT_ORDERS	  (256ull << 20)
 #define KEY_ALLOW_OTHER	  1
 
@@ -116,7 +116,7 @@ void sfs_usage(FILE *f)
 		"  -o prealloc=SIZE   sheet memory faulted in at mount, so that first reads do "
 		"not\n"
 		"                     page-fault (default: the decoded store, at most the cache\n"
-		"                     and 256M; 0 = off)\n"
+		"                     and 1G; 0 = off)\n"
 		"  -o prefetch=N      sheets read ahead of a reader (default %u, 0 = off)\n"
 		"  -o epochs=N        epoch views listed per seed (default %u)\n"
 		"  -o seed=S          seed listed under <split>/epochs/ (default 0; any seed can "
