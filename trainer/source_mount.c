@@ -679,14 +679,16 @@ static int view_read_part(hn_source *s, const struct hn_batch *bt, char *err)
 		memcpy(&got, buf, sizeof got);
 		got.split = hdr.split;
 		if (memcmp(&got, &hdr, sizeof hdr) != 0)
-			rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %" PRIu64,
-					 path, got.count, got.h, got.w, got.c, vn);
+			rc = sprite_fail(err, -EINVAL,
+					 "%s: batch of %u %ux%ux%u tiles, expected %" PRIu64, path,
+					 got.count, got.h, got.w, got.c, vn);
 		const uint16_t *labels = (const uint16_t *)(buf + hdr.labels_offset);
 		const uint32_t *ids = (const uint32_t *)(buf + hdr.ids_offset);
 		for (uint64_t j = 0; rc == 0 && j < k; j++) {
 			if (ids[a + j] != bt->idx[w + j])
 				rc = sprite_fail(err, -EINVAL,
-						 "%s: sample %" PRIu64 " is %u, the permutation says %u",
+						 "%s: sample %" PRIu64
+						 " is %u, the permutation says %u",
 						 path, a + j, ids[a + j], bt->idx[w + j]);
 			else if (labels[a + j] >= s->info.nclasses)
 				rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
