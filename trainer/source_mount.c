@@ -493,9 +493,8 @@ static int mount_gather(hn_source *s, const struct hn_batch *b, char *err)
  * labels, ids) in a small buffer and its tiles straight into the batch:
  * no bounce buffer of the whole view to fault in, and no second copy.
  */
-static int preadv_full(int fd, struct iovec *iov, int n)
+static int preadv_full(int fd, struct iovec *iov, int n, uint64_t off)
 {
-	uint64_t off = 0;
 	while (n > 0) {
 		ssize_t r = preadv(fd, iov, n, (off_t)off);
 		if (r < 0 && errno == EINTR)
@@ -515,7 +514,11 @@ static int preadv_full(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-static int view_load(const char *path, const struct iovec *want, int *opened)
+/*
+ * want[0] from offset 0 (the view's head) and want[1] from TILES_AT (its
+ * tiles, or a range of them): one preadv where they are contiguous.
+ */
+static int view_load(const char *path, const struct iovec *want, uint64_t tiles_at, int *opened)
 {
 	int rc = -EINVAL;
 	*opened = 0;
@@ -527,7 +530,10 @@ static int view_load(const char *path, const struct iovec *want, int *opened)
 		}
 		*opened = 1;
 		struct iovec iov[2] = {want[0], want[1]}; /* preadv_full moves them on */
-		rc = preadv_full(fd, iov, 2);
+		if (tiles_at == want[0].iov_len)
+			rc = preadv_full(fd, iov, 2, 0);
+		else if ((rc = preadv_full(fd, iov, 1, 0)) == 0)
+			rc = preadv_full(fd, iov + 1, 1, tiles_at);
 		close(fd);
 	}
 	return rc;
@@ -547,28 +553,29 @@ static void views_note(struct mount_src *m, const char *why)
 }
 
 /*
- * One epoch view; a view that does not open (the mount has no view for this
- * seed, or cannot take another seed: ENOSPC) returns -ENOENT with the reason
- * in err, for the caller to gather instead. A view that opened and then
- * fails to read is an error.
+ * Samples [a, a + k) of view v (vn samples in all) into the batch at sample
+ * w. A view that does not open (the mount has no view for this seed, or
+ * cannot take another seed: ENOSPC) returns -ENOENT with the reason in err,
+ * for the caller to gather instead. A view that opened and then fails to
+ * read is an error.
  */
-static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
+static int view_read_range(hn_source *s, const struct hn_batch *bt, uint64_t v, uint64_t vn,
+			   uint64_t a, uint64_t k, uint64_t w, char *err)
 {
 	struct mount_src *m = s->priv;
-	const uint32_t *idx = bt->idx;
-	int n = bt->n;
+	size_t tb = s->tile_bytes;
 	char path[4400];
 	snprintf(path, sizeof path, "%s/%s/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite",
-		 s->root, m->train_split, m->seed, bt->epoch, bt->view);
+		 s->root, m->train_split, m->seed, bt->epoch, v);
 	struct sprite_batch_header hdr;
-	sprite_batch_layout((uint32_t)n, s->info.h, s->info.w, s->info.c, &hdr);
+	sprite_batch_layout((uint32_t)vn, s->info.h, s->info.w, s->info.c, &hdr);
 	size_t head = hdr.tiles_offset;
 	uint8_t *buf = malloc(head);
 	if (!buf)
 		return sprite_fail(err, -ENOMEM, "%s: out of memory", path);
 	int opened;
-	struct iovec want[2] = {{buf, head}, {bt->tiles, (size_t)n * s->tile_bytes}};
-	int rc = view_load(path, want, &opened);
+	struct iovec want[2] = {{buf, head}, {bt->tiles + w * tb, (size_t)k * tb}};
+	int rc = view_load(path, want, head + a * tb, &opened);
 	if (rc < 0) {
 		free(buf);
 		if (is_gone(rc)) /* not a view that is missing: every file is gone */
@@ -580,7 +587,7 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 				   eio_hint(rc));
 	}
 	/*
-	 * The head must be the layout of exactly this batch (the split index
+	 * The head must be the layout of exactly this view (the split index
 	 * aside): then its labels and ids lie where the layout says, and the
 	 * tiles read into the batch are the view's.
 	 */
@@ -588,50 +595,28 @@ static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 	memcpy(&got, buf, sizeof got);
 	got.split = hdr.split;
 	if (memcmp(&got, &hdr, sizeof hdr) != 0)
-		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %d", path,
-				 got.count, got.h, got.w, got.c, n);
+		rc = sprite_fail(err, -EINVAL, "%s: batch of %u %ux%ux%u tiles, expected %" PRIu64,
+				 path, got.count, got.h, got.w, got.c, vn);
 	const uint16_t *labels = (const uint16_t *)(buf + hdr.labels_offset);
 	const uint32_t *ids = (const uint32_t *)(buf + hdr.ids_offset);
-	for (int k = 0; rc == 0 && k < n; k++) {
-		if (ids[k] != idx[k])
+	for (uint64_t j = 0; rc == 0 && j < k; j++) {
+		if (ids[a + j] != bt->idx[w + j])
 			rc = sprite_fail(err, -EINVAL,
-					 "%s: sample %d is %u, the permutation says %u", path, k,
-					 ids[k], idx[k]);
-		else if (labels[k] >= s->info.nclasses)
+					 "%s: sample %" PRIu64 " is %u, the permutation says %u",
+					 path, a + j, ids[a + j], bt->idx[w + j]);
+		else if (labels[a + j] >= s->info.nclasses)
 			rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
 		else
-			bt->labels[k] = labels[k];
+			bt->labels[w + j] = labels[a + j];
 	}
 	free(buf);
 	return rc;
 }
 
-/*
- * Part [a, a + k) of view v (of vn samples) into the batch at sample w: the
- * view's head (header, labels, ids: checked as view_read checks a whole
- * view) and that range of its tiles, O_DIRECT where the file system takes
- * it. Returns as view_load, with *head_bad set when the head is not this
- * view's layout or its ids are not idx.
- */
-static int view_part_load(const char *path, const struct sprite_batch_header *hdr, uint8_t *head,
-			  uint64_t a, uint64_t k, uint8_t *tiles, size_t tile_bytes, int *opened)
+/* A training batch that is one whole epoch view. */
+static int view_read(hn_source *s, const struct hn_batch *bt, char *err)
 {
-	int rc = -EINVAL;
-	*opened = 0;
-	for (int direct = 1; direct >= 0 && rc == -EINVAL; direct--) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		*opened = 1;
-		rc = sprite_pread_full(fd, head, hdr->tiles_offset, 0);
-		if (rc == 0)
-			rc = sprite_pread_full(fd, tiles, (size_t)k * tile_bytes,
-					       hdr->tiles_offset + a * tile_bytes);
-		close(fd);
-	}
-	return rc;
+	return view_read_range(s, bt, bt->view, (uint64_t)bt->n, 0, (uint64_t)bt->n, 0, err);
 }
 
 /*
@@ -647,55 +632,12 @@ static int view_read_part(hn_source *s, const struct hn_batch *bt, char *err)
 {
 	struct mount_src *m = s->priv;
 	uint64_t count = s->info.full_count[HN_SPLIT_TRAIN], batch = m->batch;
-	size_t tb = s->tile_bytes;
-	char path[4400];
 	int rc = 0;
 	for (uint64_t w = 0; rc == 0 && w < (uint64_t)bt->n;) {
 		uint64_t p = bt->order_pos + w, v = p / batch, a = p % batch;
 		uint64_t vn = count - v * batch < batch ? count - v * batch : batch;
 		uint64_t k = vn - a < (uint64_t)bt->n - w ? vn - a : (uint64_t)bt->n - w;
-		snprintf(path, sizeof path,
-			 "%s/%s/epochs/%" PRIu64 "/%" PRIu64 "/%" PRIu64 ".sprite", s->root,
-			 m->train_split, m->seed, bt->epoch, v);
-		struct sprite_batch_header hdr;
-		sprite_batch_layout((uint32_t)vn, s->info.h, s->info.w, s->info.c, &hdr);
-		uint8_t *buf = malloc(hdr.tiles_offset);
-		if (!buf)
-			return sprite_fail(err, -ENOMEM, "%s: out of memory", path);
-		int opened;
-		rc = view_part_load(path, &hdr, buf, a, k, bt->tiles + w * tb, tb, &opened);
-		if (rc < 0) {
-			free(buf);
-			if (is_gone(rc))
-				return gone(s, rc, err);
-			if (!opened)
-				return sprite_fail(err, -ENOENT, "%s: %s", path, strerror(-rc));
-			return sprite_fail(err, rc, "%s: %s%s", path,
-					   rc == -ENODATA ? "shorter than its batch"
-							  : strerror(-rc),
-					   eio_hint(rc));
-		}
-		struct sprite_batch_header got;
-		memcpy(&got, buf, sizeof got);
-		got.split = hdr.split;
-		if (memcmp(&got, &hdr, sizeof hdr) != 0)
-			rc = sprite_fail(err, -EINVAL,
-					 "%s: batch of %u %ux%ux%u tiles, expected %" PRIu64, path,
-					 got.count, got.h, got.w, got.c, vn);
-		const uint16_t *labels = (const uint16_t *)(buf + hdr.labels_offset);
-		const uint32_t *ids = (const uint32_t *)(buf + hdr.ids_offset);
-		for (uint64_t j = 0; rc == 0 && j < k; j++) {
-			if (ids[a + j] != bt->idx[w + j])
-				rc = sprite_fail(err, -EINVAL,
-						 "%s: sample %" PRIu64
-						 " is %u, the permutation says %u",
-						 path, a + j, ids[a + j], bt->idx[w + j]);
-			else if (labels[a + j] >= s->info.nclasses)
-				rc = sprite_fail(err, -EINVAL, "%s: label out of range", path);
-			else
-				bt->labels[w + j] = labels[a + j];
-		}
-		free(buf);
+		rc = view_read_range(s, bt, v, vn, a, k, w, err);
 		w += k;
 	}
 	return rc;
