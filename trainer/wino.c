@@ -262,11 +262,10 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 	}
 }
 
-/* The 16 sgemms C[xi] = op(A[xi]) op(B[xi]) (+ C[xi] when beta is 1). */
-static void gemm16(int ta, int tb, int m, int nn, int k, const float *A, size_t sa, int lda,
+void hn_wino_gemms(int nf, int ta, int tb, int m, int nn, int k, const float *A, size_t sa, int lda,
 		   const float *B, size_t sb, int ldb, float beta, float *Cm, size_t sc)
 {
-	for (int xi = 0; xi < 16; xi++)
+	for (int xi = 0; xi < nf; xi++)
 		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
 			    tb ? CblasTrans : CblasNoTrans, m, nn, k, 1.0f, A + xi * sa, lda,
 			    B + xi * sb, ldb, beta, Cm + xi * sc, nn);
@@ -284,8 +283,8 @@ void hn_wino_forward(float *out, float *V, float *ws, const float *in, const flo
 		return;
 	}
 	input_transform(V, Mm, in, n, l); /* Mm's space: its zero row */
-	gemm16(0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
-	       (size_t)M * NT);
+	hn_wino_gemms(16, 0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
+		      (size_t)M * NT);
 	output_transform(out, Mm, y, b, n, l, relu);
 }
 
@@ -465,10 +464,10 @@ void hn_wino_backward(float *din, float *dU, float *db, float *V, float *ws, con
 	if (!v_valid)
 		input_transform(V, dV, in, n, l);
 	if (din) {
-		gemm16(1, 0, C, NT, M, U, (size_t)M * C, C, dM, (size_t)M * NT, NT, 0.0f, dV,
-		       (size_t)C * NT);
+		hn_wino_gemms(16, 1, 0, C, NT, M, U, (size_t)M * C, C, dM, (size_t)M * NT, NT, 0.0f,
+			      dV, (size_t)C * NT);
 		input_adjoint(din, dV, n, l);
 	}
-	gemm16(0, 1, M, C, NT, dM, (size_t)M * NT, NT, V, (size_t)C * NT, NT, 1.0f, dU,
-	       (size_t)M * C);
+	hn_wino_gemms(16, 0, 1, M, C, NT, dM, (size_t)M * NT, NT, V, (size_t)C * NT, NT, 1.0f, dU,
+		      (size_t)M * C);
 }

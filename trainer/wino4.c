@@ -29,8 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "trainer/layers.h"
 #include "trainer/wino4.h"
 
@@ -311,16 +309,6 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 	}
 }
 
-/* The 36 sgemms C[xi] = op(A[xi]) op(B[xi]) (+ C[xi] when beta is 1). */
-static void gemm36(int ta, int tb, int m, int nn, int k, const float *A, size_t sa, int lda,
-		   const float *B, size_t sb, int ldb, float beta, float *Cm, size_t sc)
-{
-	for (int xi = 0; xi < 36; xi++)
-		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-			    tb ? CblasTrans : CblasNoTrans, m, nn, k, 1.0f, A + xi * sa, lda,
-			    B + xi * sb, ldb, beta, Cm + xi * sc, nn);
-}
-
 void hn_wino4_forward(float *out, float *V, float *ws, const float *in, const float *U,
 		      const float *b, int n, const struct hn_layer *l, int relu)
 {
@@ -329,8 +317,8 @@ void hn_wino4_forward(float *out, float *V, float *ws, const float *in, const fl
 	float *Mm = ws, *y = ws + 36 * (size_t)M * NT;
 
 	input_transform(V, Mm, in, n, l); /* Mm's space: its zero row */
-	gemm36(0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
-	       (size_t)M * NT);
+	hn_wino_gemms(36, 0, 0, M, NT, C, U, (size_t)M * C, C, V, (size_t)C * NT, NT, 0.0f, Mm,
+		      (size_t)M * NT);
 	output_transform(out, Mm, y, b, n, l, relu);
 }
 
@@ -533,11 +521,11 @@ void hn_wino4_backward(float *din, float *dU, float *db, float *V, float *ws, co
 	dout_transform(dM, dV, db, dout, out_relu, n, l); /* dV's space: scratch until the sgemm */
 	if (!v_valid)
 		input_transform(V, dV, in, n, l);
-	gemm36(0, 1, M, C, NT, dM, (size_t)M * NT, NT, V, (size_t)C * NT, NT, 1.0f, dU,
-	       (size_t)M * C);
+	hn_wino_gemms(36, 0, 1, M, C, NT, dM, (size_t)M * NT, NT, V, (size_t)C * NT, NT, 1.0f, dU,
+		      (size_t)M * C);
 	if (din) { /* after dU's sgemms: dM's space is input_adjoint's buffer */
-		gemm36(1, 0, C, NT, M, U, (size_t)M * C, C, dM, (size_t)M * NT, NT, 0.0f, dV,
-		       (size_t)C * NT);
+		hn_wino_gemms(36, 1, 0, C, NT, M, U, (size_t)M * C, C, dM, (size_t)M * NT, NT, 0.0f,
+			      dV, (size_t)C * NT);
 		input_adjoint(din, dV, dM, n, l);
 	}
 }

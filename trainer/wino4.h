@@ -10,6 +10,11 @@
 
 #include "trainer/layers.h"
 
+/* The NF sgemms of one Winograd step, C[xi] = op(A[xi]) op(B[xi]) (+ C[xi]
+ * when beta is 1), xi < NF: 16 for F(2x2), 36 for F(4x4) (wino.c). */
+void hn_wino_gemms(int nf, int ta, int tb, int m, int nn, int k, const float *A, size_t sa, int lda,
+		   const float *B, size_t sb, int ldb, float beta, float *Cm, size_t sc);
+
 int hn_wino4_pays(const struct hn_layer *l);
 size_t hn_wino4_v_floats(const struct hn_layer *l, int n);
 size_t hn_wino4_u_floats(const struct hn_layer *l);
