@@ -30,7 +30,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from sfsbench.cpufloor import codec_of, floor, median, pass_cost, run_checked
+from sfsbench.cpufloor import codec_of, floor, median, pass_cost
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -40,6 +40,14 @@ def proc_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / TICK
+
+
+def run_checked(cmd):
+    """Run CMD (a readbench command); its last stdout line as JSON, or exit naming it."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"cold_cpu: {' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def children_cpu():

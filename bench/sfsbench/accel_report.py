@@ -82,6 +82,7 @@ def summarize(out, recs, machine):
              "tiles_mb_s": min(bounds) if bounds else None,
              "by": None if not bounds else ("disk" if min(bounds) == disk else "decode"),
              "accelerators": min(bounds) / need_mb if bounds and need_mb else None}
+    cold_cpu = cpufloor.summary(recs)
     workers = {r.get("workers"): (r.get("result") or {}).get("samples_s") for r in recs
                if r.get("kind") == "decode" and r.get("medium") == "torch-jpeg"}
     return {"torch_workers_samples_s": workers, "profile": {"name": cfg.get("profile"), "batch": batch, "compute_s": compute,
@@ -90,7 +91,7 @@ def summarize(out, recs, machine):
             "store_over_budget": ratio(store, budget), "rows": rows, "bound": bound,
             "au_vs_accelerators": curves(trials, "bisect", lambda t: t["accelerators"]),
             "au_vs_speed": curves(trials, "speed", lambda t: t["batch"] / t["compute_s"]),
-            "cold_cpu": cpufloor.summary(recs), "targets": targets(rows, bound, cpufloor.summary(recs))}
+            "cold_cpu": cold_cpu, "targets": targets(rows, bound, cold_cpu)}
 
 
 def count(row):

@@ -13,9 +13,6 @@ core-seconds. A cold pass is one epoch's view files read with O_DIRECT by
 reader threads from a fresh mount, page cache dropped: the daemon's CPU
 from /proc/PID/stat and the readers' from wait4, each per decoded GB.
 """
-import json
-import subprocess
-
 TARGET = 1.3  # T11: a cold pass's core-seconds per GB over the floor, at most
 
 
@@ -128,11 +125,3 @@ def summary(recs):
             "ratio": median(p.get("ratio") for p in passes),
             "ratios": [p.get("ratio") for p in passes],
             "gb_per_s": median(p.get("gb_per_s") for p in passes)}
-
-
-def run_checked(cmd):
-    """Run CMD (a readbench command); its last stdout line as JSON, or exit naming it."""
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"cold_cpu: {' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
