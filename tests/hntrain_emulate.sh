@@ -72,6 +72,14 @@ PY
 grep -q "^emulated 1 x 100:0.05: AU .*PASS (>= 90%)" "$TMP/fast.out" ||
 	{ cat "$TMP/fast.out"; fail "no PASS summary line"; }
 au_check "$TMP/fast.jsonl" 0.9 1.0
+# DLIO's reader defaults (read_threads 1, prefetch_size 2) unless given
+grep -q "^emulate: 1 x 100:0.05, .*; 1 loader, queue 2$" "$TMP/fast.out" ||
+	{ cat "$TMP/fast.out"; fail "--emulate does not default to 1 loader, queue 2"; }
+grep -q '"loaders": 1, "queue": 2,' "$TMP/fast.jsonl" || fail "the log lacks loaders 1, queue 2"
+"$HNTRAIN" --data "$TMP/s.sprites" --emulate 100:0.01 --loaders 2 --queue 8 --limit 1000 \
+	>"$TMP/given.out" 2>&1 || { cat "$TMP/given.out"; fail "emulate --loaders 2 exited $?"; }
+grep -q "; 2 loaders, queue 8$" "$TMP/given.out" ||
+	{ cat "$TMP/given.out"; fail "--loaders 2 --queue 8 not kept with --emulate"; }
 # 200 steps of 2 ms a epoch: a sleep for 2 ms at a time wakes at least the timer slack
 # (50 us) late each step, 10 ms an epoch or more; to absolute deadlines only the last
 # wake-up is late. The best of 3 epochs, so that one late wake-up on a busy machine

@@ -161,6 +161,13 @@ void hn_emulate_check_opts(struct hn_opts *o)
 		       o->batch, e->name, e->batch, o->batch);
 	o->batch = (int)e->batch;
 	o->test_split = "none";
+	/* DLIO's reader defaults (read_threads 1, prefetch_size 2): training's 2 loaders and 8
+	 * batches ahead make N ranks 2N readers of 60 MB views, whose working set outgrows a
+	 * mount's budget well before the storage is the limit (docs/HNTRAIN.md, "Sizing"). */
+	if (!o->given_loaders)
+		o->loaders = 1;
+	if (!o->given_queue)
+		o->queue = 2;
 }
 
 /* One rank's epoch. */
@@ -277,8 +284,10 @@ static void log_epoch(struct emu *E, uint64_t e, const double *all, double wall,
 	sprite_json_fputs(f, E->e->name);
 	fprintf(f,
 		", \"epoch\": %" PRIu64 ", \"accelerators\": %d, \"batch\": %u, "
-		"\"samples\": %" PRIu64 ", \"steps\": %" PRIu64 ", ",
-		e + 1, E->nranks, E->e->batch, samples, (uint64_t)all[G_STEPS]);
+		"\"samples\": %" PRIu64 ", \"steps\": %" PRIu64
+		", \"loaders\": %d, \"queue\": %d, ",
+		e + 1, E->nranks, E->e->batch, samples, (uint64_t)all[G_STEPS], E->o->loaders,
+		E->o->queue);
 	hn_log_num(f, "compute_per_batch_s", E->e->compute_s, 0);
 	hn_log_num(f, "wall_s", wall, 0);
 	hn_log_num(f, "compute_s", compute, 0);
@@ -463,9 +472,9 @@ int hn_emulate_run(const struct hn_opts *o, hn_source *src)
 		printf("      %" PRIu64 " train samples, tiles %ux%ux%u\n", E.ntrain, di->h, di->w,
 		       di->c);
 		printf("emulate: %d x %s, batch %u per accelerator, %.4g s of compute per batch "
-		       "(%.0f samples/s each), AU to pass %.0f%%; %d loaders, queue %d\n",
+		       "(%.0f samples/s each), AU to pass %.0f%%; %d loader%s, queue %d\n",
 		       E.nranks, E.e->name, E.e->batch, E.e->compute_s, E.e->batch / E.e->compute_s,
-		       100 * E.e->au_min, o->loaders, o->queue);
+		       100 * E.e->au_min, o->loaders, o->loaders == 1 ? "" : "s", o->queue);
 		if (!E.e->image_tiles && E.e->name[0] >= 'a' && E.e->name[0] <= 'z')
 			printf("note: %s's samples are not 224x224x3 images; these tiles keep its "
 			       "steps per second, not its bytes per sample\n",

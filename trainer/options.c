@@ -457,10 +457,10 @@ static const struct opt_row rows[] = {
 	 .help = "per-channel input normalisation: none (default), auto\n"
 		 "(mean and std of up to 10,000 training samples), or\n"
 		 "MEAN:STD[,MEAN:STD...] per channel on the 0..1 scale"},
-	{"loaders", REQ, .parse = p_int, .field = F(loaders), .min = 1, .max = 64, .meta = "N",
-	 .help = "loader threads (2)"},
-	{"queue", REQ, .parse = p_int, .field = F(queue), .min = 1, .max = 1024, .meta = "N",
-	 .help = "batches read ahead (8)"},
+	{"loaders", REQ, .parse = p_int, .field = F(loaders), .given = F(given_loaders), .min = 1,
+	 .max = 64, .meta = "N", .help = "loader threads (2; 1 with --emulate)"},
+	{"queue", REQ, .parse = p_int, .field = F(queue), .given = F(given_queue), .min = 1,
+	 .max = 1024, .meta = "N", .help = "batches read ahead (8; 2 with --emulate)"},
 	HEAD("model and training:"),
 	{"model", REQ, .parse = p_model, .given = F(given_model), .meta = "M",
 	 .help = "mlp, cnn, lenet5, cnn-bn, resnet18, resnet50, resnet-fm, or a\n"

@@ -76,6 +76,8 @@ struct hn_opts {
 	int given_lr, given_sched, given_gamma, given_step_epochs, given_warmup, given_epochs;
 	/* given explicitly: each applies to one kind of source only */
 	int given_tile, given_fit, given_background, given_cache, given_test_split;
+	/* given explicitly: --emulate has DLIO's defaults otherwise */
+	int given_loaders, given_queue;
 	char test_split_buf[32]; /* the evaluation split found when not given */
 };
 
