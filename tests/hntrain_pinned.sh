@@ -25,7 +25,7 @@ PINS=(
 	"cnn, 2 threads|264913e2c58923f4|--model cnn --threads 2"
 	"cnn, adam|3fda65d7c304ddaa|--model cnn --threads 1 --optim adam"
 	"cnn-bn, augment|1e286c2f62e3c738|--model cnn-bn --threads 1 --augment crop:2,flip"
-	"resnet-fm|8738786a1c2d87aa|--model resnet-fm --threads 1"
+	"resnet-fm|479be2eb76721f63|--model resnet-fm --threads 1"
 )
 common=(--epochs 1 --limit 1000 --test-limit 200)
 for row in "${PINS[@]}"; do

@@ -62,14 +62,25 @@ static void *take(char *base, size_t *at, size_t bytes)
 }
 
 /*
- * From such a layer on (maps of at most 8x8, 256 channels or more: resnet18's
- * last two stages) the filters outweigh a chunk's activations many times
- * over, so each pass over them should serve all the member's rows, not a
- * chunk: there the chunked stage ends. resnet18 at 28x28 took 11% less CPU.
+ * From such a layer on (maps of at most 8x8, and 256 channels or more, or a
+ * conv whose filters, Winograd-transformed where it runs so, outgrow
+ * CHUNK_BYTES) the filters outweigh a chunk's activations many times over,
+ * so each pass over them should serve all the member's rows, not a chunk:
+ * there the chunked stage ends. resnet18 at 28x28 took 11% less CPU;
+ * resnet-fm's last 3x3 conv (128 channels on 4x4, 2.4 MB of F(4x4)
+ * filters, read again for every 4-sample chunk) 30% less.
  */
-static int wide_and_small(const struct hn_layer *l)
+static int wide_and_small(const struct cpu_state *st, int i)
 {
-	return l->in_h * l->in_w <= 64 && l->in_c >= 256;
+	const struct hn_layer *l = &st->m.layers[i];
+	if (l->in_h * l->in_w > 64)
+		return 0;
+	if (l->in_c >= 256)
+		return 1;
+	if (l->kind != HN_LAYER_CONV2D)
+		return 0;
+	size_t wf = st->wino[i] ? hn_wino_u_floats(l) : (size_t)l->w_len;
+	return wf * sizeof(float) > CHUNK_BYTES;
 }
 
 /*
@@ -84,7 +95,7 @@ static void pick_chunk(struct cpu_state *st)
 	size_t per = 0;
 	st->stage = 0;
 	while (st->stage < m->nlayers && m->layers[st->stage].kind != HN_LAYER_DENSE &&
-	       !wide_and_small(&m->layers[st->stage]))
+	       !wide_and_small(st, st->stage))
 		st->stage++;
 	for (int i = 0; i < st->stage; i++) {
 		const struct hn_layer *l = &m->layers[i];
