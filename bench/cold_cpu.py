@@ -90,7 +90,7 @@ def cold_pass(a, tmp, floor_s_per_gb):
         d0 = proc_cpu(pid)
         c0 = children_cpu()
         views = os.path.join(mnt, "train", "epochs", str(a.seed), "0")
-        res = run_checked([a.readbench, "--direct", "--threads", str(a.readers), views])
+        res = run_checked([a.readbench, "--direct", "--threads", str(a.readers), "--bs", a.bs, views])
         readers = children_cpu() - c0
         daemon = proc_cpu(pid) - d0
         with open(os.path.join(mnt, ".spritefs", "stats.json")) as f:
@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bs", default="1M", help="each reader's read size (spritefs-readbench --bs)")
     ap.add_argument("--opts", default="", help="more -o options for spritefs")
     ap.add_argument("--floor-seconds", type=float, default=2.0)
     ap.add_argument("--spritefs", required=True)
