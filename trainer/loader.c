@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common/util.h"
@@ -257,6 +258,24 @@ static int env_seconds(const char *name, double dflt, double min, double *out, c
 	return 0;
 }
 
+/*
+ * A batch's tiles: 2 MiB-aligned memory that asks for transparent huge
+ * pages (a hint; 4 KiB pages work too). A mount's epoch views are read with
+ * O_DIRECT straight into it, and FUSE pins the reader's pages for each
+ * 1 MiB request: a huge page is pinned with one reference where 4 KiB pages
+ * take one each (docs/ARCHITECTURE.md, "CPU floor"). Freed with free().
+ */
+static void *tiles_alloc(size_t n)
+{
+	const size_t huge = 2u << 20;
+	size_t len = (n + huge - 1) & ~(huge - 1);
+	void *p;
+	if (posix_memalign(&p, huge, len ? len : huge) != 0)
+		return NULL;
+	(void)madvise(p, len ? len : huge, MADV_HUGEPAGE);
+	return p;
+}
+
 int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err)
 {
 	const struct hn_source_info *si = hn_source_info(c->src);
@@ -302,7 +321,7 @@ int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err
 	int rc = l->perm && l->slots && l->threads ? 0 : -ENOMEM;
 	for (int i = 0; rc == 0 && i < c->queue; i++) {
 		struct slot *q = &l->slots[i];
-		q->b.tiles = malloc((size_t)c->batch * l->tile_bytes);
+		q->b.tiles = tiles_alloc((size_t)c->batch * l->tile_bytes);
 		q->b.labels = malloc((size_t)c->batch * sizeof *q->b.labels);
 		q->b.idx = malloc((size_t)c->batch * sizeof *q->b.idx);
 		if (!q->b.tiles || !q->b.labels || !q->b.idx)
