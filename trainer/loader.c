@@ -259,20 +259,23 @@ static int env_seconds(const char *name, double dflt, double min, double *out, c
 }
 
 /*
- * A batch's tiles: 2 MiB-aligned memory that asks for transparent huge
- * pages (a hint; 4 KiB pages work too). A mount's epoch views are read with
- * O_DIRECT straight into it, and FUSE pins the reader's pages for each
- * 1 MiB request: a huge page is pinned with one reference where 4 KiB pages
- * take one each (docs/ARCHITECTURE.md, "CPU floor"). Freed with free().
+ * A batch's tiles: from 2 MiB up, 2 MiB-aligned memory that asks for
+ * transparent huge pages (a hint; 4 KiB pages work too). A mount's epoch
+ * views are read with O_DIRECT straight into it, and FUSE pins the reader's
+ * pages for each 1 MiB request: a huge page is pinned with one reference
+ * where 4 KiB pages take one each (docs/ARCHITECTURE.md, "CPU floor").
+ * Smaller batches stay in 4 KiB pages. Freed with free().
  */
 static void *tiles_alloc(size_t n)
 {
 	const size_t huge = 2u << 20;
+	if (n < huge)
+		return malloc(n ? n : 1);
 	size_t len = (n + huge - 1) & ~(huge - 1);
 	void *p;
-	if (posix_memalign(&p, huge, len ? len : huge) != 0)
+	if (posix_memalign(&p, huge, len) != 0)
 		return NULL;
-	(void)madvise(p, len ? len : huge, MADV_HUGEPAGE);
+	(void)madvise(p, len, MADV_HUGEPAGE);
 	return p;
 }
 
