@@ -596,7 +596,14 @@ int main(int argc, char *argv[])
 	if (!cfg)
 		goto out_prefetch;
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	/*
+	 * Idle workers are kept, as libfuse's default (-1) does: with 8, an O_DIRECT
+	 * reader of whole epoch views (hntrain, 60 requests at a time) made the loop
+	 * start and end a thread every few requests, each with its stack, its
+	 * channel and its reply buffers, and cost a cold pass a tenth of the daemon's
+	 * CPU (docs/ARCHITECTURE.md, "CPU floor"). At most max_threads stay.
+	 */
+	fuse_loop_cfg_set_idle_threads(cfg, UINT_MAX);
 	fuse_loop_cfg_set_max_threads(cfg, 32);
 	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */
 	r = fuse_session_loop_mt(se, cfg);
