@@ -46,6 +46,15 @@
 
 enum { S_EMPTY = 0, S_LOADING, S_READY, S_FAILED };
 
+/*
+ * Readers waiting for a sheet to load sleep on the condition of its number
+ * modulo SHEET_CONDS, and a load that ends wakes that one only: a reader of
+ * whole epoch views has dozens of requests waiting on different sheets, and
+ * one condition for all woke every one of them at each sheet (a cold pass:
+ * a tenth of the daemon's CPU, docs/ARCHITECTURE.md, "CPU floor").
+ */
+#define SHEET_CONDS 64u
+
 struct slot {
 	uint8_t *raw;
 	uint64_t tick; /* last use, for ties between sheets of no known use */
@@ -81,6 +90,7 @@ struct stream {
 struct sfs_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	pthread_cond_t sheet_cond[SHEET_CONDS]; /* sfs_sheet_get's waiters, by sheet */
 	struct slot *slots;
 	uint32_t n;
 	uint64_t budget;
@@ -137,6 +147,8 @@ int sfs_cache_create(struct sfs *fs)
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	for (uint32_t k = 0; k < SHEET_CONDS; k++)
+		pthread_cond_init(&c->sheet_cond[k], NULL);
 	c->budget = fs->o.cache_bytes;
 	c->block = ((size_t)fs->max_raw + 4095) & ~(size_t)4095;
 	if (c->block < 4096)
@@ -258,6 +270,8 @@ void sfs_cache_destroy(struct sfs *fs)
 	free(c->chunks);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
+	for (uint32_t k = 0; k < SHEET_CONDS; k++)
+		pthread_cond_destroy(&c->sheet_cond[k]);
 	/* the streams' pins go with the epoch table, freed whole (main.c frees it first) */
 	for (uint32_t k = 0; k < NSTREAMS; k++)
 		free(c->streams[k].done);
@@ -467,7 +481,7 @@ int64_t sfs_sheet_get(struct sfs *fs, uint32_t i, const uint8_t **raw)
 		waited = 1;
 		s->waiters = 1;
 		sfs_prefetch_submit(fs, i, 2); /* promote it if still queued */
-		pthread_cond_wait(&c->cond, &c->lock);
+		pthread_cond_wait(&c->sheet_cond[i % SHEET_CONDS], &c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return ret;
@@ -563,6 +577,7 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 	s->push = 0;
 	s->waiters = 0;
 	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&c->sheet_cond[i % SHEET_CONDS]);
 	pthread_mutex_unlock(&c->lock);
 	return push;
 }
