@@ -477,6 +477,13 @@ static int add_fuse_opts(struct sfs *fs, struct fuse_args *args, int debug)
 	return 0;
 }
 
+/*
+ * The FUSE loop keeps its idle workers (libfuse's default, -1): ending them
+ * past 8 idle made an O_DIRECT reader of whole epoch views (hntrain, 60
+ * requests of 1 MiB at once) start and end a thread every few requests,
+ * each with its stack, its /dev/fuse clone and its reply buffers
+ * (docs/ARCHITECTURE.md, "CPU floor"). At most max_threads stay.
+ */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -596,14 +603,7 @@ int main(int argc, char *argv[])
 	if (!cfg)
 		goto out_prefetch;
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	/*
-	 * Idle workers are kept, as libfuse's default (-1) does: with 8, an O_DIRECT
-	 * reader of whole epoch views (hntrain, 60 requests at a time) made the loop
-	 * start and end a thread every few requests, each with its stack, its
-	 * channel and its reply buffers, and cost a cold pass a tenth of the daemon's
-	 * CPU (docs/ARCHITECTURE.md, "CPU floor"). At most max_threads stay.
-	 */
-	fuse_loop_cfg_set_idle_threads(cfg, UINT_MAX);
+	fuse_loop_cfg_set_idle_threads(cfg, UINT_MAX); /* keep idle workers: see above */
 	fuse_loop_cfg_set_max_threads(cfg, 32);
 	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */
 	r = fuse_session_loop_mt(se, cfg);
