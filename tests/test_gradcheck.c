@@ -76,7 +76,7 @@ static void bn_train_forward(struct gc *g)
 		bn_mean[c] = (float)mean;
 		bn_invstd[c] = (float)(1.0 / sqrt(var + HN_BN_EPS));
 	}
-	hn_batchnorm_forward(g->out, g->x, bn_mean, bn_invstd, g->w, g->b, g->n, &g->l);
+	hn_batchnorm_forward(g->out, g->x, bn_mean, bn_invstd, g->w, g->b, g->n, &g->l, 0);
 }
 
 static void bn_train_backward(struct gc *g)
@@ -84,15 +84,16 @@ static void bn_train_backward(struct gc *g)
 	const int C = g->l.in_c;
 	const double M = (double)g->n * g->l.in_h * g->l.in_w;
 	memset(bn_p, 0, sizeof bn_p);
-	hn_batchnorm_backward_sums(bn_p, bn_p + C, g->r, g->x, bn_mean, bn_invstd, g->n, &g->l);
+	hn_batchnorm_backward_sums(bn_p, bn_p + C, g->r, NULL, g->x, bn_mean, bn_invstd, g->n,
+				   &g->l);
 	for (int c = 0; c < C; c++) {
 		g->db[c] += (float)bn_p[c];
 		g->dw[c] += (float)bn_p[C + c];
 		bn_mdy[c] = (float)(bn_p[c] / M);
 		bn_mdyx[c] = (float)(bn_p[C + c] / M);
 	}
-	hn_batchnorm_backward(g->dx, g->r, g->x, bn_mean, bn_invstd, g->w, bn_mdy, bn_mdyx, g->n,
-			      &g->l);
+	hn_batchnorm_backward(g->dx, g->r, NULL, g->x, bn_mean, bn_invstd, g->w, bn_mdy, bn_mdyx,
+			      g->n, &g->l);
 }
 
 static void run_forward(struct gc *g)
@@ -660,6 +661,7 @@ int main(void)
 		check_model("c4k3p1-r-m2-c6k3-r-x0.0-d12-r", 1, 10, 10, 5, 6, threads);
 		check_model("c3k3s2p1-r-m3s1-d8", 3, 9, 9, 4, 4, threads);
 		check_model("d16-r-d8", 2, 4, 4, 3, 5, threads);
+		/* each bn-r: the batchnorm carries the ReLU (fused, forward and backward) */
 		check_model("c4k3p1-bn-r-m2-c6k3-bn-r-gap-d12-bn-r", 1, 10, 10, 5, 6, threads);
 		check_model("bn-c3k3-r-gap", 2, 6, 6, 3, 5, threads);
 		check_running_stats(threads);

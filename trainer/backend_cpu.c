@@ -22,10 +22,10 @@
  * small maps and many channels (wide_and_small), the spatial stage, runs in
  * chunks of a few samples, so a chunk's activations, im2col matrix and GEMM
  * scratch stay in the core's L2; gradients inside that stage only ever hold
- * one chunk. A ReLU after a conv or dense layer is fused into it, and every
- * ReLU runs in place. A conv keeps its forward im2col matrix for the filter
- * gradient unless all of them would take more than KEEP_COL_BYTES (large
- * images), in which case backward rebuilds it. A 3x3 stride-1 conv of 16 or
+ * one chunk. A ReLU after a conv, dense, add or batchnorm layer is fused
+ * into it, and every ReLU runs in place. A conv keeps its forward im2col
+ * matrix for the filter gradient unless all of them would take more than
+ * KEEP_COL_BYTES (large images), in which case backward rebuilds it. A 3x3 stride-1 conv of 16 or
  * more input channels runs by Winograd's F(2x2, 3x3) instead (wino.c): its
  * transformed input takes the im2col matrix's place, its transformed filters
  * are made once per update (wu), and its filter gradient is gathered per
@@ -309,7 +309,8 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		below[i + 1] = below[i] || m->layers[i].w_len > 0;
 	for (int i = 0; i < m->nlayers; i++) {
 		enum hn_layer_kind k = m->layers[i].kind;
-		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE || k == HN_LAYER_ADD) &&
+		st->fused[i] = (k == HN_LAYER_CONV2D || k == HN_LAYER_DENSE || k == HN_LAYER_ADD ||
+				k == HN_LAYER_BATCHNORM) &&
 			       i + 1 < m->nlayers && m->layers[i + 1].kind == HN_LAYER_RELU;
 		st->need_din[i] = below[m->layers[i].from ? m->layers[i].from : i];
 	}

@@ -58,7 +58,8 @@ static void forward_range(struct cpu_state *st, int tid, int a, int b, int s0, i
 			break;
 		case HN_LAYER_BATCHNORM:
 			hn_batchnorm_forward(out, in, st->bn_mean[i], st->bn_invstd[i],
-					     st->params + l->w_off, st->params + l->b_off, n, l);
+					     st->params + l->w_off, st->params + l->b_off, n, l,
+					     st->fused[i]);
 			break;
 		case HN_LAYER_AVGPOOL:
 			hn_avgpool_forward(out, in, n, l);
@@ -125,9 +126,10 @@ static void backward_range(struct cpu_state *st, int tid, int a, int b, int s0, 
 			break;
 		case HN_LAYER_BATCHNORM:
 			if (din)
-				hn_batchnorm_backward(din, dout, act_at(st, i, s0), st->bn_mean[i],
-						      st->bn_invstd[i], st->params + l->w_off,
-						      st->bn_mdy[i], st->bn_mdyx[i], n, l);
+				hn_batchnorm_backward(din, dout, relu_out, act_at(st, i, s0),
+						      st->bn_mean[i], st->bn_invstd[i],
+						      st->params + l->w_off, st->bn_mdy[i],
+						      st->bn_mdyx[i], n, l);
 			break;
 		case HN_LAYER_AVGPOOL:
 			if (din)
@@ -224,6 +226,7 @@ static void step_member(void *arg, int tid, int nthreads)
 		hn_batchnorm_sums(p, p + l->in_c, act_at(st, bn, r0), r1 - r0, l);
 	else
 		hn_batchnorm_backward_sums(p, p + l->in_c, dact_at(st, tid, bn + 1, r0, r0),
+					   st->fused[bn] ? act_at(st, bn + 1, r0) : NULL,
 					   act_at(st, bn, r0), st->bn_mean[bn], st->bn_invstd[bn],
 					   r1 - r0, l);
 }

@@ -125,22 +125,26 @@ void hn_dropout_backward(float *din, const float *dout, const float *mask, size_
 /*
  * batch normalisation (norm.c), in passes the backend joins over the batch:
  * sums: sum[c] += sum of x, sumsq[c] += sum of x^2 over n samples (double);
- * forward: out = gamma * (in - mean) * invstd + beta, per channel;
+ * forward: out = gamma * (in - mean) * invstd + beta, per channel (then a
+ *   following ReLU when relu, fused: one pass);
  * backward_sums: sdy[c] += sum of dout, sdyx[c] += sum of dout * xhat (these
  *   are dbeta and dgamma); backward: din from the batch means of those two
- *   sums, mdy = sdy / M and mdyx = sdyx / M (M = batch x H x W).
+ *   sums, mdy = sdy / M and mdyx = sdyx / M (M = batch x H x W). With a
+ *   fused ReLU, out_relu (its output) gates dout in both, as its backward
+ *   would; else NULL.
  * Forward and backward may run in chunks once the batch's sums are known.
  */
 void hn_batchnorm_sums(double *sum, double *sumsq, const float *in, int n,
 		       const struct hn_layer *l);
 void hn_batchnorm_forward(float *out, const float *in, const float *mean, const float *invstd,
-			  const float *gamma, const float *beta, int n, const struct hn_layer *l);
-void hn_batchnorm_backward_sums(double *sdy, double *sdyx, const float *dout, const float *in,
-				const float *mean, const float *invstd, int n,
+			  const float *gamma, const float *beta, int n, const struct hn_layer *l,
+			  int relu);
+void hn_batchnorm_backward_sums(double *sdy, double *sdyx, const float *dout, const float *out_relu,
+				const float *in, const float *mean, const float *invstd, int n,
 				const struct hn_layer *l);
-void hn_batchnorm_backward(float *din, const float *dout, const float *in, const float *mean,
-			   const float *invstd, const float *gamma, const float *mdy,
-			   const float *mdyx, int n, const struct hn_layer *l);
+void hn_batchnorm_backward(float *din, const float *dout, const float *out_relu, const float *in,
+			   const float *mean, const float *invstd, const float *gamma,
+			   const float *mdy, const float *mdyx, int n, const struct hn_layer *l);
 
 /* global average pooling (norm.c): out[s][c] = mean of in[s][c][.][.]. */
 void hn_avgpool_forward(float *out, const float *in, int n, const struct hn_layer *l);

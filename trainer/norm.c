@@ -31,6 +31,7 @@
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
+typedef int v4si __attribute__((vector_size(16)));
 
 static inline v4f load4(const float *p)
 {
@@ -84,7 +85,7 @@ HN_HOT void hn_batchnorm_sums(double *restrict sum, double *restrict sumsq,
 HN_HOT void hn_batchnorm_forward(float *restrict out, const float *restrict in,
 				 const float *restrict mean, const float *restrict invstd,
 				 const float *restrict gamma, const float *restrict beta, int n,
-				 const struct hn_layer *l)
+				 const struct hn_layer *l, int relu)
 {
 	const int C = l->in_c;
 	const size_t P = (size_t)l->in_h * l->in_w;
@@ -93,22 +94,36 @@ HN_HOT void hn_batchnorm_forward(float *restrict out, const float *restrict in,
 			const float *restrict x = in + ((size_t)s * C + c) * P;
 			float *restrict y = out + ((size_t)s * C + c) * P;
 			const float a = gamma[c] * invstd[c], b = beta[c] - mean[c] * a;
-			for (size_t i = 0; i < P; i++)
-				y[i] = x[i] * a + b;
+			if (relu)
+				for (size_t i = 0; i < P; i++) {
+					float v = x[i] * a + b;
+					y[i] = v > 0.0f ? v : 0.0f;
+				}
+			else
+				for (size_t i = 0; i < P; i++)
+					y[i] = x[i] * a + b;
 		}
 }
 
+/* dy through a fused ReLU's mask (its output o > 0), to the bit what hn_relu_backward gives */
+static inline v4f gate4(v4f g, const float *o)
+{
+	return (v4f)((v4si)g & (load4(o) > 0.0f));
+}
+
 HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sdyx,
-				       const float *restrict dout, const float *restrict in,
-				       const float *restrict mean, const float *restrict invstd,
-				       int n, const struct hn_layer *l)
+				       const float *restrict dout, const float *restrict out_relu,
+				       const float *restrict in, const float *restrict mean,
+				       const float *restrict invstd, int n,
+				       const struct hn_layer *l)
 {
 	const int C = l->in_c;
 	const size_t P = (size_t)l->in_h * l->in_w;
 	for (int s = 0; s < n; s++)
 		for (int c = 0; c < C; c++) {
-			const float *restrict x = in + ((size_t)s * C + c) * P;
-			const float *restrict dy = dout + ((size_t)s * C + c) * P;
+			const size_t at = ((size_t)s * C + c) * P;
+			const float *restrict x = in + at, *restrict dy = dout + at;
+			const float *restrict o = out_relu ? out_relu + at : NULL;
 			const float mu = mean[c], is = invstd[c];
 			v4d a[2] = {{0}}, b[2] = {{0}};
 			double ra = 0, rb = 0;
@@ -116,11 +131,15 @@ HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sd
 			for (; i + LANES <= P; i += LANES)
 				for (int k = 0; k < 2; k++) {
 					v4f g = load4(dy + i + 4 * k);
+					if (o)
+						g = gate4(g, o + i + 4 * k);
 					a[k] += widen4(g);
 					b[k] += widen4(g * ((load4(x + i + 4 * k) - mu) * is));
 				}
 			for (; i < P; i++) {
 				float g = dy[i];
+				if (o && !(o[i] > 0.0f))
+					g = 0.0f;
 				ra += g;
 				rb += (double)(g * ((x[i] - mu) * is));
 			}
@@ -132,22 +151,31 @@ HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sd
 }
 
 HN_HOT void hn_batchnorm_backward(float *restrict din, const float *restrict dout,
-				  const float *restrict in, const float *restrict mean,
-				  const float *restrict invstd, const float *restrict gamma,
-				  const float *restrict mdy, const float *restrict mdyx, int n,
-				  const struct hn_layer *l)
+				  const float *restrict out_relu, const float *restrict in,
+				  const float *restrict mean, const float *restrict invstd,
+				  const float *restrict gamma, const float *restrict mdy,
+				  const float *restrict mdyx, int n, const struct hn_layer *l)
 {
 	const int C = l->in_c;
 	const size_t P = (size_t)l->in_h * l->in_w;
 	for (int s = 0; s < n; s++)
 		for (int c = 0; c < C; c++) {
-			const float *restrict x = in + ((size_t)s * C + c) * P;
-			const float *restrict dy = dout + ((size_t)s * C + c) * P;
-			float *restrict dx = din + ((size_t)s * C + c) * P;
+			const size_t at = ((size_t)s * C + c) * P;
+			const float *restrict x = in + at, *restrict dy = dout + at;
+			float *restrict dx = din + at;
 			const float mu = mean[c], is = invstd[c], g = gamma[c] * is;
 			const float m1 = mdy[c], m2 = mdyx[c];
-			for (size_t i = 0; i < P; i++)
-				dx[i] = g * (dy[i] - m1 - (x[i] - mu) * is * m2);
+			if (out_relu) {
+				const float *restrict o = out_relu + at;
+				for (size_t i = 0; i < P; i++) {
+					float d = dy[i]; /* unconditional load: vectorizes */
+					d = o[i] > 0.0f ? d : 0.0f;
+					dx[i] = g * (d - m1 - (x[i] - mu) * is * m2);
+				}
+			} else {
+				for (size_t i = 0; i < P; i++)
+					dx[i] = g * (dy[i] - m1 - (x[i] - mu) * is * m2);
+			}
 		}
 }
 
