@@ -478,7 +478,8 @@ static int add_fuse_opts(struct sfs *fs, struct fuse_args *args, int debug)
 }
 
 /*
- * The FUSE loop keeps its idle workers (libfuse's default, -1): ending them
+ * The FUSE loop keeps its idle workers (libfuse's default, -1, so no
+ * fuse_loop_cfg_set_idle_threads: 3.14 logs UINT_MAX as invalid): ending them
  * past 8 idle made an O_DIRECT reader of whole epoch views (hntrain, 60
  * requests of 1 MiB at once) start and end a thread every few requests,
  * each with its stack, its /dev/fuse clone and its reply buffers
@@ -603,7 +604,6 @@ int main(int argc, char *argv[])
 	if (!cfg)
 		goto out_prefetch;
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_idle_threads(cfg, UINT_MAX); /* keep idle workers: see above */
 	fuse_loop_cfg_set_max_threads(cfg, 32);
 	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */
 	r = fuse_session_loop_mt(se, cfg);
