@@ -27,10 +27,13 @@
  * read is only evicted by a reader that needs room, never by another
  * prefetch. A reader of a view evicts by the same rule, only sheets needed
  * later than its own; where there is none it goes over budget (up to a
- * quarter more), and a reader whose batch the budget cannot hold beside the
- * older batches waits at its request's start until they are done (admit):
- * several readers at different batches of a view then take turns instead of
- * evicting what the others are about to read, which read a store 7-22x over.
+ * quarter more). A reader's batch is admitted when the sheets of the batches
+ * from the stream's position to it, each counted once, fit in the budget
+ * (the horizon); a reader of a later batch waits at its request's start
+ * until older batches are done (admit), and the stream reads ahead only
+ * within it: several readers at different batches of a view then take turns
+ * instead of evicting what the others are about to read, which read a store
+ * 7-22x over (1.5-5.5x with 10 readers when at most 24 could wait).
  * A reader that needs a sheet while everything is pinned goes over budget
  * for the duration (pins are bounded by the readers in flight); a prefetch
  * never does. A sheet that fails its checksum is marked failed for
@@ -66,6 +69,7 @@ struct slot {
 	uint8_t push;	 /* loaded ahead of a batch-file reader: push it to the kernel */
 	uint8_t fresh;	 /* loaded for a sleeping reader that has not pinned it yet */
 	int err;	 /* last error for S_EMPTY after a transient failure */
+	uint32_t mark;	 /* admission's count of distinct sheets (cache.c, horizon) */
 };
 
 #define NSTREAMS 4u
@@ -80,7 +84,10 @@ struct stream {
 	uint64_t started; /* bit k: batch pos + k has had a request */
 	uint32_t high;	  /* furthest batch read */
 	uint32_t cursor;  /* batches before it have every sheet resident or loading */
-	uint64_t used;	  /* LRU tick */
+	uint32_t horizon; /* batches before it are admitted (valid while horizon_ok) */
+	uint64_t let;	  /* bit k: batch pos + k admitted out of turn (too many waiting) */
+	uint8_t horizon_ok;
+	uint64_t used;	      /* LRU tick */
 	uint64_t start_bytes; /* split's store bytes read when the stream began */
 	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
 	uint64_t served[FINWIN];
@@ -89,7 +96,7 @@ struct stream {
 
 struct sfs_cache {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond;			/* readers waiting for admission (admit) */
 	pthread_cond_t sheet_cond[SHEET_CONDS]; /* sfs_sheet_get's waiters, by sheet */
 	struct slot *slots;
 	uint32_t n;
@@ -98,7 +105,9 @@ struct sfs_cache {
 	uint32_t *res;	   /* ready sheets, in no order */
 	uint32_t nres;
 	uint32_t loading;
-	uint32_t room_waiters; /* readers waiting for older batches to free room */
+	uint32_t room_waiters;	     /* readers waiting for older batches to free room */
+	struct room_waiter *waiting; /* those readers, to let the nearest go first */
+	uint32_t mark;		     /* the last slot mark handed out (horizon) */
 	uint64_t tick;
 	struct stream streams[NSTREAMS];
 	uint32_t current;     /* the stream made last, for stats.json */
@@ -309,7 +318,13 @@ static uint64_t stream_next_use(const struct stream *st, uint32_t i)
 		else
 			hi = mid;
 	}
-	return lo < pl->soff[s + 1] ? pl->suse[lo] - st->pos : NO_USE;
+	/* batches read to their end (some readers finish after later ones) need it no more */
+	for (; lo < pl->soff[s + 1]; lo++) {
+		uint32_t d = pl->suse[lo] - st->pos;
+		if (d >= FINWIN || !(st->fin >> d & 1))
+			return d;
+	}
+	return NO_USE;
 }
 
 /* Nearest next use of sheet i by any stream, in batches, or NO_USE. Locked. */
@@ -423,7 +438,7 @@ static int start_load(struct sfs *fs, struct sfs_cache *c, uint32_t i, int deman
 	return 0;
 }
 
-/* Wake the readers that wait for room, when there are any. Locked. */
+/* Wake the readers that wait for admission, when there are any. Locked. */
 static void room_changed(struct sfs_cache *c)
 {
 	if (c->room_waiters)
@@ -491,8 +506,8 @@ void sfs_sheet_put(struct sfs *fs, uint32_t i)
 {
 	struct sfs_cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
-	if (i < c->n && c->slots[i].pins && !--c->slots[i].pins)
-		room_changed(c);
+	if (i < c->n && c->slots[i].pins)
+		c->slots[i].pins--;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -576,16 +591,19 @@ int sfs_cache_complete(struct sfs *fs, uint32_t i, uint8_t *raw, int err)
 	}
 	s->push = 0;
 	s->waiters = 0;
-	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->sheet_cond[i % SHEET_CONDS]);
 	pthread_mutex_unlock(&c->lock);
 	return push;
 }
 
+static uint32_t horizon(struct sfs_cache *c, struct stream *st);
+
 /*
  * Load the sheets of the batches ahead of a stream, in the order of first
  * use, while fewer than -o prefetch loads are in flight and the budget has
- * room (or holds a sheet used later than the one to load). Locked.
+ * room (or holds a sheet used later than the one to load). Only admitted
+ * batches' (horizon): a sheet loaded past it would take the room of one
+ * that an older batch needs, and be evicted before its use. Locked.
  */
 static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *st)
 {
@@ -595,7 +613,8 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 		return;
 	if (st->cursor < st->pos)
 		st->cursor = st->pos;
-	for (uint32_t b = st->cursor; b < pl->nbatches; b++) {
+	uint32_t end = horizon(c, st);
+	for (uint32_t b = st->cursor; b < end; b++) {
 		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++) {
 			uint32_t i = pl->first_sheet + pl->bsh[k];
 			if (++walked > 65536)
@@ -615,36 +634,156 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 }
 
 /*
- * Admission at the start of a request for batch b of a stream: when the
- * sheets it still needs do not fit in the budget beside those of the older
- * batches (free room, plus sheets needed only after b), the reader waits
- * until older batches are done (the position moves on) or room appears.
- * Readers of a view that outnumber what the budget holds then take turns
- * instead of evicting each other's sheets. The oldest batch never waits, so
- * the stream moves on; the reader holds no sheet while it waits. At most
- * ROOM_WAITERS readers wait at once, so that FUSE threads (main.c: 32) and
- * the kernel's async requests (ll.c) are left to serve the oldest batch's
- * requests queued behind theirs, and a wait is bounded (ROOM_WAIT_MS) in case
- * that batch's reader has gone. Locked.
+ * The first batch of a stream that is not admitted: the sheets that the
+ * batches from its position on still need (those not yet read to their
+ * end), each counted once, outgrow the budget there. Within it, Belady's
+ * rule keeps every one of those sheets once loaded (all others are needed
+ * later), so each is read once; past it, a load would evict a sheet that an
+ * older batch has yet to read. The position's batch is always admitted.
+ * Kept until the position or a batch's end moves. Locked.
  */
-#define ROOM_WAITERS 24u
+static uint32_t horizon(struct sfs_cache *c, struct stream *st)
+{
+	if (st->horizon_ok)
+		return st->horizon;
+	const struct sfs_plan *pl = st->plan;
+	uint64_t cap = c->budget / c->block, count = 0;
+	uint32_t mark = ++c->mark, b = st->pos;
+	if (!mark) {
+		for (uint32_t i = 0; i < c->n; i++)
+			c->slots[i].mark = 0;
+		mark = c->mark = 1;
+	}
+	/* the batches let in out of turn hold their sheets first */
+	for (uint64_t let = st->let & ~st->fin; let; let &= let - 1) {
+		uint32_t x = st->pos + (uint32_t)__builtin_ctzll(let);
+		if (x >= pl->nbatches)
+			break;
+		for (uint32_t k = pl->boff[x]; k < pl->boff[x + 1]; k++) {
+			struct slot *s = &c->slots[pl->first_sheet + pl->bsh[k]];
+			count += s->mark != mark;
+			s->mark = mark;
+		}
+	}
+	for (; b < pl->nbatches && b - st->pos < FINWIN; b++) {
+		if (st->fin >> (b - st->pos) & 1)
+			continue;
+		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++) {
+			struct slot *s = &c->slots[pl->first_sheet + pl->bsh[k]];
+			count += s->mark != mark;
+			s->mark = mark;
+		}
+		if (count > cap && b > st->pos)
+			break;
+	}
+	st->horizon = b;
+	st->horizon_ok = 1;
+	return b;
+}
+
+/*
+ * Admission at the start of a request for batch b of a stream: a reader of
+ * a batch past the horizon, some of whose sheets are not in memory, waits
+ * until older batches are done (the position moves on). Readers of a view
+ * that outnumber what the budget holds then take turns instead of evicting
+ * each other's sheets. The reader holds no sheet while it waits.
+ *
+ * Waiting holds a FUSE thread (SFS_MAX_THREADS), and the kernel keeps at most
+ * SFS_MAX_BACKGROUND async requests in flight, in the order they came: when
+ * every thread or every slot is taken by waiters, the oldest batch's
+ * requests queue behind them and nothing moves. So at most ROOM_WAITERS
+ * readers wait; when one more would, the nearest of them (the one whose
+ * batch is the next to be admitted) goes instead, and its loads follow
+ * Belady's rule (or the budget's margin, start_load) like any reader's. A
+ * wait is also bounded (ROOM_WAIT_MS) in case the oldest batch's reader has
+ * gone. Locked.
+ */
+#define ROOM_WAITERS (SFS_MAX_BACKGROUND - 1)
 #define ROOM_WAIT_MS 2000
+struct room_waiter {
+	struct room_waiter *next;
+	struct stream *st;
+	void *handle; /* st's order when it began to wait */
+	uint32_t b;
+	int go; /* let go by a newer waiter (unlinked and uncounted by it) */
+};
+
+/* Batches between a waiter's and its stream's position. Locked. */
+static uint32_t waiter_ahead(const struct room_waiter *w)
+{
+	return w->b > w->st->pos ? w->b - w->st->pos : 0;
+}
+
+/* The waiter nearest its stream's position. Locked. */
+static struct room_waiter *nearest_waiter(struct sfs_cache *c)
+{
+	struct room_waiter *best = NULL;
+	uint32_t best_d = UINT32_MAX;
+	for (struct room_waiter *w = c->waiting; w; w = w->next) {
+		uint32_t d = waiter_ahead(w);
+		if (!best || d < best_d) {
+			best = w;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+static void unlink_waiter(struct sfs_cache *c, struct room_waiter *w)
+{
+	for (struct room_waiter **p = &c->waiting; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			c->room_waiters--;
+			return;
+		}
+}
+
+/*
+ * Admit batch b of a stream out of turn (too many waiting, or waited too
+ * long): its other requests then need not wait either, and its sheets count
+ * first at the next horizon. Locked.
+ */
+static void let_in(struct sfs *fs, struct sfs_cache *c, struct stream *st, void *handle, uint32_t b)
+{
+	SFS_ADD(fs, room_releases, 1);
+	if (st->handle != handle || b <= st->pos || b - st->pos >= FINWIN)
+		return;
+	st->let |= 1ull << (b - st->pos);
+	st->horizon_ok = 0;
+	room_changed(c);
+}
+
+/* Every sheet of batch b is loaded or loading: reading it evicts nothing. Locked. */
+static int batch_present(const struct sfs_cache *c, const struct stream *st, uint32_t b)
+{
+	const struct sfs_plan *pl = st->plan;
+	for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++) {
+		uint8_t state = c->slots[pl->first_sheet + pl->bsh[k]].state;
+		if (state != S_READY && state != S_LOADING)
+			return 0;
+	}
+	return 1;
+}
+
 static void admit(struct sfs *fs, struct sfs_cache *c, struct stream *st, void *handle, uint32_t b)
 {
 	struct timespec until = {0, 0};
-	while (st->handle == handle && b > st->pos && c->room_waiters < ROOM_WAITERS) {
-		const struct sfs_plan *pl = st->plan;
-		uint64_t d = b - st->pos, need = 0, have = 0;
-		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++)
-			need += c->slots[pl->first_sheet + pl->bsh[k]].state == S_EMPTY;
-		if (c->budget > c->resident)
-			have = (c->budget - c->resident) / c->block;
-		for (uint32_t k = 0; k < c->nres && have < need; k++) {
-			const struct slot *s = &c->slots[c->res[k]];
-			have += !s->pins && !s->fresh && next_use(c, c->res[k]) > d;
+	struct room_waiter w = {.st = st, .handle = handle, .b = b};
+	while (st->handle == handle && b > st->pos && b >= horizon(c, st) &&
+	       !(b - st->pos < FINWIN && st->let >> (b - st->pos) & 1) &&
+	       !batch_present(c, st, b)) {
+		if (c->room_waiters >= ROOM_WAITERS) {
+			struct room_waiter *n = nearest_waiter(c);
+			if (!n || waiter_ahead(n) >= b - st->pos) {
+				let_in(fs, c, st, handle, b);
+				return;
+			}
+			unlink_waiter(c, n);
+			n->go = 1;
+			let_in(fs, c, n->st, n->handle, n->b);
+			pthread_cond_broadcast(&c->cond); /* n, uncounted: room_changed may not */
 		}
-		if (have >= need)
-			return;
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (!until.tv_sec && !until.tv_nsec) {
@@ -653,12 +792,17 @@ static void admit(struct sfs *fs, struct sfs_cache *c, struct stream *st, void *
 			until.tv_nsec = ns % 1000000000l;
 		} else if (now.tv_sec > until.tv_sec ||
 			   (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+			let_in(fs, c, st, handle, b);
 			return;
 		}
 		SFS_ADD(fs, room_waits, 1);
+		w.next = c->waiting;
+		c->waiting = &w;
 		c->room_waiters++;
 		pthread_cond_timedwait(&c->cond, &c->lock, &until);
-		c->room_waiters--;
+		if (w.go)
+			return;
+		unlink_waiter(c, &w);
 	}
 }
 
@@ -711,13 +855,17 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		uint32_t old = st->pos;
 		st->fin <<= old - batch;
 		st->started <<= old - batch;
+		st->let <<= old - batch;
 		for (uint32_t b = batch + 1; b < old; b++)
 			if (st->done[b / 64] >> (b % 64) & 1)
 				st->fin |= 1ull << (b - batch);
 		st->pos = st->cursor = batch;
+		st->horizon_ok = 0;
 	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
+		st->horizon_ok = 0;
+		st->let = 0;
 		st->fin = 0;
 		st->started = 0;
 		memset(st->served, 0, sizeof(st->served));
@@ -731,10 +879,12 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 	 * served, in whatever order its requests came. A reader that reads some
 	 * bytes twice may end it early: that costs reads, never bytes.
 	 */
+	int ended = 0;
 	if (served && batch - st->pos < FINWIN) {
 		uint64_t *sv = &st->served[batch % FINWIN];
 		*sv += served;
 		if (*sv >= size) {
+			ended = !(st->fin >> (batch - st->pos) & 1);
 			st->fin |= 1ull << (batch - st->pos);
 			if (st->done)
 				st->done[batch / 64] |= 1ull << (batch % 64);
@@ -746,10 +896,14 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		st->served[st->pos % FINWIN] = 0;
 		st->fin >>= 1;
 		st->started >>= 1;
+		st->let >>= 1;
 		st->pos++;
 	}
-	if (st->pos != was)
-		room_changed(c); /* the sheets of the batches passed may now go */
+	if (ended || st->pos != was) {
+		/* a batch done, or the position moved: the horizon may move on */
+		st->horizon_ok = 0;
+		room_changed(c);
+	}
 	uint32_t more = 0;
 	if (!served && batch - st->pos < FINWIN) {
 		/* the batches begun and not read to their end: the view's readers now */

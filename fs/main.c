@@ -604,7 +604,7 @@ int main(int argc, char *argv[])
 	if (!cfg)
 		goto out_prefetch;
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_max_threads(cfg, 32);
+	fuse_loop_cfg_set_max_threads(cfg, SFS_MAX_THREADS);
 	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */
 	r = fuse_session_loop_mt(se, cfg);
 	/* a signal ends the loop with its number: that is the way to stop us */

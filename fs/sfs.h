@@ -62,8 +62,9 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
-#define SFS_MAX_BACKGROUND  64u		  /* async requests in flight (ll.c; cache.c waits) */
-#define SFS_STATS_SIZE	    4096u	  /* stats.json: one page, padded with spaces */
+#define SFS_MAX_BACKGROUND  128u	  /* async requests in flight (ll.c; cache.c waits) */
+#define SFS_MAX_THREADS	    (SFS_MAX_BACKGROUND + 32u) /* FUSE threads: as many may wait, cache.c */
+#define SFS_STATS_SIZE	    4096u /* stats.json: one page, padded with spaces */
 
 /* ---- stats ------------------------------------------------------------- */
 
@@ -76,6 +77,7 @@ struct sfs_stats {
 	uint64_t sheets_pushed, bytes_pushed; /* into the kernel's page cache */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
 	uint64_t room_waits, over_budget_loads; /* cache.c: readers held back; Belady over budget */
+	uint64_t room_releases; /* cache.c: batches let in out of turn (too many wait) */
 	uint64_t uring_reads, uring_bytes, buffered_reads;
 	uint64_t bytes_spliced, splice_fallbacks; /* ll.c: read replies through a pipe */
 	uint64_t inflight;

@@ -137,6 +137,7 @@ char *sfs_stats_json(struct sfs *fs, size_t *len)
 	C(prefetch_hits);
 	C(prefetch_skipped);
 	C(room_waits);
+	C(room_releases);
 	C(over_budget_loads);
 	epoch_io_json(fs, &s);
 	C(inflight);
