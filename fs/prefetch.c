@@ -44,6 +44,7 @@
 #define WAKE_TAG    UINT64_MAX
 #define MAX_BUFS    32u
 #define BUF_MEM_CAP (64ull << 20) /* bytes of I/O buffers, at most (unless one sheet is larger) */
+#define BUF_HUGE    (2u << 20)	  /* buffers this large or larger: in transparent huge pages */
 
 enum { Q_NONE = 0, Q_AHEAD, Q_URGENT, Q_ISSUED };
 
@@ -449,6 +450,33 @@ static void *worker_main(void *arg)
 }
 
 /*
+ * An I/O buffer of len bytes. From BUF_HUGE up (len then a multiple of it),
+ * 2 MiB-aligned and asking for transparent huge pages: an O_DIRECT read of
+ * a sheet into 4 KiB pages is as many scattered segments, split into
+ * requests of at most the device's max_segments (254 on virtio), each
+ * mapped page by page; into huge pages it is one request of a few segments,
+ * and the decode worker's checksum and lz4 read it through fewer TLB
+ * entries (docs/ARCHITECTURE.md, "CPU floor"). NULL when it cannot be had.
+ */
+static uint8_t *map_buf(size_t len)
+{
+	size_t pad = len >= BUF_HUGE ? BUF_HUGE : 0;
+	uint8_t *m =
+		mmap(NULL, len + pad, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (!pad)
+		return m;
+	size_t head = (BUF_HUGE - (uintptr_t)m % BUF_HUGE) % BUF_HUGE;
+	if (head)
+		munmap(m, head);
+	if (pad - head)
+		munmap(m + head + len, pad - head);
+	(void)madvise(m + head, len, MADV_HUGEPAGE); /* a hint: 4 KiB pages work too */
+	return m + head;
+}
+
+/*
  * Registration pins the I/O buffers once instead of on every read. It is
  * optional: without CAP_IPC_LOCK the pinned bytes count against
  * RLIMIT_MEMLOCK (often 8 MiB, under the buffers' 64 MiB), so the soft limit
@@ -502,6 +530,8 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 	p->buf_len = ((size_t)fs->max_stored + 4095) & ~(size_t)4095;
 	if (p->buf_len < 4096)
 		p->buf_len = 4096;
+	if (p->buf_len >= BUF_HUGE)
+		p->buf_len = (p->buf_len + BUF_HUGE - 1) & ~(size_t)(BUF_HUGE - 1);
 	uint32_t want = fs->o.prefetch + 4;
 	if (want > MAX_BUFS)
 		want = MAX_BUFS;
@@ -516,10 +546,8 @@ int sfs_prefetch_start(struct sfs *fs, char *err)
 	if (!p->bufs || !p->mem || !p->freebufs || !p->dq)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < want; b++) {
-		p->bufs[b] = mmap(NULL, p->buf_len, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p->bufs[b] == MAP_FAILED) {
-			p->bufs[b] = NULL;
+		p->bufs[b] = map_buf(p->buf_len);
+		if (!p->bufs[b]) {
 			snprintf(err, SPRITE_ERR_MAX, "cannot map %zu bytes of I/O buffers",
 				 p->buf_len);
 			return -ENOMEM;
