@@ -31,7 +31,7 @@
  * scratch ws holds the sgemms' results [16][out_c][n * T] and the input
  * gradient's [16][in_c][n * T].
  *
- * Layers with 64 or more input channels whose output F(4x4, 3x3)'s tiles
+ * Layers with 32 or more input channels whose output F(4x4, 3x3)'s tiles
  * cover with fewer products go to wino4.c instead (hn_wino4_pays), through
  * the same hn_wino_* calls; HN_CPU_WINOGRAD=2 keeps them all here.
  */

@@ -5,7 +5,7 @@
  * 2x2 output tile, 4 per output; F(4x4, 3x3) makes a 4x4 tile from a 6x6
  * input tile with 36, 2.25 per output, so its 36 sgemms do 1.78x less work
  * and its transformed input is smaller. wino.c picks it for maps where the
- * 4x4 tiles waste little and the channels are many (hn_wino4_pays: 64 or
+ * 4x4 tiles waste little and the channels are many (hn_wino4_pays: 32 or
  * more input channels, 36 products per channel pair and sample fewer than
  * F(2x2)'s 16 per 2x2 tile); on 2x2 outputs F(2x2) stays.
  *
@@ -34,9 +34,12 @@
 
 /*
  * Fewer input channels: the transforms, more work per element than F(2x2)'s,
- * outweigh the sgemms' saving (resnet-fm's 32-channel stage ran slower).
+ * would outweigh the sgemms' saving. At 32 (resnet-fm's first stage, cnn's
+ * second conv) F(4x4) pays since its transforms store and read in runs:
+ * resnet-fm's two 32-channel convs took 7-12% less CPU than by F(2x2), the
+ * cnn ran 1.12x faster (one thread).
  */
-#define WINO4_MIN_IN 64
+#define WINO4_MIN_IN 32
 
 static int tiles_h(const struct hn_layer *l)
 {
