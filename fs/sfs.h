@@ -62,7 +62,7 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
-#define SFS_MAX_BACKGROUND  128u	  /* async requests in flight (ll.c; cache.c waits) */
+#define SFS_MAX_BACKGROUND  256u	  /* async requests in flight (ll.c; cache.c waits) */
 #define SFS_MAX_THREADS	    (SFS_MAX_BACKGROUND + 32u) /* FUSE threads: as many may wait, cache.c */
 #define SFS_STATS_SIZE	    4096u /* stats.json: one page, padded with spaces */
 
