@@ -101,8 +101,8 @@ static void sfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * Requests the kernel keeps in flight for async reads (an O_DIRECT read
 	 * is split into 1 MiB requests): the kernel's 12 would be filled by
-	 * readers of later batches that the cache holds back (cache.c,
-	 * wait_for_room) while the oldest batch's requests queue behind them.
+	 * readers of later batches that the cache holds back (stream.c,
+	 * admit) while the oldest batch's requests queue behind them.
 	 */
 	conn->max_background = SFS_MAX_BACKGROUND;
 	conn->congestion_threshold = SFS_MAX_BACKGROUND * 3 / 4;

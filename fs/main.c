@@ -138,7 +138,7 @@ static void tune_readahead(const char *mnt)
  * split is windowed, the working set is said in any case: for the ranks this
  * node serves (-o ranks), one reader each, and for 4 and 8 readers of
  * batch files at once (a loader's threads, ranks); the mount then says so
- * again if more readers come than the budget holds (cache.c).
+ * again if more readers come than the budget holds (stream.c).
  */
 static int check_budget(struct sfs *fs)
 {

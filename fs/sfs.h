@@ -5,10 +5,10 @@
  * staged shutdown), options.c (the command line, options.h), ll.c (the FUSE low-level operations),
  * tree.c (the virtual tree: inode numbers, names, sizes, listings, dataset.json), read.c (each
  * file's bytes, assembled from cached sheets), readahead.c (what to load ahead of a reader),
- * labels.c (the label table), cache.c (decoded sheets under a memory budget), prefetch.c (io_uring
- * reads + decode workers), epoch.c (seeded epoch views), batch.c (the layout arithmetic sizes and
- * bytes share), stats.c (counters, stats.json), log.c (the log), watch.c (the store replaced at its
- * path).
+ * labels.c (the label table), cache.c (decoded sheets under a memory budget), stream.c (streams of
+ * epoch views, admission), prefetch.c (io_uring reads + decode workers), epoch.c (seeded epoch
+ * views), batch.c (the layout arithmetic sizes and bytes share), stats.c (counters, stats.json),
+ * log.c (the log), watch.c (the store replaced at its path).
  *
  * Everything a request needs is reachable from one struct sfs. Functions
  * return >= 0 or a negative errno, like the rest of the project.
@@ -62,8 +62,8 @@ struct sfs_opts {
 #define SFS_MAX_BATCH	    65536u /* samples per epoch batch (SPRITE_MAX_SHEET_TILES) */
 #define SFS_MAX_SPLIT_COUNT 0xffffffffull /* sample numbers fit 32 bits of an inode */
 #define SFS_MAX_READ	    (1u << 20)	  /* largest FUSE read we negotiate */
-#define SFS_MAX_BACKGROUND  256u	  /* async requests in flight (ll.c; cache.c waits) */
-#define SFS_MAX_THREADS	    (SFS_MAX_BACKGROUND + 32u) /* FUSE threads: as many may wait, cache.c */
+#define SFS_MAX_BACKGROUND  256u	  /* async requests in flight (ll.c; stream.c waits) */
+#define SFS_MAX_THREADS	    (SFS_MAX_BACKGROUND + 32u) /* FUSE threads: as many may wait, stream.c */
 #define SFS_STATS_SIZE	    4096u /* stats.json: one page, padded with spaces */
 
 /* ---- stats ------------------------------------------------------------- */
@@ -76,8 +76,9 @@ struct sfs_stats {
 	uint64_t bytes_mapped;		      /* sheet memory chunks, used or free */
 	uint64_t sheets_pushed, bytes_pushed; /* into the kernel's page cache */
 	uint64_t prefetch_issued, prefetch_hits, prefetch_skipped;
-	uint64_t room_waits, over_budget_loads; /* cache.c: readers held back; Belady over budget */
-	uint64_t room_releases; /* cache.c: batches let in out of turn (too many wait) */
+	uint64_t room_waits;	    /* stream.c: readers held back */
+	uint64_t over_budget_loads; /* Belady's loads over budget */
+	uint64_t room_releases;	    /* stream.c: batches let in out of turn (too many wait) */
 	uint64_t uring_reads, uring_bytes, buffered_reads;
 	uint64_t bytes_spliced, splice_fallbacks; /* ll.c: read replies through a pipe */
 	uint64_t inflight;
@@ -273,7 +274,7 @@ void sfs_sheet_prefetch_run(struct sfs *fs, uint32_t from, uint32_t n, uint32_t 
  * use, within the budget. Never blocks on I/O; at a request's start
  * (served 0) a reader of a later batch may wait, up to 2 s, for the
  * older batches' sheets to be done when the budget cannot hold them and its
- * own (cache.c, admit).
+ * own (stream.c, admit).
  */
 void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t served, uint64_t size);
 /* Store bytes read for the epoch view read last (stats.json). */
@@ -297,7 +298,7 @@ int sfs_cache_release_stream(struct sfs *fs);
  * boundary straddled, or the next window loading), and two sheets for
  * requests in flight; for one reader of small batches two windows; the whole
  * split for a full order. Below it, readers of later batches wait for the
- * older ones' sheets to be done (cache.c) rather than evict them.
+ * older ones' sheets to be done (stream.c) rather than evict them.
  */
 uint64_t sfs_working_set(struct sfs *fs, const struct sfs_split *sp, uint32_t readers);
 /* The most batch files of the split's views read at once so far (at least 1). */
