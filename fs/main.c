@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -478,6 +479,22 @@ static int add_fuse_opts(struct sfs *fs, struct fuse_args *args, int debug)
 }
 
 /*
+ * Each FUSE worker holds its /dev/fuse clone and, for spliced replies, a
+ * pipe: three descriptors, so SFS_MAX_THREADS workers need about 870, near
+ * the 1,024 that a login session's soft limit often is. Past it libfuse goes
+ * on without clone_fd or splice, slower; the soft limit is raised to the
+ * hard one, which is typically far above.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/*
  * The FUSE loop keeps its idle workers (libfuse's default, -1, so no
  * fuse_loop_cfg_set_idle_threads: 3.14 logs UINT_MAX as invalid): ending them
  * past 8 idle made an O_DIRECT reader of whole epoch views (hntrain, 60
@@ -603,6 +620,7 @@ int main(int argc, char *argv[])
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		goto out_prefetch;
+	raise_nofile();
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_max_threads(cfg, SFS_MAX_THREADS);
 	__atomic_store_n(&fs->se, se, __ATOMIC_RELEASE); /* decode workers may push now */

@@ -4,7 +4,7 @@
 # each whole with one O_DIRECT read (the kernel splits it into 1 MiB requests
 # sent side by side), with no pause, so that readers drift apart and some run
 # ahead of the others. The budget is below their working set, so they must
-# take turns (cache.c, admit: a batch past the horizon waits). Store: 125
+# take turns (stream.c, admit: a batch past the horizon waits). Store: 125
 # sheets of 1 MiB (131 MB decoded), windows of 8 sheets.
 #  * views of 4 MiB (-o batch=1024), the budget at 1 reader's working set;
 #  * views of 8 MiB (-o batch=2048), the budget at 4 readers' working set:
@@ -12,9 +12,13 @@
 # requests waited and the rest loaded and evicted, this read the store
 # 1.4-3.6x and 1.3-2.0x over. Every reader's bytes are checked against a
 # plain read of the same view by one reader, on a mount that holds the
-# whole store.
+# whole store. The daemon starts under a soft limit of 256 open files, below
+# what its FUSE workers (a /dev/fuse clone and a splice pipe each) may need
+# when all of them run; it raises the soft limit to the hard one (main.c,
+# raise_nofile).
 source "$(dirname "$0")/mount_lib.sh"
 need_fuse
+ulimit -Sn 256 || fail "cannot lower the soft limit of open files"
 
 "$MKSTORE" "$T/big.sprites" --count-train 32000 --count-test 256 --tile 64x64x1 --sheet 256 \
 	--window 8 --classes 10 >"$T/mkstore.log" 2>&1 || fail "mkstore"
@@ -75,7 +79,11 @@ for batch in 1024 2048; do
 	read -r amp readers cache waits lets < <(/usr/bin/python3 "$T/ranks.py" "$T/mnt" 10 "$T/sums.$batch") ||
 		fail "10 readers, batch=$batch, cache=${mib}M"
 	size=$(stat -c %s "$T/mnt/train/images.npy")
+	read -r soft hard < <(awk '/^Max open files/ { print $4, $5 }' "/proc/$SFS_PID/limits")
+	fds=$(find "/proc/$SFS_PID/fd" -mindepth 1 | wc -l)
 	sfs_umount "$T/mnt"
+	echo "batch=$batch: the daemon's open files: $fds, soft limit $soft (hard $hard)"
+	[[ $soft == "$hard" ]] || fail "the daemon kept a soft limit of $soft open files (hard $hard)"
 	echo "batch=$batch cache=${mib}M: 10 readers, read amplification $amp ($readers readers seen," \
 		"$waits waits, $lets let in out of turn)"
 	((size >= 2 * cache)) || fail "the test's own premise: decoded store $size, budget $cache"
