@@ -220,6 +220,13 @@ struct hn_backend_ops {
 
 /* The cpu backend, always built. */
 extern const struct hn_backend_ops hn_backend_cpu;
+/*
+ * The bytes the cpu backend allocates for m with cfg (parameters, gradients,
+ * optimizer state, activations, the kept im2col or Winograd matrices, each
+ * thread's scratch), computed without allocating them: --plan. 0: no memory.
+ */
+uint64_t hn_backend_cpu_bytes(const struct hn_model *m, const struct hn_optim *o,
+			      const struct hn_backend_config *cfg);
 /* The cpu backend's thread count for --threads asked (0: one per online CPU, at most 64). */
 int hn_backend_cpu_threads(int asked);
 /* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for --version. */

@@ -253,33 +253,15 @@ static float *alloc_floats(size_t n)
 	return p;
 }
 
-static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
-		      const struct hn_backend_config *cfg, const float *init, void **state,
-		      char *err)
+/* What create decides before it allocates (cpu_create, hn_backend_cpu_bytes). */
+static void setup(struct cpu_state *st, const struct hn_model *m, const struct hn_optim *o,
+		  const struct hn_backend_config *cfg)
 {
-	int rc = hn_model_check(m, err);
-	if (rc)
-		return rc;
-	if (cfg->max_batch < 1 || cfg->max_batch > (1 << 20) || cfg->threads < 0 ||
-	    cfg->threads > HN_TEAM_MAX) {
-		if (err)
-			snprintf(err, HN_ERR_MAX,
-				 "cpu backend: max batch %d or thread count %d out of range "
-				 "(threads 0..%d)",
-				 cfg->max_batch, cfg->threads, HN_TEAM_MAX);
-		return -EINVAL;
-	}
-	struct cpu_state *st = calloc(1, sizeof *st);
-	if (!st)
-		return -ENOMEM;
 	st->m = *m;
 	st->o = *o;
 	st->cfg = *cfg;
 	st->max_batch = cfg->max_batch;
 	st->nthreads = hn_backend_cpu_threads(cfg->threads);
-	/* parallelism is ours (see the top): OpenBLAS must not start its own threads */
-	openblas_set_num_threads(1);
-
 	size_t cols = 0;
 	for (int i = 0; i < m->nlayers; i++) {
 		st->wino[i] = hn_wino_fits(&m->layers[i]);
@@ -314,7 +296,30 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 			       i + 1 < m->nlayers && m->layers[i + 1].kind == HN_LAYER_RELU;
 		st->need_din[i] = below[m->layers[i].from ? m->layers[i].from : i];
 	}
+}
 
+static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
+		      const struct hn_backend_config *cfg, const float *init, void **state,
+		      char *err)
+{
+	int rc = hn_model_check(m, err);
+	if (rc)
+		return rc;
+	if (cfg->max_batch < 1 || cfg->max_batch > (1 << 20) || cfg->threads < 0 ||
+	    cfg->threads > HN_TEAM_MAX) {
+		if (err)
+			snprintf(err, HN_ERR_MAX,
+				 "cpu backend: max batch %d or thread count %d out of range "
+				 "(threads 0..%d)",
+				 cfg->max_batch, cfg->threads, HN_TEAM_MAX);
+		return -EINVAL;
+	}
+	struct cpu_state *st = calloc(1, sizeof *st);
+	if (!st)
+		return -ENOMEM;
+	/* parallelism is ours (see the top): OpenBLAS must not start its own threads */
+	openblas_set_num_threads(1);
+	setup(st, m, o, cfg);
 	st->nopt = m->nparams * (size_t)hn_optim_state_per_param(o->kind);
 	st->params = alloc_floats(m->nparams);
 	st->grads = alloc_floats(m->nparams);
@@ -348,6 +353,19 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		 openblas_get_config(), st->nthreads, st->chunk);
 	*state = st;
 	return 0;
+}
+
+uint64_t hn_backend_cpu_bytes(const struct hn_model *m, const struct hn_optim *o,
+			      const struct hn_backend_config *cfg)
+{
+	struct cpu_state *st = calloc(1, sizeof *st);
+	if (!st)
+		return 0;
+	setup(st, m, o, cfg);
+	size_t floats = m->nparams * (2 + (size_t)hn_optim_state_per_param(o->kind));
+	uint64_t bytes = layout(st, NULL) + sizeof(float) * floats;
+	free(st);
+	return bytes;
 }
 
 /* Each member's Winograd filter gradients into its own gradients, and zeroed. */

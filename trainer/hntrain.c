@@ -188,11 +188,35 @@ static int build_model(const struct hn_opts *o, const struct hn_checkpoint *ck,
 	return 0;
 }
 
+/* The backend's settings from the options. */
+static struct hn_backend_config backend_config(const struct hn_opts *o)
+{
+	struct hn_backend_config cfg = {
+		.threads = o->threads,
+		.max_batch = o->batch,
+		.amp = o->amp,
+		.fast = o->fast,
+		.tf32 = o->tf32,
+		.device_index = hn_dist()->local_rank, /* one GPU per rank of a machine */
+		.device_ranks = hn_dist()->local_size,
+		.seed = o->seed,
+		.rank = hn_dist()->rank,
+	};
+	for (int c = 0; o->norm.mode != HN_NORM_NONE && c < o->norm.nch; c++) {
+		cfg.mean[c] = o->norm.mean[c];
+		cfg.std[c] = o->norm.std[c];
+	}
+	return cfg;
+}
+
 static void print_plan(const struct hn_opts *o, const struct hn_source_info *di,
 		       const struct hn_model *m)
 {
 	struct hn_plan_input pi = {
 		.model = m, .data = di, .optim = &o->optim, .batch = o->batch, .device = o->device};
+	struct hn_backend_config cfg = backend_config(o);
+	if (!strcmp(o->device, "cpu"))
+		pi.backend_bytes = hn_backend_cpu_bytes(m, &o->optim, &cfg);
 	hn_plan_print(stdout, &pi);
 }
 
@@ -224,21 +248,7 @@ static int start_backend(const struct hn_opts *o, const struct hn_checkpoint *ck
 	/* Pinning this thread first makes threads the backend starts inherit it. */
 	if (o->affinity && sched_setaffinity(0, sizeof o->pin_mask, &o->pin_mask) < 0)
 		return hn_error("--affinity %s: %s", o->affinity, strerror(errno));
-	struct hn_backend_config cfg = {
-		.threads = o->threads,
-		.max_batch = o->batch,
-		.amp = o->amp,
-		.fast = o->fast,
-		.tf32 = o->tf32,
-		.device_index = hn_dist()->local_rank, /* one GPU per rank of a machine */
-		.device_ranks = hn_dist()->local_size,
-		.seed = o->seed,
-		.rank = hn_dist()->rank,
-	};
-	for (int c = 0; o->norm.mode != HN_NORM_NONE && c < o->norm.nch; c++) {
-		cfg.mean[c] = o->norm.mean[c];
-		cfg.std[c] = o->norm.std[c];
-	}
+	struct hn_backend_config cfg = backend_config(o);
 	if (t->be->create(t->m, &o->optim, &cfg, t->params, &t->st, err) < 0)
 		return hn_error("--device %s: cannot set up the model: %s", o->device, err);
 	int rc = 0;

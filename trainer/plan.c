@@ -6,7 +6,9 @@
  * fit: data set bytes (tiles + labels of both splits), weights, gradients,
  * optimizer state, activations per batch (forward values and their
  * gradients), and the redundancy K1 = weights / (samples x features), the
- * ratio the papers use to say how much a model can memorise. The data set is
+ * ratio the papers use to say how much a model can memorise. On the cpu the
+ * backend's own sizing (hn_backend_cpu_bytes) adds what backward keeps and
+ * each thread's scratch, and the RAM verdict uses it. The data set is
  * compared with MemAvailable (/proc/meminfo) and, for gpu, with the free
  * memory the CUDA plugin reports.
  */
@@ -83,8 +85,11 @@ int hn_plan_print(FILE *f, const struct hn_plan_input *in)
 		 hn_model_activation_floats(m));
 	row(f, "activations per batch", act, note);
 	row(f, "model total", total, NULL);
-	if (in->backend_bytes)
-		row(f, "backend reports", in->backend_bytes, "(incl. workspaces)");
+	if (in->backend_bytes) /* what it allocates, so what a run holds resident */
+		row(f, "cpu backend allocates", in->backend_bytes,
+		    "(as it lays them out, with kept im2col / Winograd matrices and scratch)");
+	if (in->backend_bytes > total)
+		total = in->backend_bytes;
 	fprintf(f, "  %-28s %12.4g  (weights / (train samples x features))\n", "K1", k1);
 	fprintf(f, "  %-28s %12.1f  (matrix products, forward + backward; --log: compute_gflops)\n",
 		"MFLOP per training sample", hn_model_train_flops(m) / 1e6);

@@ -18,7 +18,7 @@ struct hn_plan_input {
 	const struct hn_optim *optim;
 	int batch;
 	const char *device;
-	uint64_t backend_bytes; /* from the backend if created, else 0 */
+	uint64_t backend_bytes; /* what the backend allocates (cpu), else 0 */
 };
 /* Print the memory plan; returns 0, or 1 when the data set does not fit in RAM. */
 int hn_plan_print(FILE *f, const struct hn_plan_input *in);
