@@ -694,7 +694,7 @@ int main(void)
 	check_conv_by(16, 6, 6, 3, 3, 1, 1, 2, 1);
 	check_conv_by(16, 7, 5, 4, 3, 1, 0, 2, 1);
 	check_conv_by(17, 5, 6, 2, 3, 1, 2, 1, 1);
-	/* F(4x4, 3x3) (wino4.c, 64 or more input channels): 8x8, 7x6 and 9x10 outputs */
+	/* F(4x4, 3x3) (wino4.c, 32 or more input channels): 8x8, 7x6 and 9x10 outputs */
 	check_conv_by(64, 8, 8, 3, 3, 1, 1, 2, 1);
 	check_conv_by(64, 9, 8, 2, 3, 1, 0, 2, 1);
 	check_conv_by(65, 7, 8, 3, 3, 1, 2, 1, 1);
@@ -709,6 +709,10 @@ int main(void)
 	/* 256 channels on 4x4 maps: the chunked stage ends inside the block */
 	check_model("c4k3p1nb-bn-r-c128k3p1nb-bn-r-res256s2p-gap", 1, 8, 8, 3, 5, 3);
 	unsetenv("HN_CPU_CHUNK");
+	/* F(4x4) at the fewest input channels it takes (32, resnet-fm's first stage); last, so
+	 * that the checks above keep their random draws */
+	check_conv_by(32, 8, 8, 3, 3, 1, 1, 2, 1);
+	check_conv_by(33, 7, 6, 2, 3, 1, 0, 1, 1);
 	if (failures) {
 		fprintf(stderr, "test_gradcheck: %d failure(s)\n", failures);
 		return 1;
