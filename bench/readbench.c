@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,27 +138,8 @@ static int rb_cmp_item(const void *a, const void *b)
 }
 
 /*
- * A read buffer of at least *cap bytes (rounded up to whole 2 MiB), 2 MiB
- * aligned and asking for transparent huge pages: an O_DIRECT read of a FUSE
- * file pins the reader's pages for each request, and pinning a huge page
- * costs one reference where 4 KiB pages cost one each (about all of a cold
- * pass's reader CPU, docs/ARCHITECTURE.md, "CPU floor"). Freed with free().
- */
-#define RB_HUGE (2u << 20)
-static uint8_t *rb_buf_alloc(size_t *cap)
-{
-	size_t n = (*cap + RB_HUGE - 1) & ~(size_t)(RB_HUGE - 1);
-	void *p;
-	if (posix_memalign(&p, RB_HUGE, n) != 0)
-		return NULL;
-	(void)madvise(p, n, MADV_HUGEPAGE); /* a hint: 4 KiB pages work too */
-	*cap = n;
-	return p;
-}
-
-/*
  * Read a whole file into *buf (grown as needed, huge-page backed for
- * --direct, rb_buf_alloc); returns its length or -errno.
+ * --direct, sprite_huge_alloc); returns its length or -errno.
  */
 static int64_t rb_slurp(const char *path, uint8_t **buf, size_t *cap)
 {
@@ -176,7 +156,7 @@ static int64_t rb_slurp(const char *path, uint8_t **buf, size_t *cap)
 			size_t ncap = *cap ? *cap * 2 : 1 << 20;
 			while (ncap < want)
 				ncap *= 2;
-			uint8_t *n = rb_buf_alloc(&ncap);
+			uint8_t *n = sprite_huge_alloc(&ncap);
 			if (!n) {
 				close(fd);
 				return -ENOMEM;
@@ -746,7 +726,7 @@ static double rb_run(int threads, size_t bufcap, int sheets_first, double *cpu)
 		th[i].cap = bufcap;
 		/* the floor's own (--decode lz4 / copy) buffers stay as they were */
 		if (!sheets_first)
-			th[i].buf = rb_buf_alloc(&th[i].cap);
+			th[i].buf = sprite_huge_alloc(&th[i].cap);
 		else if (posix_memalign((void **)&th[i].buf, 4096, bufcap) != 0)
 			th[i].buf = NULL;
 		if (!th[i].buf) {

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
@@ -383,4 +384,16 @@ const char *sprite_shell_quote(const char *s, char *out, size_t cap)
 	out[at++] = '\'';
 	out[at] = 0;
 	return out;
+}
+
+void *sprite_huge_alloc(size_t *len)
+{
+	const size_t huge = 2u << 20;
+	size_t n = (*len + huge - 1) & ~(huge - 1);
+	void *p;
+	if (!n || posix_memalign(&p, huge, n) != 0)
+		return NULL;
+	(void)madvise(p, n, MADV_HUGEPAGE);
+	*len = n;
+	return p;
 }

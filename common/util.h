@@ -81,6 +81,14 @@ int sprite_parse_size(const char *s, uint64_t *out);
 int sprite_parse_tile(const char *s, uint32_t *h, uint32_t *w, uint32_t *c);
 /* Format bytes as "1.5 GiB" into buf. */
 const char *sprite_fmt_size(uint64_t bytes, char *buf, size_t cap);
+/*
+ * At least *len bytes (rounded up to whole 2 MiB, the new size in *len),
+ * 2 MiB-aligned and asking for transparent huge pages, a hint: 4 KiB pages
+ * work too. For buffers that O_DIRECT reads of a FUSE file fill: the kernel
+ * pins a huge page with one reference where 4 KiB pages take one each.
+ * Freed with free(); NULL when out of memory.
+ */
+void *sprite_huge_alloc(size_t *len);
 
 /*
  * s as one word for a POSIX shell, into out (cap bytes): as it is when it

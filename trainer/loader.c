@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "common/util.h"
@@ -259,8 +258,8 @@ static int env_seconds(const char *name, double dflt, double min, double *out, c
 }
 
 /*
- * A batch's tiles: from 2 MiB up, 2 MiB-aligned memory that asks for
- * transparent huge pages (a hint; 4 KiB pages work too). A mount's epoch
+ * A batch's tiles: from 2 MiB up, in transparent huge pages
+ * (sprite_huge_alloc). A mount's epoch
  * views are read with O_DIRECT straight into it, and FUSE pins the reader's
  * pages for each 1 MiB request: a huge page is pinned with one reference
  * where 4 KiB pages take one each (docs/ARCHITECTURE.md, "CPU floor").
@@ -268,15 +267,9 @@ static int env_seconds(const char *name, double dflt, double min, double *out, c
  */
 static void *tiles_alloc(size_t n)
 {
-	const size_t huge = 2u << 20;
-	if (n < huge)
+	if (n < (2u << 20))
 		return malloc(n ? n : 1);
-	size_t len = (n + huge - 1) & ~(huge - 1);
-	void *p;
-	if (posix_memalign(&p, huge, len) != 0)
-		return NULL;
-	(void)madvise(p, len, MADV_HUGEPAGE);
-	return p;
+	return sprite_huge_alloc(&n);
 }
 
 int hn_loader_start(const struct hn_loader_config *c, hn_loader **out, char *err)
