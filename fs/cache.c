@@ -238,13 +238,28 @@ static uint64_t stream_next_use(const struct stream *st, uint32_t i)
 		else
 			hi = mid;
 	}
-	/* batches read to their end (some readers finish after later ones) need it no more */
+	/*
+	 * Batches read to their end (some readers finish after later ones) need
+	 * it no more; a batch admitted and being read uses it now (0), wherever
+	 * it lies: readers that start together may begin with a later batch
+	 * than the position's, and evicting its sheets under its reader makes
+	 * it read them again.
+	 */
+	uint64_t first = NO_USE;
 	for (; lo < pl->soff[s + 1]; lo++) {
 		uint32_t d = pl->suse[lo] - st->pos;
-		if (d >= FINWIN || !(st->fin >> d & 1))
-			return d;
+		if (d >= FINWIN)
+			return first != NO_USE ? first : d;
+		if (st->fin >> d & 1)
+			continue;
+		if (st->admitted >> d & 1)
+			return 0;
+		if (first == NO_USE)
+			first = d;
+		if (!(st->admitted >> d))
+			break; /* no admitted batch from here on */
 	}
-	return NO_USE;
+	return first;
 }
 
 /* Nearest next use of sheet i by any stream, in batches, or NO_USE. Locked. */

@@ -7,6 +7,7 @@
 #define SFS_CACHE_INT_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 
 #include "fs/sfs.h"
@@ -43,16 +44,17 @@ struct slot {
 struct stream {
 	void *handle; /* pinned epoch order; NULL: free */
 	const struct sfs_plan *plan;
-	uint32_t pos;	  /* oldest batch not yet read to its end: sheets used before are done */
-	uint64_t fin;	  /* bit k: batch pos + k has been read to its end */
-	uint64_t started; /* bit k: batch pos + k has had a request */
-	uint32_t high;	  /* furthest batch read */
-	uint32_t cursor;  /* batches before it have every sheet resident or loading */
-	uint32_t horizon; /* batches before it are admitted (valid while horizon_ok) */
-	uint64_t let;	  /* bit k: batch pos + k admitted out of turn (too many waiting) */
+	uint32_t pos;	   /* oldest batch not yet read to its end: sheets used before are done */
+	uint64_t fin;	   /* bit k: batch pos + k has been read to its end */
+	uint64_t started;  /* bit k: batch pos + k has had a request */
+	uint32_t high;	   /* furthest batch read */
+	uint32_t cursor;   /* batches before it have every sheet resident or loading */
+	uint32_t horizon;  /* batches before it are admitted (valid while horizon_ok) */
+	uint64_t admitted; /* bit k: batch pos + k admitted (its reader is reading it) */
 	uint8_t horizon_ok;
-	uint64_t used;	      /* LRU tick */
-	uint64_t start_bytes; /* split's store bytes read when the stream began */
+	uint64_t used;		 /* LRU tick */
+	uint64_t start_bytes;	 /* split's store bytes read when the stream began */
+	struct timespec settled; /* CLOCK_REALTIME: readers starting together have all come */
 	/* bytes served of batch b (pos <= b < pos + FINWIN), at b % FINWIN */
 	uint64_t served[FINWIN];
 	uint64_t *done; /* bit b: batch b served to its end in this pass (NULL: no memory) */

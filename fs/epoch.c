@@ -58,6 +58,8 @@
 
 /* idle cache streams asked to unpin their orders before a reader waits */
 #define RELEASE_TRIES 8
+/* orders remembered as streamed (sfs_epoch_streamed), however often rebuilt */
+#define STREAMED 256
 /* threads that build orders: one big order does not hold up another's */
 #define SFS_ORDER_BUILDERS 2
 
@@ -88,6 +90,12 @@ struct sfs_epochs {
 	pthread_t builders[SFS_ORDER_BUILDERS];
 	uint32_t nbuilders; /* started; 0: requests build their orders themselves */
 	int stop;
+	/* the last STREAMED orders the cache has followed readers of, as a ring */
+	struct {
+		uint64_t seed;
+		uint32_t epoch, split;
+	} streamed[STREAMED];
+	uint32_t nstreamed;
 };
 
 static void plan_free(struct sfs_plan *pl)
@@ -188,6 +196,25 @@ void sfs_epoch_pin(struct sfs *fs, void *handle)
 	pthread_mutex_lock(&e->lock);
 	q->pins++;
 	pthread_mutex_unlock(&e->lock);
+}
+
+int sfs_epoch_streamed(struct sfs *fs, void *handle)
+{
+	struct sfs_epochs *e = fs->ep;
+	struct perm *q = handle;
+	int was = 0;
+	pthread_mutex_lock(&e->lock);
+	for (uint32_t k = 0; k < STREAMED && k < e->nstreamed && !was; k++)
+		was = e->streamed[k].seed == q->seed && e->streamed[k].epoch == q->epoch &&
+		      e->streamed[k].split == q->split;
+	if (!was) {
+		uint32_t k = e->nstreamed++ % STREAMED;
+		e->streamed[k].seed = q->seed;
+		e->streamed[k].epoch = q->epoch;
+		e->streamed[k].split = q->split;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return was;
 }
 
 uint32_t sfs_epoch_pins(struct sfs *fs, void *handle)

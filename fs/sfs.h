@@ -375,6 +375,11 @@ void sfs_epoch_prepare(struct sfs *fs, uint32_t seed_slot, uint32_t epoch, uint3
 const struct sfs_plan *sfs_epoch_plan(void *handle);
 /* One more pin on a pinned order (for the cache's streams); sfs_epoch_put() drops it. */
 void sfs_epoch_pin(struct sfs *fs, void *handle);
+/*
+ * Whether the cache has followed a reader of a pinned order's (seed, epoch,
+ * split) before, even in an earlier build of it; marks it so.
+ */
+int sfs_epoch_streamed(struct sfs *fs, void *handle);
 /* The pins on a pinned order (the cache's streams drop an order only they pin). */
 uint32_t sfs_epoch_pins(struct sfs *fs, void *handle);
 /*

@@ -40,6 +40,11 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
 		st->cursor = st->pos;
 	uint32_t end = horizon(c, st);
 	for (uint32_t b = st->cursor; b < end; b++) {
+		/* a batch already read to its end (read before older ones) needs nothing */
+		if (b - st->pos < FINWIN && st->fin >> (b - st->pos) & 1) {
+			st->cursor = b + 1;
+			continue;
+		}
 		for (uint32_t k = pl->boff[b]; k < pl->boff[b + 1]; k++) {
 			uint32_t i = pl->first_sheet + pl->bsh[k];
 			if (++walked > 65536)
@@ -64,7 +69,10 @@ static void stream_prefetch(struct sfs *fs, struct sfs_cache *c, struct stream *
  * end), each counted once, outgrow the budget there. Within it, Belady's
  * rule keeps every one of those sheets once loaded (all others are needed
  * later), so each is read once; past it, a load would evict a sheet that an
- * older batch has yet to read. The position's batch is always admitted.
+ * older batch has yet to read. The position's batch is admitted whenever
+ * no later batch is being read; else it waits for those to end when they
+ * and it outgrow the budget (readers that start together may begin with
+ * later batches than the position's, which moves back to the first).
  * Kept until the position or a batch's end moves. Locked.
  */
 static uint32_t horizon(struct sfs_cache *c, struct stream *st)
@@ -79,9 +87,13 @@ static uint32_t horizon(struct sfs_cache *c, struct stream *st)
 			c->slots[i].mark = 0;
 		mark = c->mark = 1;
 	}
-	/* the batches let in out of turn hold their sheets first */
-	for (uint64_t let = st->let & ~st->fin; let; let &= let - 1) {
-		uint32_t x = st->pos + (uint32_t)__builtin_ctzll(let);
+	/*
+	 * The batches already admitted (being read) hold their sheets first:
+	 * those let in out of turn, and those admitted before the position
+	 * moved back to a batch whose first request came later.
+	 */
+	for (uint64_t in = st->admitted & ~st->fin; in; in &= in - 1) {
+		uint32_t x = st->pos + (uint32_t)__builtin_ctzll(in);
 		if (x >= pl->nbatches)
 			break;
 		for (uint32_t k = pl->boff[x]; k < pl->boff[x + 1]; k++) {
@@ -98,7 +110,7 @@ static uint32_t horizon(struct sfs_cache *c, struct stream *st)
 			count += s->mark != mark;
 			s->mark = mark;
 		}
-		if (count > cap && b > st->pos)
+		if (count > cap && (b > st->pos || (st->admitted & ~st->fin & ~1ull)))
 			break;
 	}
 	st->horizon = b;
@@ -174,7 +186,7 @@ static void let_in(struct sfs *fs, struct sfs_cache *c, struct stream *st, void 
 	SFS_ADD(fs, room_releases, 1);
 	if (st->handle != handle || b <= st->pos || b - st->pos >= FINWIN)
 		return;
-	st->let |= 1ull << (b - st->pos);
+	st->admitted |= 1ull << (b - st->pos);
 	st->horizon_ok = 0;
 	sfs_cache_room_changed(c);
 }
@@ -191,12 +203,39 @@ static int batch_present(const struct sfs_cache *c, const struct stream *st, uin
 	return 1;
 }
 
+/*
+ * A stream begins with whichever request comes first, and readers that start
+ * together (ranks after their barrier, loaders of one process) send their
+ * first batches' requests within milliseconds, in no fixed order: one
+ * admitted at a later batch, before the position moved back to the first,
+ * loads sheets that the older batches then evict (10 readers at once read a
+ * store up to 1.3x over). So for its first SETTLE_MS, the first stream of an
+ * order that has not seen batch 0 admits nothing: readers wait until the
+ * earliest of them has come (a reader that starts alone at a later batch,
+ * as a resumed run does, waits once). A stream made again for an order
+ * whose stream was taken by others' does not wait. Locked.
+ */
+#define SETTLE_MS 200
+static void settle(struct sfs_cache *c, struct stream *st, void *handle)
+{
+	while (st->handle == handle && st->pos > 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec > st->settled.tv_sec ||
+		    (now.tv_sec == st->settled.tv_sec && now.tv_nsec >= st->settled.tv_nsec))
+			return;
+		struct timespec until = st->settled;
+		pthread_cond_timedwait(&c->cond, &c->lock, &until);
+	}
+}
+
 static void admit(struct sfs *fs, struct sfs_cache *c, struct stream *st, void *handle, uint32_t b)
 {
 	struct timespec until = {0, 0};
 	struct room_waiter w = {.st = st, .handle = handle, .b = b};
-	while (st->handle == handle && b > st->pos && b >= horizon(c, st) &&
-	       !(b - st->pos < FINWIN && st->let >> (b - st->pos) & 1) &&
+	settle(c, st, handle);
+	while (st->handle == handle && b >= st->pos && b >= horizon(c, st) &&
+	       !(b - st->pos < FINWIN && st->admitted >> (b - st->pos) & 1) &&
 	       !batch_present(c, st, b)) {
 		if (c->room_waiters >= ROOM_WAITERS) {
 			struct room_waiter *n = nearest_waiter(c);
@@ -259,6 +298,14 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 				      .cursor = batch,
 				      .start_bytes = c->split_read[pl->split],
 				      .done = calloc((pl->nbatches + 63) / 64, sizeof(uint64_t))};
+		if (!sfs_epoch_streamed(fs, handle)) { /* lock order: cache, then epochs */
+			clock_gettime(CLOCK_REALTIME, &st->settled);
+			st->settled.tv_nsec += SETTLE_MS * 1000000l;
+			if (st->settled.tv_nsec >= 1000000000l) {
+				st->settled.tv_sec++;
+				st->settled.tv_nsec -= 1000000000l;
+			}
+		}
 		c->current = (uint32_t)(st - c->streams);
 		if (drop)
 			sfs_cache_room_changed(c); /* the old order's sheets are needed no more */
@@ -280,17 +327,18 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		uint32_t old = st->pos;
 		st->fin <<= old - batch;
 		st->started <<= old - batch;
-		st->let <<= old - batch;
+		st->admitted <<= old - batch;
 		for (uint32_t b = batch + 1; b < old; b++)
 			if (st->done[b / 64] >> (b % 64) & 1)
 				st->fin |= 1ull << (b - batch);
 		st->pos = st->cursor = batch;
 		st->horizon_ok = 0;
+		pthread_cond_broadcast(&c->cond); /* readers waiting to settle */
 	} else if (batch < st->pos) {
 		/* read again from further back: a new pass over the same order */
 		st->pos = st->high = st->cursor = batch;
 		st->horizon_ok = 0;
-		st->let = 0;
+		st->admitted = 0;
 		st->fin = 0;
 		st->started = 0;
 		memset(st->served, 0, sizeof(st->served));
@@ -321,7 +369,7 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		st->served[st->pos % FINWIN] = 0;
 		st->fin >>= 1;
 		st->started >>= 1;
-		st->let >>= 1;
+		st->admitted >>= 1;
 		st->pos++;
 	}
 	if (ended || st->pos != was) {
@@ -337,8 +385,13 @@ void sfs_cache_stream(struct sfs *fs, void *handle, uint32_t batch, uint64_t ser
 		if (now > c->readers[pl->split])
 			more = c->readers[pl->split] = now;
 	}
-	if (!served)
+	if (!served) {
 		admit(fs, c, st, handle, batch);
+		/* its reader now reads it: its sheets are in use (stream_next_use) */
+		if (st->handle == handle && batch >= st->pos && batch - st->pos < FINWIN &&
+		    !(st->fin >> (batch - st->pos) & 1))
+			st->admitted |= 1ull << (batch - st->pos);
+	}
 	stream_prefetch(fs, c, st);
 	pthread_mutex_unlock(&c->lock);
 	if (more > 1) {

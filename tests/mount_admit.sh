@@ -3,7 +3,8 @@
 # accelerators (mpirun ranks) read it: reader r reads views r, r + 10, ...,
 # each whole with one O_DIRECT read (the kernel splits it into 1 MiB requests
 # sent side by side), with no pause, so that readers drift apart and some run
-# ahead of the others. The budget is below their working set, so they must
+# ahead of the others. They start together, as ranks do after a barrier, so
+# their first requests come in no fixed order (stream.c, settle). The budget is below their working set, so they must
 # take turns (stream.c, admit: a batch past the horizon waits). Store: 125
 # sheets of 1 MiB (131 MB decoded), windows of 8 sheets.
 #  * views of 4 MiB (-o batch=1024), the budget at 1 reader's working set;
@@ -29,8 +30,10 @@ mnt, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 d = mnt + "/train/epochs/0/0"
 names = sorted((p for p in os.listdir(d) if p.endswith(".sprite")), key=lambda p: int(p.split(".")[0]))
 sums, errors = [None] * len(names), []
+start = threading.Barrier(n)
 def rank(r):
     buf = mmap.mmap(-1, 16 << 20)
+    start.wait()  # all ten ask for their first view together, as ranks do after init
     try:
         for i in range(r, len(names), n):
             fd = os.open(d + "/" + names[i], os.O_RDONLY | os.O_DIRECT)
