@@ -108,7 +108,7 @@ static int rb_add_item(const char *path, uint32_t sheet, uint32_t rows, int src)
 		ctx.cap = ncap;
 	}
 	struct rb_item *it = &ctx.items[ctx.nitems];
-	it->path = path ? strdup(path) : NULL;
+	*it = (struct rb_item){.path = path ? strdup(path) : NULL};
 	if (path && !it->path)
 		return -ENOMEM;
 	it->sheet = sheet;
@@ -768,10 +768,29 @@ static double rb_run(int threads, size_t bufcap, int sheets_first, double *cpu)
 			free(th[i].outs[k]);
 		free(th[i].outs);
 	}
-	return sprite_now() - t0;
+	double wall = sprite_now() - t0;
+	free(th);
+	return wall;
 }
 
-int main(int argc, char **argv)
+/* What rb_items opened and read: items' paths and bytes, the stores and npy files. */
+static void rb_free(void)
+{
+	for (size_t i = 0; i < ctx.nitems; i++) {
+		free(ctx.items[i].path);
+		free(ctx.items[i].stored);
+	}
+	free(ctx.items);
+	for (int k = 0; k < ctx.nsrcs; k++) {
+		if (ctx.srcs[k].store)
+			sprite_store_close(ctx.srcs[k].store);
+		else
+			close(ctx.srcs[k].fd);
+	}
+	free(ctx.srcs);
+}
+
+static int rb_main(int argc, char **argv)
 {
 	int threads = 1;
 	uint64_t limit = 0, bs = 1 << 20;
@@ -785,8 +804,10 @@ int main(int argc, char **argv)
 	r = rb_items(argc, argv, optind, limit, sheets_first, &bufcap);
 	if (r)
 		return r;
-	if (limit && ctx.nitems > limit)
-		ctx.nitems = limit;
+	for (; limit && ctx.nitems > limit; ctx.nitems--) {
+		free(ctx.items[ctx.nitems - 1].path);
+		free(ctx.items[ctx.nitems - 1].stored);
+	}
 	if (ctx.nitems == 0) {
 		fprintf(stderr, "spritefs-readbench: nothing to read%s%s\n",
 			ctx.match ? " matching " : "", ctx.match ? ctx.match : "");
@@ -814,4 +835,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int r = rb_main(argc, argv);
+	rb_free();
+	return r;
 }
