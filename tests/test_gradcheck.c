@@ -499,7 +499,7 @@ enum { PROBE_MIN = 4 };
 /* One parameter tensor's probes. */
 struct probe_tally {
 	int valid, kinked, bad;
-	size_t first;		/* the first bad probe */
+	size_t first; /* the first bad probe */
 	double first_an, first_num;
 };
 
@@ -591,7 +591,7 @@ static double probe(const struct model_ctx *x, size_t i, float h, double *kink)
 	return (f[4] - f[0]) / (u[4] - u[0]);
 }
 
-enum { STEPS = 5 }; /* 1e-2, then 4 times shorter each, while a kink is in reach */
+enum { STEPS = 5 };    /* 1e-2, then 4 times shorter each, while a kink is in reach */
 #define KINK_SHARE 0.5 /* of the tolerance, the most a valid probe's kink measure takes */
 
 /*
@@ -703,8 +703,8 @@ static void check_model(const char *spec, int c, int h, int w, int nclasses, int
 	const int least = threads > 1 ? 1 : PROBE_MIN;
 	const int budget = threads > 1 ? 0 : bn_beta != 0.0f ? 40 : 100;
 	const int want = tensors && budget / tensors > least ? budget / tensors : least;
-	struct model_ctx x = {.st = st, .p0 = p0, .p1 = p1, .tiles = tiles, .lab = lab, .n = n,
-			      .train = train};
+	struct model_ctx x = {
+		.st = st, .p0 = p0, .p1 = p1, .tiles = tiles, .lab = lab, .n = n, .train = train};
 	x.l0 = loss_at(&x, p0);
 	x.noise = loss_noise(&x, &m);
 	for (int k = 0; k < m.nlayers; k++) {
