@@ -177,6 +177,42 @@ int cu_refresh_params16(struct hn_cuda *st)
 	return 0;
 }
 
+/* A 256-byte boundary, counted in halves. */
+static size_t a128(size_t halves)
+{
+	return (halves + 127) & ~(size_t)127;
+}
+
+/*
+ * amp's 16-bit buffers: the weights, each conv's input kept from the
+ * forward for the backward, the conv outputs that stay in 16 bits
+ * (half_out), and the scratch of the dense layers and the backward (x16,
+ * dx16, y16 for max_in / max_out values per sample, w16 for the largest
+ * weight gradient). Every buffer starts on 256 bytes, as cuDNN's tensor
+ * core kernels and the paired conversions want.
+ */
+static int setup_amp(struct hn_cuda *st, size_t max_in, size_t max_out, size_t max_w)
+{
+	const struct hn_model *m = &st->m;
+	const size_t mb = (size_t)st->cfg.max_batch;
+	TRY(cu_dev_alloc(st, &st->params16, m->nparams * 2, "fp16 parameters"));
+	size_t h = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		st->cx16_off[i] = h;
+		if (m->layers[i].kind == HN_LAYER_CONV2D)
+			h = a128(h + cu_layer_in(&m->layers[i]) * mb);
+		st->co16_off[i] = h;
+		if (st->half_out[i])
+			h = a128(h + cu_layer_out(&m->layers[i]) * mb);
+	}
+	st->x16_off = h;
+	st->dx16_off = a128(st->x16_off + max_in * mb);
+	st->y16_off = a128(st->dx16_off + max_in * mb);
+	st->w16_off = a128(st->y16_off + max_out * mb);
+	TRY(cu_dev_alloc(st, &st->scratch16, (st->w16_off + max_w) * 2, "fp16 scratch"));
+	return cu_refresh_params16(st);
+}
+
 static int setup(struct hn_cuda *st, const float *init)
 {
 	const struct hn_model *m = &st->m;
@@ -232,6 +268,10 @@ static int setup(struct hn_cuda *st, const float *init)
 		st->act_off[i] = off;
 		off += st->act_per[i] * (size_t)mb;
 	}
+	/* a save's output is its input: no copy (the gradients keep their own slots) */
+	for (int i = 0; i <= m->nlayers; i++)
+		st->act_at[i] = i > 0 && m->layers[i - 1].kind == HN_LAYER_SAVE ? st->act_at[i - 1]
+										: st->act_off[i];
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct hn_layer *l = &m->layers[i];
 		if (l->kind != HN_LAYER_CONV2D && l->kind != HN_LAYER_DENSE)
@@ -277,16 +317,9 @@ static int setup(struct hn_cuda *st, const float *init)
 	}
 	TRY(cu_dev_alloc(st, (void **)&st->acts, off * sizeof(float), "activations"));
 	TRY(cu_dev_alloc(st, (void **)&st->dacts, off * sizeof(float), "activation gradients"));
-	if (st->amp) {
-		TRY(cu_dev_alloc(st, &st->params16, np * 2, "fp16 parameters"));
-		st->x16_off = 0;
-		st->dx16_off = max_in * mb;
-		st->y16_off = 2 * max_in * mb;
-		st->w16_off = 2 * max_in * mb + max_out * mb;
-		size_t halves = st->w16_off + max_w;
-		TRY(cu_dev_alloc(st, &st->scratch16, halves * 2, "fp16 scratch"));
-		TRY(cu_refresh_params16(st));
-	}
+	cu_plan_fusion(st);
+	if (st->amp)
+		TRY(setup_amp(st, max_in, max_out, max_w));
 
 	/* input staging: pinned host + device, two of each */
 	st->tile_bytes = (size_t)m->in_c * m->in_h * m->in_w;

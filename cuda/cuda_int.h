@@ -95,10 +95,19 @@ struct hn_cuda {
 	float *params, *grads, *opt; /* one allocation each */
 	void *params16;		     /* amp: 16-bit copy of params */
 	float *acts, *dacts;
-	size_t act_off[HN_MAX_LAYERS + 1];	    /* float offset of slot i (max_batch samples) */
-	size_t act_per[HN_MAX_LAYERS + 1];	    /* floats per sample of slot i */
-	void *scratch16;			    /* amp: x16 | dx16 | y16 | w16 */
+	size_t act_off[HN_MAX_LAYERS + 1]; /* float offset of slot i (max_batch samples) */
+	size_t act_at[HN_MAX_LAYERS + 1];  /* where slot i's activations are: a save's output is
+					      its input, unlike their gradients */
+	size_t act_per[HN_MAX_LAYERS + 1]; /* floats per sample of slot i */
+	void *scratch16;		   /* amp: each conv's input | x16 | dx16 | y16 | w16 */
 	size_t x16_off, dx16_off, y16_off, w16_off; /* in halves */
+	/* amp: conv i's 16-bit input, cast in the forward and read again by the backward */
+	size_t cx16_off[HN_MAX_LAYERS];
+	/* layer i (a batchnorm or an add) takes the ReLU after it: cu_plan_fusion */
+	unsigned char relu_fused[HN_MAX_LAYERS];
+	/* amp: conv i's output stays 16-bit, at co16_off[i], for the batchnorm after it */
+	unsigned char half_out[HN_MAX_LAYERS];
+	size_t co16_off[HN_MAX_LAYERS];
 
 	uint8_t *d_tiles[2], *h_tiles[2];
 	uint16_t *d_labels[2], *h_labels[2];
@@ -209,7 +218,7 @@ static inline size_t cu_layer_out(const struct hn_layer *l)
 
 static inline float *cu_act(struct hn_cuda *st, int slot)
 {
-	return st->acts + st->act_off[slot];
+	return st->acts + st->act_at[slot];
 }
 
 static inline float *cu_dact(struct hn_cuda *st, int slot)
@@ -268,6 +277,16 @@ void cu_conv_destroy(struct hn_conv *c);
 int cu_conv_set_n(struct hn_cuda *st, int n, int find);
 int cu_conv_forward(struct hn_cuda *st, int i, int n);
 int cu_conv_backward(struct hn_cuda *st, int i, int n);
+/*
+ * Which batchnorms and adds take the ReLU that follows them into their
+ * kernels (relu_fused): those whose own output slot no other layer reads,
+ * so it need not be written; the ReLU's backward, which reads only its
+ * output and its output's gradient, runs inside theirs, bit for bit as the
+ * ReLU would. Under amp, which convs leave their output in 16 bits
+ * (half_out) for the batchnorm after them, its only reader: the fp32 copy
+ * was an exact conversion of it.
+ */
+void cu_plan_fusion(struct hn_cuda *st);
 /* Forward through every layer to the loss (train: dropout on, for step); backward from it. */
 int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step);
 int cu_lprof_init(struct hn_cuda *st);

@@ -11,26 +11,99 @@
  * deterministic gather is cheap. Convolutions and matrix products are not
  * here; they go to cuDNN and cuBLAS.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "cuda/fastdiv.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_int.cuh"
+
+/* An element of a batchnorm's input as a float: fp32, or a conv's 16-bit output (exact). */
+__device__ __forceinline__ static float ld(const float *p)
+{
+	return *p;
+}
+__device__ __forceinline__ static float ld(const __half *p)
+{
+	return __half2float(*p);
+}
+__device__ __forceinline__ static float ld(const __nv_bfloat16 *p)
+{
+	return __bfloat162float(*p);
+}
+/* ... and the store of a gradient, rounded as kernels_step.cu's conversions round */
+__device__ __forceinline__ static void st(float *p, float v)
+{
+	*p = v;
+}
+__device__ __forceinline__ static void st(__half *p, float v)
+{
+	*p = __float2half_rn(v);
+}
+__device__ __forceinline__ static void st(__nv_bfloat16 *p, float v)
+{
+	*p = __float2bfloat16_rn(v);
+}
+
+/*
+ * The channel of element i of an n x c x hw tensor, (i / hw) % c. Where the
+ * tensor has at most INT32_MAX elements (every one a batch of 256 ImageNet
+ * tiles makes) the divisions are fastdiv.h's multiply-highs: as 64-bit
+ * divisions they cost more than the element's memory traffic.
+ */
+struct chan_ix {
+	struct hn_divu hw, c;
+	int fast;
+};
+
+static struct chan_ix chan_ix_make(size_t total, int c, int hw)
+{
+	struct chan_ix x;
+	x.hw = hn_divu_make((uint32_t)hw);
+	x.c = hn_divu_make((uint32_t)c);
+	x.fast = total <= (size_t)INT32_MAX;
+	return x;
+}
+
+__device__ __forceinline__ static int chan_of(const struct chan_ix &x, size_t i)
+{
+	if (x.fast) {
+		uint32_t q = hn_divu_div(&x.hw, (uint32_t)i);
+		return (int)(q - hn_divu_div(&x.c, q) * x.c.d);
+	}
+	return (int)((i / x.hw.d) % x.c.d);
+}
+
+/* q = i / v and r = i % v, as chan_of decides between the two divisions. */
+__device__ __forceinline__ static void div_rem(const struct hn_divu &v, int fast, size_t i,
+					       size_t *q, uint32_t *r)
+{
+	if (fast) {
+		uint32_t qq = hn_divu_div(&v, (uint32_t)i);
+		*q = qq;
+		*r = (uint32_t)i - qq * v.d;
+	} else {
+		*q = i / v.d;
+		*r = (uint32_t)(i % v.d);
+	}
+}
 
 /* ---- input ---- */
 
 __global__ void k_tiles_to_chw(const uint8_t *tiles, float *x, size_t total, int h, int w, int c,
-			       struct hn_k_norm norm)
+			       struct hn_k_norm norm, struct hn_divu dchw, struct hn_divu dhw,
+			       int fast)
 {
 	GRID_LOOP(i, total)
 	{
 		/* i indexes the output NCHW */
-		size_t hw = (size_t)h * w;
-		size_t chw = hw * c;
-		size_t img = i / chw;
-		size_t r = i % chw;
-		size_t ch = r / hw;
-		size_t p = r % hw; /* y * w + x */
+		size_t chw = (size_t)h * w * c;
+		size_t img, ch;
+		uint32_t r, p; /* p: y * w + x */
+		div_rem(dchw, fast, i, &img, &r);
+		div_rem(dhw, 1, r, &ch, &p); /* r < chw, whose check is the caller's */
 		float v = (float)tiles[img * chw + p * c + ch] * (1.0f / 255.0f);
 		if (norm.on && ch < 4)
 			v = (v - norm.mean[ch]) * norm.inv[ch];
@@ -44,18 +117,22 @@ extern "C" cudaError_t hn_k_tiles_to_chw(const uint8_t *tiles, float *x, int n, 
 	size_t total = (size_t)n * h * w * c;
 	if (total == 0)
 		return cudaSuccess;
-	k_tiles_to_chw<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(tiles, x, total, h, w, c, norm);
+	size_t chw = (size_t)h * w * c;
+	if (chw > (size_t)INT32_MAX)
+		return cudaErrorInvalidValue; /* a tile of over 2^31 values */
+	k_tiles_to_chw<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(
+		tiles, x, total, h, w, c, norm, hn_divu_make((uint32_t)chw),
+		hn_divu_make((uint32_t)h * (uint32_t)w), total <= (size_t)INT32_MAX);
 	return cudaGetLastError();
 }
 
 /* ---- bias ---- */
 
-__global__ void k_bias_add(float *y, const float *b, size_t total, int c, int hw)
+__global__ void k_bias_add(float *y, const float *b, size_t total, struct chan_ix cx)
 {
 	GRID_LOOP(i, total)
 	{
-		int ch = (int)((i / (size_t)hw) % (size_t)c);
-		y[i] += b[ch];
+		y[i] += b[chan_of(cx, i)];
 	}
 }
 
@@ -64,7 +141,8 @@ extern "C" cudaError_t hn_k_bias_add(float *y, const float *b, int n, int c, int
 	size_t total = (size_t)n * c * hw;
 	if (total == 0)
 		return cudaSuccess;
-	k_bias_add<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(y, b, total, c, hw);
+	k_bias_add<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(y, b, total,
+							     chan_ix_make(total, c, hw));
 	return cudaGetLastError();
 }
 
@@ -128,10 +206,12 @@ __device__ void block_sum2(double *a, double *b)
 /*
  * out[(ch * parts + q) * 2 + {0, 1}]: CH_BIAS sum a; CH_BN_STATS sum a and
  * a^2; CH_BN_BWD sum a (dy) and a * xhat (b = x, normalised with mean and
- * invstd).
+ * invstd), where a is first masked by a fused ReLU's output ry when ry is
+ * not NULL (relu_bwd's value: ry > 0 ? a : 0).
  */
-__global__ void k_chan_part(int mode, const float *a, const float *b, int n, int c, int hw,
-			    int parts, const float *mean, const float *invstd, double *out)
+template <typename X>
+__global__ void k_chan_part(int mode, const float *a, const X *b, const float *ry, int n, int c,
+			    int hw, int parts, const float *mean, const float *invstd, double *out)
 {
 	__shared__ double sa[HN_K_THREADS], sb[HN_K_THREADS];
 	int ch = blockIdx.x, q = blockIdx.y;
@@ -141,9 +221,9 @@ __global__ void k_chan_part(int mode, const float *a, const float *b, int n, int
 		float fa = 0.0f;
 		chan_each(i0, i1, c, ch, hw, [&](size_t at) { fa += a[at]; });
 		ta = fa;
-	} else if (mode == CH_BN_STATS) {
+	} else if (mode == CH_BN_STATS) { /* of b */
 		chan_each(i0, i1, c, ch, hw, [&](size_t at) {
-			double v = a[at];
+			double v = ld(b + at);
 			ta += v;
 			tb += v * v;
 		});
@@ -151,8 +231,10 @@ __global__ void k_chan_part(int mode, const float *a, const float *b, int n, int
 		float mu = mean[ch], is = invstd[ch];
 		chan_each(i0, i1, c, ch, hw, [&](size_t at) {
 			float g = a[at];
+			if (ry)
+				g = ry[at] > 0.0f ? g : 0.0f;
 			ta += g;
-			tb += (double)g * ((b[at] - mu) * is);
+			tb += (double)g * ((ld(b + at) - mu) * is);
 		});
 	}
 	sa[threadIdx.x] = ta;
@@ -176,13 +258,14 @@ __device__ void chan_total(const double *part, int ch, int parts, double *a, dou
 	*b = tb;
 }
 
-static cudaError_t chan_sums(int mode, const float *a, const float *b, int n, int c, int hw,
-			     const float *mean, const float *invstd, double *scratch, int *parts,
-			     cudaStream_t s)
+template <typename X>
+static cudaError_t chan_sums(int mode, const float *a, const X *b, const float *ry, int n, int c,
+			     int hw, const float *mean, const float *invstd, double *scratch,
+			     int *parts, cudaStream_t s)
 {
 	*parts = chan_parts(n, hw);
 	dim3 grid((unsigned)c, (unsigned)*parts);
-	k_chan_part<<<grid, HN_K_THREADS, 0, s>>>(mode, a, b, n, c, hw, *parts, mean, invstd,
+	k_chan_part<<<grid, HN_K_THREADS, 0, s>>>(mode, a, b, ry, n, c, hw, *parts, mean, invstd,
 						  scratch);
 	return cudaGetLastError();
 }
@@ -203,7 +286,8 @@ extern "C" cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, 
 	if (c <= 0 || n <= 0 || hw <= 0)
 		return cudaSuccess;
 	int parts;
-	cudaError_t e = chan_sums(CH_BIAS, dy, NULL, n, c, hw, NULL, NULL, scratch, &parts, s);
+	cudaError_t e = chan_sums(CH_BIAS, dy, (const float *)NULL, NULL, n, c, hw, NULL, NULL,
+				  scratch, &parts, s);
 	if (e != cudaSuccess)
 		return e;
 	k_bias_fin<<<hn_blocks((size_t)c), HN_K_THREADS, 0, s>>>(scratch, c, parts, db);
@@ -229,11 +313,32 @@ __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t co
 	}
 }
 
+/* relu_bwd into two outputs (an add's two inputs; dx2 NULL: one) */
+__global__ void k_relu_bwd2(const float *y, const float *dy, float *dx, float *dx2, size_t count)
+{
+	GRID_LOOP(i, count)
+	{
+		float v = y[i] > 0.0f ? dy[i] : 0.0f;
+		dx[i] = v;
+		if (dx2)
+			dx2[i] = v;
+	}
+}
+
 extern "C" cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
 	k_relu_fwd<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, y, count);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hn_k_relu_bwd2(const float *y, const float *dy, float *dx, float *dx2,
+				      size_t count, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	k_relu_bwd2<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(y, dy, dx, dx2, count);
 	return cudaGetLastError();
 }
 
@@ -278,14 +383,40 @@ __device__ static int pool_argmax(const float *plane, int ih, int iw, int oy, in
 	return best;
 }
 
+/* The plane of element i and its offset in it, and the offset's row and column. */
+struct plane_ix {
+	struct hn_divu plane, row; /* by the plane's size, by its width */
+	int fast;
+};
+
+static struct plane_ix plane_ix_make(size_t total, int h, int w)
+{
+	struct plane_ix x;
+	x.plane = hn_divu_make((uint32_t)h * (uint32_t)w); /* hn_k_maxpool_*: h * w < 2^31 */
+	x.row = hn_divu_make((uint32_t)w);
+	x.fast = total <= (size_t)INT32_MAX;
+	return x;
+}
+
+__device__ __forceinline__ static void plane_of(const struct plane_ix &x, size_t i, size_t *plane,
+						int *r, int *row, int *col)
+{
+	uint32_t rr;
+	div_rem(x.plane, x.fast, i, plane, &rr);
+	uint32_t q = hn_divu_div(&x.row, rr);
+	*r = (int)rr;
+	*row = (int)q;
+	*col = (int)(rr - q * x.row.d);
+}
+
 __global__ void k_maxpool_fwd(const float *x, float *y, int *idx, size_t total, int ih, int iw,
-			      int oh, int ow, int k, int stride, int pad)
+			      int oh, int ow, int k, int stride, int pad, struct plane_ix px)
 {
 	GRID_LOOP(i, total)
 	{
-		size_t plane = i / ((size_t)oh * ow);
-		int r = (int)(i % ((size_t)oh * ow));
-		int oy = r / ow, ox = r % ow;
+		size_t plane;
+		int r, oy, ox;
+		plane_of(px, i, &plane, &r, &oy, &ox);
 		const float *xp = x + plane * (size_t)ih * iw;
 		int a = pool_argmax(xp, ih, iw, oy, ox, k, stride, pad);
 		y[i] = xp[a];
@@ -295,13 +426,14 @@ __global__ void k_maxpool_fwd(const float *x, float *y, int *idx, size_t total, 
 }
 
 __global__ void k_maxpool_bwd(const int *idx, const float *dy, float *dx, size_t total, int ih,
-			      int iw, int oh, int ow, int k, int stride, int pad)
+			      int iw, int oh, int ow, int k, int stride, int pad,
+			      struct plane_ix px)
 {
 	GRID_LOOP(i, total)
 	{
-		size_t plane = i / ((size_t)ih * iw);
-		int r = (int)(i % ((size_t)ih * iw));
-		int yy = r / iw, xx = r % iw;
+		size_t plane;
+		int r, yy, xx;
+		plane_of(px, i, &plane, &r, &yy, &xx);
 		const int *ip = idx + plane * (size_t)oh * ow;
 		const float *dyp = dy + plane * (size_t)oh * ow;
 		/* output cells whose window holds (yy, xx): o*stride <= yy + pad < o*stride + k */
@@ -330,8 +462,10 @@ extern "C" cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int *idx, int 
 	size_t total = (size_t)n * c * oh * ow;
 	if (total == 0)
 		return cudaSuccess;
-	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, idx, total, ih, iw, oh, ow, k,
-								stride, pad);
+	if ((size_t)ih * iw > (size_t)INT32_MAX)
+		return cudaErrorInvalidValue; /* idx holds int offsets in the plane */
+	k_maxpool_fwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(
+		x, y, idx, total, ih, iw, oh, ow, k, stride, pad, plane_ix_make(total, oh, ow));
 	return cudaGetLastError();
 }
 
@@ -342,25 +476,33 @@ extern "C" cudaError_t hn_k_maxpool_bwd(const int *idx, const float *dy, float *
 	size_t total = (size_t)n * c * ih * iw;
 	if (total == 0)
 		return cudaSuccess;
-	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(idx, dy, dx, total, ih, iw, oh, ow,
-								k, stride, pad);
+	if ((size_t)ih * iw > (size_t)INT32_MAX)
+		return cudaErrorInvalidValue;
+	k_maxpool_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(
+		idx, dy, dx, total, ih, iw, oh, ow, k, stride, pad, plane_ix_make(total, ih, iw));
 	return cudaGetLastError();
 }
 
 /* ---- residual blocks ---- */
 
-__global__ void k_add(const float *a, const float *b, float *y, size_t count)
+template <bool RELU> __global__ void k_add(const float *a, const float *b, float *y, size_t count)
 {
 	GRID_LOOP(i, count)
-	y[i] = a[i] + b[i];
+	{
+		float v = a[i] + b[i];
+		y[i] = RELU ? (v > 0.0f ? v : 0.0f) : v;
+	}
 }
 
-extern "C" cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count,
+extern "C" cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count, int relu,
 				cudaStream_t s)
 {
 	if (count == 0)
 		return cudaSuccess;
-	k_add<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(a, b, y, count);
+	if (relu)
+		k_add<true><<<hn_blocks(count), HN_K_THREADS, 0, s>>>(a, b, y, count);
+	else
+		k_add<false><<<hn_blocks(count), HN_K_THREADS, 0, s>>>(a, b, y, count);
 	return cudaGetLastError();
 }
 
@@ -539,14 +681,23 @@ __global__ void k_bn_stats_fin(const double *part, int n, int c, int hw, int par
 	}
 }
 
-extern "C" cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean,
+extern "C" cudaError_t hn_k_bn_stats(const void *x, int xt, int n, int c, int hw, float *mean,
 				     float *invstd, float *run, float scale,
 				     const struct hn_k_amp *amp, double *scratch, cudaStream_t s)
 {
 	if (c <= 0 || n <= 0 || hw <= 0)
 		return cudaSuccess;
 	int parts;
-	cudaError_t e = chan_sums(CH_BN_STATS, x, NULL, n, c, hw, NULL, NULL, scratch, &parts, s);
+	cudaError_t e;
+	if (xt == HN_K_X_F16)
+		e = chan_sums(CH_BN_STATS, NULL, (const __half *)x, NULL, n, c, hw, NULL, NULL,
+			      scratch, &parts, s);
+	else if (xt == HN_K_X_BF16)
+		e = chan_sums(CH_BN_STATS, NULL, (const __nv_bfloat16 *)x, NULL, n, c, hw, NULL,
+			      NULL, scratch, &parts, s);
+	else
+		e = chan_sums(CH_BN_STATS, NULL, (const float *)x, NULL, n, c, hw, NULL, NULL,
+			      scratch, &parts, s);
 	if (e != cudaSuccess)
 		return e;
 	k_bn_stats_fin<<<hn_blocks((size_t)c), HN_K_THREADS, 0, s>>>(scratch, n, c, hw, parts, mean,
@@ -572,26 +723,47 @@ extern "C" cudaError_t hn_k_bn_running(const float *run, int c, float *mean, flo
 	return cudaGetLastError();
 }
 
-__global__ void k_bn_apply(const float *x, float *y, size_t total, int c, int hw, const float *mean,
+template <bool RELU, typename X>
+__global__ void k_bn_apply(const X *x, float *y, size_t total, struct chan_ix cx, const float *mean,
 			   const float *invstd, const float *gamma, const float *beta)
 {
 	GRID_LOOP(i, total)
 	{
-		int ch = (int)((i / (size_t)hw) % (size_t)c);
+		int ch = chan_of(cx, i);
 		float a = gamma[ch] * invstd[ch], b = beta[ch] - mean[ch] * a;
-		y[i] = x[i] * a + b;
+		float v = ld(x + i) * a + b;
+		y[i] = RELU ? (v > 0.0f ? v : 0.0f) : v; /* k_relu_fwd's, the same bits */
 	}
 }
 
-extern "C" cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw,
+template <typename X>
+static void bn_apply(const X *x, float *y, size_t total, struct chan_ix cx, const float *mean,
+		     const float *invstd, const float *gamma, const float *beta, int relu,
+		     cudaStream_t s)
+{
+	if (relu)
+		k_bn_apply<true><<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, cx, mean,
+									   invstd, gamma, beta);
+	else
+		k_bn_apply<false><<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, cx, mean,
+									    invstd, gamma, beta);
+}
+
+extern "C" cudaError_t hn_k_bn_apply(const void *x, int xt, float *y, int n, int c, int hw,
 				     const float *mean, const float *invstd, const float *gamma,
-				     const float *beta, cudaStream_t s)
+				     const float *beta, int relu, cudaStream_t s)
 {
 	size_t total = (size_t)n * c * hw;
 	if (total == 0)
 		return cudaSuccess;
-	k_bn_apply<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(x, y, total, c, hw, mean, invstd,
-							     gamma, beta);
+	struct chan_ix cx = chan_ix_make(total, c, hw);
+	if (xt == HN_K_X_F16)
+		bn_apply((const __half *)x, y, total, cx, mean, invstd, gamma, beta, relu, s);
+	else if (xt == HN_K_X_BF16)
+		bn_apply((const __nv_bfloat16 *)x, y, total, cx, mean, invstd, gamma, beta, relu,
+			 s);
+	else
+		bn_apply((const float *)x, y, total, cx, mean, invstd, gamma, beta, relu, s);
 	return cudaGetLastError();
 }
 
@@ -610,15 +782,24 @@ __global__ void k_bn_bwd_fin(const double *part, int n, int c, int hw, int parts
 	}
 }
 
-extern "C" cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
-					const float *mean, const float *invstd, float *dgamma,
-					float *dbeta, float *mdy, float *mdyx, double *scratch,
-					cudaStream_t s)
+extern "C" cudaError_t hn_k_bn_bwd_sums(const float *dy, const void *x, int xt, const float *ry,
+					int n, int c, int hw, const float *mean,
+					const float *invstd, float *dgamma, float *dbeta,
+					float *mdy, float *mdyx, double *scratch, cudaStream_t s)
 {
 	if (c <= 0 || n <= 0 || hw <= 0)
 		return cudaSuccess;
 	int parts;
-	cudaError_t e = chan_sums(CH_BN_BWD, dy, x, n, c, hw, mean, invstd, scratch, &parts, s);
+	cudaError_t e;
+	if (xt == HN_K_X_F16)
+		e = chan_sums(CH_BN_BWD, dy, (const __half *)x, ry, n, c, hw, mean, invstd, scratch,
+			      &parts, s);
+	else if (xt == HN_K_X_BF16)
+		e = chan_sums(CH_BN_BWD, dy, (const __nv_bfloat16 *)x, ry, n, c, hw, mean, invstd,
+			      scratch, &parts, s);
+	else
+		e = chan_sums(CH_BN_BWD, dy, (const float *)x, ry, n, c, hw, mean, invstd, scratch,
+			      &parts, s);
 	if (e != cudaSuccess)
 		return e;
 	k_bn_bwd_fin<<<hn_blocks((size_t)c), HN_K_THREADS, 0, s>>>(scratch, n, c, hw, parts, dgamma,
@@ -626,27 +807,53 @@ extern "C" cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, 
 	return cudaGetLastError();
 }
 
-__global__ void k_bn_bwd(const float *dy, const float *x, float *dx, size_t total, int c, int hw,
-			 const float *mean, const float *invstd, const float *gamma,
-			 const float *mdy, const float *mdyx)
+template <bool RELU, typename X>
+__global__ void k_bn_bwd(const float *dy, const X *x, const float *ry, X *dx, size_t total,
+			 struct chan_ix cx, const float *mean, const float *invstd,
+			 const float *gamma, const float *mdy, const float *mdyx)
 {
 	GRID_LOOP(i, total)
 	{
-		int ch = (int)((i / (size_t)hw) % (size_t)c);
+		int ch = chan_of(cx, i);
 		float is = invstd[ch], g = gamma[ch] * is;
-		dx[i] = g * (dy[i] - mdy[ch] - (x[i] - mean[ch]) * is * mdyx[ch]);
+		float d = dy[i];
+		if (RELU)
+			d = ry[i] > 0.0f ? d : 0.0f;
+		st(dx + i, g * (d - mdy[ch] - (ld(x + i) - mean[ch]) * is * mdyx[ch]));
 	}
 }
 
-extern "C" cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c, int hw,
-				   const float *mean, const float *invstd, const float *gamma,
-				   const float *mdy, const float *mdyx, cudaStream_t s)
+template <typename X>
+static void bn_bwd(const float *dy, const X *x, const float *ry, X *dx, size_t total,
+		   struct chan_ix cx, const float *mean, const float *invstd, const float *gamma,
+		   const float *mdy, const float *mdyx, cudaStream_t s)
+{
+	if (ry)
+		k_bn_bwd<true><<<hn_blocks(total), HN_K_THREADS, 0, s>>>(
+			dy, x, ry, dx, total, cx, mean, invstd, gamma, mdy, mdyx);
+	else
+		k_bn_bwd<false><<<hn_blocks(total), HN_K_THREADS, 0, s>>>(
+			dy, x, ry, dx, total, cx, mean, invstd, gamma, mdy, mdyx);
+}
+
+extern "C" cudaError_t hn_k_bn_bwd(const float *dy, const void *x, int xt, const float *ry,
+				   void *dx, int n, int c, int hw, const float *mean,
+				   const float *invstd, const float *gamma, const float *mdy,
+				   const float *mdyx, cudaStream_t s)
 {
 	size_t total = (size_t)n * c * hw;
 	if (total == 0)
 		return cudaSuccess;
-	k_bn_bwd<<<hn_blocks(total), HN_K_THREADS, 0, s>>>(dy, x, dx, total, c, hw, mean, invstd,
-							   gamma, mdy, mdyx);
+	struct chan_ix cx = chan_ix_make(total, c, hw);
+	if (xt == HN_K_X_F16)
+		bn_bwd(dy, (const __half *)x, ry, (__half *)dx, total, cx, mean, invstd, gamma, mdy,
+		       mdyx, s);
+	else if (xt == HN_K_X_BF16)
+		bn_bwd(dy, (const __nv_bfloat16 *)x, ry, (__nv_bfloat16 *)dx, total, cx, mean,
+		       invstd, gamma, mdy, mdyx, s);
+	else
+		bn_bwd(dy, (const float *)x, ry, (float *)dx, total, cx, mean, invstd, gamma, mdy,
+		       mdyx, s);
 	return cudaGetLastError();
 }
 

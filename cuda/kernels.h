@@ -79,6 +79,9 @@ cudaError_t hn_k_bias_grad(const float *dy, float *db, int n, int c, int hw, dou
 /* y = max(x, 0); dx = dy where y > 0, else 0. */
 cudaError_t hn_k_relu_fwd(const float *x, float *y, size_t count, cudaStream_t s);
 cudaError_t hn_k_relu_bwd(const float *y, const float *dy, float *dx, size_t count, cudaStream_t s);
+/* relu_bwd's dx written to both dx and dx2 (dx2 may be NULL) */
+cudaError_t hn_k_relu_bwd2(const float *y, const float *dy, float *dx, float *dx2, size_t count,
+			   cudaStream_t s);
 
 /*
  * Max pooling, k x k window, stride, padding that never wins (2 * pad <= k;
@@ -93,8 +96,9 @@ cudaError_t hn_k_maxpool_fwd(const float *x, float *y, int *idx, int n, int c, i
 cudaError_t hn_k_maxpool_bwd(const int *idx, const float *dy, float *dx, int n, int c, int ih,
 			     int iw, int oh, int ow, int k, int stride, int pad, cudaStream_t s);
 
-/* Residual blocks: y = a + b elementwise (y may be a or b). */
-cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count, cudaStream_t s);
+/* Residual blocks: y = a + b elementwise (y may be a or b); relu: then max(y, 0), as relu_fwd. */
+cudaError_t hn_k_add(const float *a, const float *b, float *y, size_t count, int relu,
+		     cudaStream_t s);
 
 /*
  * Inverted dropout with rate p: keep with probability 1 - p, scale kept
@@ -127,23 +131,31 @@ cudaError_t hn_k_softmax_xent(const float *logits, const uint16_t *labels, int n
  *   slots; scale is the step's gradient scale per sample, as for the
  *   gradients);
  * running: mean and invstd from the running statistics run[0..2C);
- * apply: y = x * (gamma * invstd) + (beta - mean * gamma * invstd);
+ * apply: y = x * (gamma * invstd) + (beta - mean * gamma * invstd), and with
+ *   relu then max(y, 0) bit for bit as relu_fwd would (a ReLU fused into it);
  * bwd_sums: dbeta[c] += sum dy, dgamma[c] += sum dy * xhat, and their batch
  *   means into mdy, mdyx;
- * bwd: dx = gamma * invstd * (dy - mdy - xhat * mdyx).
+ * bwd: dx = gamma * invstd * (dy - mdy - xhat * mdyx);
+ * both with dy taken through a fused ReLU's backward first where ry (the
+ * ReLU's output) is not NULL: dy where ry > 0, else 0, as relu_bwd gives.
+ * x is fp32, or under amp the preceding conv's 16-bit output (xt), read
+ * exactly as its conversion to fp32 would have been; bwd's dx is then of
+ * x's type too (for that conv's 16-bit backward), rounded to nearest even.
  */
-cudaError_t hn_k_bn_stats(const float *x, int n, int c, int hw, float *mean, float *invstd,
+enum { HN_K_X_F32, HN_K_X_F16, HN_K_X_BF16 }; /* x's element type (xt) */
+cudaError_t hn_k_bn_stats(const void *x, int xt, int n, int c, int hw, float *mean, float *invstd,
 			  float *run, float scale, const struct hn_k_amp *amp, double *scratch,
 			  cudaStream_t s);
 cudaError_t hn_k_bn_running(const float *run, int c, float *mean, float *invstd, cudaStream_t s);
-cudaError_t hn_k_bn_apply(const float *x, float *y, int n, int c, int hw, const float *mean,
-			  const float *invstd, const float *gamma, const float *beta,
+cudaError_t hn_k_bn_apply(const void *x, int xt, float *y, int n, int c, int hw, const float *mean,
+			  const float *invstd, const float *gamma, const float *beta, int relu,
 			  cudaStream_t s);
-cudaError_t hn_k_bn_bwd_sums(const float *dy, const float *x, int n, int c, int hw,
-			     const float *mean, const float *invstd, float *dgamma, float *dbeta,
-			     float *mdy, float *mdyx, double *scratch, cudaStream_t s);
-cudaError_t hn_k_bn_bwd(const float *dy, const float *x, float *dx, int n, int c, int hw,
-			const float *mean, const float *invstd, const float *gamma,
+cudaError_t hn_k_bn_bwd_sums(const float *dy, const void *x, int xt, const float *ry, int n, int c,
+			     int hw, const float *mean, const float *invstd, float *dgamma,
+			     float *dbeta, float *mdy, float *mdyx, double *scratch,
+			     cudaStream_t s);
+cudaError_t hn_k_bn_bwd(const float *dy, const void *x, int xt, const float *ry, void *dx, int n,
+			int c, int hw, const float *mean, const float *invstd, const float *gamma,
 			const float *mdy, const float *mdyx, cudaStream_t s);
 /* Global average pooling: y[plane] = mean of x[plane][0..hw); dx[plane][p] = dy[plane] / hw. */
 cudaError_t hn_k_avgpool_fwd(const float *x, float *y, size_t planes, int hw, cudaStream_t s);

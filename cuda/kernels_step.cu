@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "cuda/kernels.h"
 #include "cuda/kernels_int.cuh"
@@ -154,6 +155,24 @@ static __device__ __forceinline__ float from_h(__nv_bfloat16 x)
 	return __bfloat162float(x);
 }
 
+/* Two at a time: the same rounding (to nearest even, each half of the pair on its own). */
+static __device__ __forceinline__ void to_h2(float2 v, __half2 *y)
+{
+	*y = __floats2half2_rn(v.x, v.y);
+}
+static __device__ __forceinline__ void to_h2(float2 v, __nv_bfloat162 *y)
+{
+	*y = __floats2bfloat162_rn(v.x, v.y);
+}
+static __device__ __forceinline__ float2 from_h2(__half2 v)
+{
+	return __half22float2(v);
+}
+static __device__ __forceinline__ float2 from_h2(__nv_bfloat162 v)
+{
+	return __bfloat1622float2(v);
+}
+
 template <typename H> __global__ void k_f32_to_h(const float *x, H *y, size_t count)
 {
 	GRID_LOOP(i, count)
@@ -168,6 +187,43 @@ template <typename H> __global__ void k_h_to_f32(const H *x, float *y, size_t co
 	{
 		y[i] = from_h(x[i]);
 	}
+}
+
+/*
+ * The same conversions by pairs (8-byte float loads and stores, 4-byte
+ * half ones), for x and y aligned to them; an odd last element alone. The
+ * activations' conversions move a step's every conv input and output.
+ */
+template <typename H, typename H2>
+__global__ void k_f32_to_h_pairs(const float *x, H *y, size_t count)
+{
+	const float2 *x2 = (const float2 *)x;
+	H2 *y2 = (H2 *)y;
+	GRID_LOOP(i, count / 2)
+	{
+		to_h2(x2[i], &y2[i]);
+	}
+	if ((count & 1) && blockIdx.x == 0 && threadIdx.x == 0)
+		to_h(x[count - 1], &y[count - 1]);
+}
+
+template <typename H, typename H2>
+__global__ void k_h_to_f32_pairs(const H *x, float *y, size_t count)
+{
+	const H2 *x2 = (const H2 *)x;
+	float2 *y2 = (float2 *)y;
+	GRID_LOOP(i, count / 2)
+	{
+		y2[i] = from_h2(x2[i]);
+	}
+	if ((count & 1) && blockIdx.x == 0 && threadIdx.x == 0)
+		y[count - 1] = from_h(x[count - 1]);
+}
+
+/* f32 at f aligned for float2, halves at h for a pair of them */
+static int pairs_ok(const void *f, const void *h)
+{
+	return (uintptr_t)f % 8 == 0 && (uintptr_t)h % 4 == 0;
 }
 
 template <typename H> __global__ void k_h_accumulate(const H *x, float *acc, size_t count)
@@ -192,7 +248,13 @@ extern "C" cudaError_t hn_k_f32_to_half(const float *x, void *y, size_t count, i
 {
 	if (count == 0)
 		return cudaSuccess;
-	if (bf16)
+	unsigned b = hn_blocks(count / 2 ? count / 2 : 1);
+	if (pairs_ok(x, y) && bf16)
+		k_f32_to_h_pairs<__nv_bfloat16, __nv_bfloat162>
+			<<<b, HN_K_THREADS, 0, s>>>(x, (__nv_bfloat16 *)y, count);
+	else if (pairs_ok(x, y))
+		k_f32_to_h_pairs<__half, __half2><<<b, HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
+	else if (bf16)
 		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__nv_bfloat16 *)y, count);
 	else
 		k_f32_to_h<<<hn_blocks(count), HN_K_THREADS, 0, s>>>(x, (__half *)y, count);
@@ -204,7 +266,14 @@ extern "C" cudaError_t hn_k_half_to_f32(const void *x, float *y, size_t count, i
 {
 	if (count == 0)
 		return cudaSuccess;
-	if (bf16)
+	unsigned b = hn_blocks(count / 2 ? count / 2 : 1);
+	if (pairs_ok(y, x) && bf16)
+		k_h_to_f32_pairs<__nv_bfloat16, __nv_bfloat162>
+			<<<b, HN_K_THREADS, 0, s>>>((const __nv_bfloat16 *)x, y, count);
+	else if (pairs_ok(y, x))
+		k_h_to_f32_pairs<__half, __half2>
+			<<<b, HN_K_THREADS, 0, s>>>((const __half *)x, y, count);
+	else if (bf16)
 		k_h_to_f32<<<hn_blocks(count), HN_K_THREADS, 0, s>>>((const __nv_bfloat16 *)x, y,
 								     count);
 	else

@@ -4,8 +4,11 @@
  * deterministic by default, cuda/algo.h, timed with --fast, and the one
  * workspace they share), dense layers through cuBLAS, each in fp32 or, with
  * --amp, fp16 on tensor cores; pooling, activations, dropout, batch
- * normalisation and the loss are kernels.cu's. Residual blocks: every slot
- * has its own buffer (a save copies its input), the add is a kernel, and a
+ * normalisation and the loss are kernels.cu's. A ReLU after a batchnorm or
+ * an add runs inside their kernels, forward and backward (cu_plan_fusion);
+ * under amp each conv keeps its 16-bit input from the forward for the
+ * backward. Residual blocks: a save's output is its input's buffer
+ * (act_at), the gradients have a slot each, the add is a kernel, and a
  * save's shortcut reader (the add, or a projection conv reading the save's
  * output) writes the gradient of X into the save's input slot, to which the
  * save's backward adds the main path's (its output slot's). At the end, the
@@ -304,14 +307,17 @@ int cu_conv_forward(struct hn_cuda *st, int i, int n)
 					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y),
 		    st->err);
 	} else {
-		void *x16 = cu_half_at(st, st->x16_off), *y16 = cu_half_at(st, st->y16_off);
+		void *x16 = cu_half_at(st, st->cx16_off[i]);
+		void *y16 = cu_half_at(st, st->half_out[i] ? st->co16_off[i] : st->y16_off);
 		CU(hn_k_f32_to_half(x, x16, (size_t)n * cu_layer_in(l), cu_bf16(st), st->stream),
 		   st->err);
 		DNN(cudnnConvolutionForward(st->dnn, &one, c->x, x16, c->w, cu_w16(st, l->w_off),
 					    c->cf, c->fa, st->ws, st->ws_bytes, &zero, c->y, y16),
 		    st->err);
-		CU(hn_k_half_to_f32(y16, y, (size_t)n * cu_layer_out(l), cu_bf16(st), st->stream),
-		   st->err);
+		if (!st->half_out[i]) /* else the batchnorm reads y16 */
+			CU(hn_k_half_to_f32(y16, y, (size_t)n * cu_layer_out(l), cu_bf16(st),
+					    st->stream),
+			   st->err);
 	}
 	if (l->b_len)
 		CU(hn_k_bias_add(y, st->params + l->b_off, n, l->out_c, l->out_h * l->out_w,
@@ -349,12 +355,12 @@ int cu_conv_backward(struct hn_cuda *st, int i, int n)
 			    st->err);
 		return 0;
 	}
-	void *x16 = cu_half_at(st, st->x16_off), *dy16 = cu_half_at(st, st->y16_off);
+	/* x16: the input as the forward cast it (x is still what it read) */
+	void *x16 = cu_half_at(st, st->cx16_off[i]), *dy16 = cu_half_at(st, st->y16_off);
 	void *dx16 = cu_half_at(st, st->dx16_off), *dw16 = cu_half_at(st, st->w16_off);
-	/* x16 was overwritten by later layers' forward: cast again */
-	CU(hn_k_f32_to_half(x, x16, (size_t)n * cu_layer_in(l), cu_bf16(st), st->stream), st->err);
-	CU(hn_k_f32_to_half(dy, dy16, (size_t)n * cu_layer_out(l), cu_bf16(st), st->stream),
-	   st->err);
+	if (!st->half_out[i]) /* else the batchnorm's backward wrote dy16 */
+		CU(hn_k_f32_to_half(dy, dy16, (size_t)n * cu_layer_out(l), cu_bf16(st), st->stream),
+		   st->err);
 	DNN(cudnnConvolutionBackwardFilter(st->dnn, &one, c->x, x16, c->y, dy16, c->cw, c->wa,
 					   st->ws, st->ws_bytes, &zero, c->w, dw16),
 	    st->err);
@@ -443,6 +449,47 @@ static int dense_backward(struct hn_cuda *st, int i, int n)
 	return 0;
 }
 
+/* Batchnorm layer i's input: the conv before it's 16-bit output (half_out), else its slot. */
+static const void *bn_input(struct hn_cuda *st, int i, int *xt)
+{
+	if (i > 0 && st->half_out[i - 1]) {
+		*xt = cu_bf16(st) ? HN_K_X_BF16 : HN_K_X_F16;
+		return cu_half_at(st, st->co16_off[i - 1]);
+	}
+	*xt = HN_K_X_F32;
+	return cu_act(st, i);
+}
+
+/* Slot s is read by a layer other than layer s (a projection's from, an add's shortcut). */
+static int slot_read_elsewhere(const struct hn_model *m, int s)
+{
+	for (int j = 0; j < m->nlayers; j++)
+		if (m->layers[j].from == s ||
+		    (m->layers[j].kind == HN_LAYER_ADD && m->layers[j].shortcut == s))
+			return 1;
+	return 0;
+}
+
+void cu_plan_fusion(struct hn_cuda *st)
+{
+	const struct hn_model *m = &st->m;
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		st->relu_fused[i] = 0;
+		if ((l->kind != HN_LAYER_BATCHNORM && l->kind != HN_LAYER_ADD) ||
+		    i + 1 >= m->nlayers || m->layers[i + 1].kind != HN_LAYER_RELU)
+			continue;
+		st->relu_fused[i] = !slot_read_elsewhere(m, i + 1);
+	}
+	for (int i = 0; i < m->nlayers; i++) {
+		const struct hn_layer *l = &m->layers[i];
+		st->half_out[i] = st->amp && l->kind == HN_LAYER_CONV2D && !l->b_len &&
+				  i + 1 < m->nlayers &&
+				  m->layers[i + 1].kind == HN_LAYER_BATCHNORM &&
+				  !slot_read_elsewhere(m, i + 1);
+	}
+}
+
 int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 {
 	for (int i = 0; i < st->m.nlayers; i++) {
@@ -480,18 +527,25 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 		case HN_LAYER_BATCHNORM: {
 			const int C = l->in_c, hw = l->in_h * l->in_w;
 			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
+			int xt;
+			const void *bx = bn_input(st, i, &xt);
 			if (train) /* the batch's statistics, and their share of the running ones */
-				CU(hn_k_bn_stats(x, n, C, hw, mean, invstd, st->grads + l->s_off,
-						 st->step_scale, cu_amp(st), st->chan_scratch,
-						 st->stream),
+				CU(hn_k_bn_stats(bx, xt, n, C, hw, mean, invstd,
+						 st->grads + l->s_off, st->step_scale, cu_amp(st),
+						 st->chan_scratch, st->stream),
 				   st->err);
 			else
 				CU(hn_k_bn_running(st->params + l->s_off, C, mean, invstd,
 						   st->stream),
 				   st->err);
-			CU(hn_k_bn_apply(x, y, n, C, hw, mean, invstd, st->params + l->w_off,
-					 st->params + l->b_off, st->stream),
+			const int fuse = st->relu_fused[i];
+			CU(hn_k_bn_apply(bx, xt, fuse ? cu_act(st, i + 2) : y, n, C, hw, mean,
+					 invstd, st->params + l->w_off, st->params + l->b_off, fuse,
+					 st->stream),
 			   st->err);
+			if (fuse && train) /* the ReLU's share of the profile is in this one */
+				TRY(cu_lprof_mark(st, 0, i + 1));
+			i += fuse;
 			break;
 		}
 		case HN_LAYER_AVGPOOL:
@@ -499,15 +553,18 @@ int cu_forward(struct hn_cuda *st, int n, int train, uint64_t step)
 					    st->stream),
 			   st->err);
 			break;
-		case HN_LAYER_SAVE: /* its own slot: its gradient slot must differ from its input's
-				     */
-			CU(cudaMemcpyAsync(y, x, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
-					   st->stream),
+		case HN_LAYER_SAVE: /* nothing: its output is its input (act_at) */
+			break;
+		case HN_LAYER_ADD: {
+			const int fuse = st->relu_fused[i];
+			CU(hn_k_add(x, cu_act(st, l->shortcut), fuse ? cu_act(st, i + 2) : y, cnt,
+				    fuse, st->stream),
 			   st->err);
+			if (fuse && train)
+				TRY(cu_lprof_mark(st, 0, i + 1));
+			i += fuse;
 			break;
-		case HN_LAYER_ADD:
-			CU(hn_k_add(x, cu_act(st, l->shortcut), y, cnt, st->stream), st->err);
-			break;
+		}
 		}
 	}
 	return train ? cu_lprof_mark(st, 0, st->m.nlayers) : 0;
@@ -517,10 +574,18 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 {
 	for (int i = st->m.nlayers - 1; i >= 0; i--) {
 		const struct hn_layer *l = &st->m.layers[i];
-		float *x = cu_act(st, i), *y = cu_act(st, i + 1);
+		float *y = cu_act(st, i + 1);
 		float *dy = cu_dact(st, i + 1), *dx = cu_dact(st, i);
 		size_t cnt = (size_t)n * cu_layer_out(l);
 		TRY(cu_lprof_mark(st, 1, i + 1));
+		if (l->kind == HN_LAYER_RELU && i > 0 && st->relu_fused[i - 1])
+			continue; /* in the backward of the layer it is fused into */
+		/* a fused ReLU: its output masks its gradient, read in its place */
+		const float *ry = NULL;
+		if (st->relu_fused[i]) {
+			ry = cu_act(st, i + 2);
+			dy = cu_dact(st, i + 2);
+		}
 		switch (l->kind) {
 		case HN_LAYER_CONV2D:
 			TRY(cu_conv_backward(st, i, n));
@@ -555,12 +620,16 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 			const int C = l->in_c, hw = l->in_h * l->in_w;
 			float *mean = cu_bn(st, i, 0), *invstd = cu_bn(st, i, 1);
 			float *mdy = cu_bn(st, i, 2), *mdyx = cu_bn(st, i, 3);
-			CU(hn_k_bn_bwd_sums(dy, x, n, C, hw, mean, invstd, st->grads + l->w_off,
-					    st->grads + l->b_off, mdy, mdyx, st->chan_scratch,
-					    st->stream),
+			int xt;
+			const void *bx = bn_input(st, i, &xt);
+			CU(hn_k_bn_bwd_sums(dy, bx, xt, ry, n, C, hw, mean, invstd,
+					    st->grads + l->w_off, st->grads + l->b_off, mdy, mdyx,
+					    st->chan_scratch, st->stream),
 			   st->err);
+			/* to a half_out conv: its dy16, as its backward would have cast it */
+			void *bdx = xt == HN_K_X_F32 ? (void *)dx : cu_half_at(st, st->y16_off);
 			if (i > 0)
-				CU(hn_k_bn_bwd(dy, x, dx, n, C, hw, mean, invstd,
+				CU(hn_k_bn_bwd(dy, bx, xt, ry, bdx, n, C, hw, mean, invstd,
 					       st->params + l->w_off, mdy, mdyx, st->stream),
 				   st->err);
 			break;
@@ -572,7 +641,7 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 				   st->err);
 			break;
 		case HN_LAYER_SAVE: /* the skip reader wrote dx already: add the main path's */
-			CU(hn_k_add(dx, dy, dx, cnt, st->stream), st->err);
+			CU(hn_k_add(dx, dy, dx, cnt, 0, st->stream), st->err);
 			break;
 		case HN_LAYER_ADD: {
 			/* a save's output: to the save's input slot (see the save); else the slot
@@ -580,6 +649,10 @@ int cu_backward(struct hn_cuda *st, int n, uint64_t step)
 			int j = l->shortcut;
 			float *ds =
 				cu_dact(st, st->m.layers[j - 1].kind == HN_LAYER_SAVE ? j - 1 : j);
+			if (ry) { /* the fused ReLU's backward, into both */
+				CU(hn_k_relu_bwd2(ry, dy, dx, ds, cnt, st->stream), st->err);
+				break;
+			}
 			CU(cudaMemcpyAsync(ds, dy, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
 					   st->stream),
 			   st->err);
