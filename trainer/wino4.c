@@ -325,14 +325,12 @@ void hn_wino4_forward(float *out, float *V, float *ws, const float *in, const fl
 	output_transform(out, Mm, y, b, n, l, relu);
 }
 
-/* d[0..5 * ds] = A (p0..p3), the adjoint of at4, of len tiles */
-static inline void a6(float *restrict d, size_t ds, const float *restrict p0,
-		      const float *restrict p1, const float *restrict p2, const float *restrict p3,
-		      int len)
+/* d0..d5 = A (p0..p3), the adjoint of at4, of len tiles (restrict parameters: vectorises) */
+static inline void a6(float *restrict d0, float *restrict d1, float *restrict d2,
+		      float *restrict d3, float *restrict d4, float *restrict d5,
+		      const float *restrict p0, const float *restrict p1, const float *restrict p2,
+		      const float *restrict p3, int len)
 {
-	float *restrict d0 = d, *restrict d1 = d + ds, *restrict d2 = d + 2 * ds,
-			*restrict d3 = d + 3 * ds, *restrict d4 = d + 4 * ds,
-			*restrict d5 = d + 5 * ds;
 	for (int t = 0; t < len; t++) {
 		float e = p0[t] + p2[t], o = p1[t] + p3[t];
 		float f = p0[t] + 4.0f * p2[t], h = 2.0f * p1[t] + 8.0f * p3[t];
@@ -385,8 +383,10 @@ HN_HOT static void dout_transform(float *restrict dM, float *restrict g, float *
 						out_relu ? out_relu + po + (size_t)oy * OW : NULL;
 					float rs = 0.0f;
 					if (msk)
-						for (int x = 0; x < OW; x++)
-							row[x] = msk[x] > 0.0f ? src[x] : 0.0f;
+						for (int x = 0; x < OW; x++) {
+							float v = src[x]; /* always: vectorises */
+							row[x] = msk[x] > 0.0f ? v : 0.0f;
+						}
 					else
 						memcpy(row, src, sizeof(float) * OW);
 					for (int x = 0; x < OW; x++)
@@ -408,11 +408,14 @@ HN_HOT static void dout_transform(float *restrict dM, float *restrict g, float *
 			int len = NT - t0 < TB ? (int)(NT - t0) : TB;
 			const float *gt = g + t0;
 			for (int bx = 0; bx < 4; bx++) /* A dY: down column bx */
-				a6(rb[bx], 4 * TB, gt + bx * NT, gt + (4 + bx) * NT,
+				a6(rb[bx], rb[4 + bx], rb[8 + bx], rb[12 + bx], rb[16 + bx],
+				   rb[20 + bx], gt + bx * NT, gt + (4 + bx) * NT,
 				   gt + (8 + bx) * NT, gt + (12 + bx) * NT, len);
-			for (int i = 0; i < 6; i++) /* (A dY) A^T: across row i */
-				a6(d + (size_t)(6 * i) * NT + t0, NT, rb[4 * i], rb[4 * i + 1],
-				   rb[4 * i + 2], rb[4 * i + 3], len);
+			for (int i = 0; i < 6; i++) { /* (A dY) A^T: across row i */
+				float *di = d + (size_t)(6 * i) * NT + t0;
+				a6(di, di + NT, di + 2 * NT, di + 3 * NT, di + 4 * NT, di + 5 * NT,
+				   rb[4 * i], rb[4 * i + 1], rb[4 * i + 2], rb[4 * i + 3], len);
+			}
 		}
 		for (int xi = 0; xi < 36; xi++)
 			memcpy(dM + xi * MNT + (size_t)oc * NT, d + xi * NT, sizeof(float) * NT);
