@@ -433,6 +433,25 @@ static inline void b_adj(float o[6], float v0, float v1, float v2, float v3, flo
 	o[5] = v5;
 }
 
+/* o0..o5 = B (v0..v5) of len tiles, vectorised across them (restrict parameters) */
+static inline void b_tiles(float *restrict o0, float *restrict o1, float *restrict o2,
+			   float *restrict o3, float *restrict o4, float *restrict o5,
+			   const float *restrict v0, const float *restrict v1,
+			   const float *restrict v2, const float *restrict v3,
+			   const float *restrict v4, const float *restrict v5, size_t len)
+{
+	for (size_t t = 0; t < len; t++) {
+		float e[6];
+		b_adj(e, v0[t], v1[t], v2[t], v3[t], v4[t], v5[t]);
+		o0[t] = e[0];
+		o1[t] = e[1];
+		o2[t] = e[2];
+		o3[t] = e[3];
+		o4[t] = e[4];
+		o5[t] = e[5];
+	}
+}
+
 /* dst[x] += (B (h0[x] .. h5[x]))[a], x in [0, len): one input row of a tile row */
 static inline void b_row(float *restrict dst, const float *restrict h0, const float *restrict h1,
 			 const float *restrict h2, const float *restrict h3,
@@ -463,12 +482,13 @@ static inline void b_row(float *restrict dst, const float *restrict h0, const fl
 }
 
 /*
- * din = sum over tiles of B dV B^T, the adjoint of input_transform: a
- * channel's 36 rows of dV are copied to buf (36 * n * T floats) first, then
- * per tile row, each of the six rows of dV is spread across its tile's
- * columns and overlap-added into a padded row (tiles in order), the six are
+ * din = sum over tiles of B dV B^T, the adjoint of input_transform: for a
+ * channel, each of the six rows of dV is spread across its tile's columns
+ * for all n * T tiles at once (b_tiles, vectorised across tiles, into buf:
+ * 36 * n * T floats, row i's column a at 6 * i + a), then per tile row the
+ * six spread rows are overlap-added into padded rows (tiles in order),
  * combined down the rows and added into the input rows they came from (tile
- * rows in order).
+ * rows in order). The same sums in the same order as b_adj tile by tile.
  */
 HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, float *restrict buf,
 				 int n, const struct hn_layer *l)
@@ -481,27 +501,28 @@ HN_HOT static void input_adjoint(float *restrict din, const float *restrict dV, 
 
 	memset(din, 0, sizeof(float) * (size_t)n * C * H * W);
 	for (int c = 0; c < C; c++) {
-		for (int xi = 0; xi < 36; xi++)
-			memcpy(buf + xi * NT, dV + xi * CNT + (size_t)c * NT, sizeof(float) * NT);
+		for (int i = 0; i < 6; i++) {
+			const float *v0 = dV + (size_t)(6 * i) * CNT + (size_t)c * NT;
+			float *o0 = buf + (size_t)(6 * i) * NT;
+			b_tiles(o0, o0 + NT, o0 + 2 * NT, o0 + 3 * NT, o0 + 4 * NT, o0 + 5 * NT, v0,
+				v0 + CNT, v0 + 2 * CNT, v0 + 3 * CNT, v0 + 4 * CNT, v0 + 5 * CNT,
+				NT);
+		}
 		for (int s = 0; s < n; s++) {
 			float *plane = din + ((size_t)s * C + c) * H * W;
 			const float *v = buf + (size_t)s * T;
 			for (int ty = 0; ty < TH; ty++, v += TW) {
 				for (int i = 0; i < 6; i++) {
-					const float *v0 = v + (size_t)(6 * i) * NT;
+					const float *o = v + (size_t)(6 * i) * NT;
 					float *r = h[i];
 					r[0] = r[1] = 0.0f;
 					for (int tx = 0; tx < TW; tx++) {
-						float o[6];
-						b_adj(o, v0[tx], v0[NT + tx], v0[2 * NT + tx],
-						      v0[3 * NT + tx], v0[4 * NT + tx],
-						      v0[5 * NT + tx]);
-						r[4 * tx] += o[0];
-						r[4 * tx + 1] += o[1];
-						r[4 * tx + 2] = o[2];
-						r[4 * tx + 3] = o[3];
-						r[4 * tx + 4] = o[4];
-						r[4 * tx + 5] = o[5];
+						r[4 * tx] += o[tx];
+						r[4 * tx + 1] += o[NT + tx];
+						r[4 * tx + 2] = o[2 * NT + tx];
+						r[4 * tx + 3] = o[3 * NT + tx];
+						r[4 * tx + 4] = o[4 * NT + tx];
+						r[4 * tx + 5] = o[5 * NT + tx];
 					}
 				}
 				for (int a = 0; a < 6; a++) {
