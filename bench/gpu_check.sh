@@ -19,12 +19,17 @@
 #             samples/s against PyTorch eager (bench/torch_step.py)
 #   review    the review's experiment on the GPU: resnet50 at 32x32x3, batch
 #             128, GA 2, AMP fp16/bf16, pinned/pageable, both frameworks
+#   ab        a baseline plugin (BASE_PLUGIN, say a build of the last commit)
+#             against BIN's, interleaved: the weights of resnet-fm (Fashion-
+#             MNIST) and of resnet18 (224x224x3) in fp32, tf32, fp16 and bf16
+#             must be the same bits, and resnet18's samples/s side by side,
+#             with PyTorch eager's beside them (not in the default phases)
 # PY (default python3) is the Python with torch and torchvision. ACC_RUNS:
 # the accuracy runs, "NAME MODEL AUGMENT [HNTRAIN-OPTION]" separated by ';';
 # ACC_TIMEOUT: seconds each may take (300). RESULTS: where results.md goes.
 set -uo pipefail
 if (($# < 3)); then
-	sed -n 2,24p "$0" >&2
+	sed -n 2,29p "$0" >&2
 	exit 2
 fi
 BIN=$(realpath "$1") FM=$(realpath "$2") OUT=$3
@@ -35,6 +40,7 @@ PY=${PY:-python3}
 HN=$BIN/hntrain
 export LD_LIBRARY_PATH=$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export HNTRAIN_CUDA_PLUGIN=$BIN/hntrain-cuda.so
+export HN_FASHION_MNIST=$FM # test_gpu_train's data
 # cuDNN where PyTorch's wheels keep it, for the tests (hntrain finds it itself)
 CUDNN=$("$PY" -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null) &&
 	[[ -d $CUDNN ]] && LD_LIBRARY_PATH+=:$CUDNN
@@ -70,7 +76,9 @@ nvidia-smi -L | tee "$OUT/machine.txt"
 "$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$OUT/machine.txt"
 
 # the stores: 224x224x3 and 32x32x3 random tiles, raw sheets (no decode cost)
-(has timing && "$BIN/mkstore" "$W/s224.sprites" --count-train 3072 --count-test 0 --tile 224x224x3 \
+(has ab && "$BIN/mkstore" "$W/ab224.sprites" --count-train 6144 --count-test 0 --tile 224x224x3 \
+	--classes 10 --codec none >/dev/null
+ has timing && "$BIN/mkstore" "$W/s224.sprites" --count-train 3072 --count-test 0 --tile 224x224x3 \
 	--classes 10 --codec none >/dev/null
  has review && "$BIN/mkstore" "$W/s32.sprites" --count-train 5120 --count-test 0 --tile 32x32x3 \
 	--classes 10 --codec none >/dev/null) &
@@ -86,6 +94,55 @@ if has accuracy; then
 			${amp:+$amp} --log "$OUT/acc-$name.jsonl" >"$OUT/acc-$name.log" 2>&1 &
 		ACC+=($!)
 	done
+fi
+
+# ab_rate NAME: the median samples/s of the epochs after the first
+ab_rate() {
+	"$PY" - "$OUT/$1.jsonl" <<'EOF' 2>/dev/null || echo "-"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+e = [r["samples_per_s"] for r in rows if "epoch" in r][1:]
+print("%.0f" % statistics.median(e))
+EOF
+}
+hash_of() { grep -o 'weights xxh3 [0-9a-f]*' "$OUT/$1.log" | awk '{print $3}'; }
+
+if has ab; then
+	[[ -f ${BASE_PLUGIN:-} ]] || { echo "gpu_check.sh: phase ab needs BASE_PLUGIN (a hntrain-cuda.so)" >&2; exit 2; }
+	wait $STORES
+	log "ab: the same bits, baseline and new"
+	for amp in "" --tf32 --amp=fp16 --amp=bf16; do
+		for side in base new; do
+			plug=$HNTRAIN_CUDA_PLUGIN
+			[[ $side == base ]] && plug=$BASE_PLUGIN
+			HNTRAIN_CUDA_PLUGIN=$plug hn "abfm-$side$amp" --data "$FM" --model resnet-fm --limit 8192 \
+				--test-split none $amp --quiet
+		done
+		a=$(hash_of "abfm-base$amp") b=$(hash_of "abfm-new$amp")
+		say "| resnet-fm ${amp:-fp32} weights | base $a / new $b | $([[ -n $a && $a == "$b" ]] && echo same || echo DIFFERENT) |"
+	done
+	log "ab: resnet18 224x224x3 batch 256, interleaved"
+	for amp in "" --tf32 --amp=fp16 --amp=bf16; do
+		for side in base new; do
+			plug=$HNTRAIN_CUDA_PLUGIN
+			[[ $side == base ]] && plug=$BASE_PLUGIN
+			HNTRAIN_CUDA_PLUGIN=$plug hn "ab18-$side$amp" --data "$W/ab224.sprites" --model resnet18 \
+				--batch 256 --epochs 4 --test-split none $amp
+		done
+		a=$(hash_of "ab18-base$amp") b=$(hash_of "ab18-new$amp")
+		ra=$(ab_rate "ab18-base$amp") rb=$(ab_rate "ab18-new$amp")
+		say "| resnet18 224 b256 ${amp:-fp32} | base $ra / new $rb samples/s | $("$PY" -c "print('%.2fx' % ($rb / $ra))" 2>/dev/null) | weights $([[ -n $a && $a == "$b" ]] && echo same || echo "DIFFERENT ($a / $b)") |"
+	done
+	HNTRAIN_CUDA_PROFILE=layers hn ab-prof-fp16 --data "$W/ab224.sprites" --model resnet18 --batch 256 \
+		--epochs 1 --test-split none --amp=fp16
+	grep "gpu layer profile" "$OUT/ab-prof-fp16.log" | sed "s/^/| new fp16 | /; s/$/ |/" | tee -a "$RES"
+	M=$W/ab.matrix
+	: >"$M"
+	for amp in "" fp16 bf16; do
+		echo "--name torch-${amp:-tf32} --model resnet18 --tile 224x224x3 --batch 256 --steps 40 ${amp:+--amp $amp}" >>"$M"
+	done
+	echo "--name torch-fp32 --model resnet18 --tile 224x224x3 --batch 256 --steps 40 --no-tf32" >>"$M"
+	"$PY" "$HERE/torch_step.py" --matrix "$M" | tee "$OUT/torch-ab.jsonl" | sed 's/^/| /; s/$/ |/' | tee -a "$RES"
 fi
 
 if has checks; then
