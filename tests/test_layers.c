@@ -532,6 +532,13 @@ int main(void)
 	test_dropout();
 	test_input();
 	test_models();
+	/* stride 2 by column phases (conv.c): odd and even sizes, pads 0-3, 1x1 to 7x7 (last: the
+	   random draws of the cases above stay as they were) */
+	test_conv(4, 7, 7, 6, 3, 2, 1, 2);
+	test_conv(3, 14, 14, 5, 3, 2, 1, 3);
+	test_conv(2, 9, 8, 3, 3, 2, 0, 2);
+	test_conv(2, 7, 7, 3, 1, 2, 0, 2);
+	test_conv(1, 11, 9, 2, 7, 2, 3, 1);
 	if (failures) {
 		fprintf(stderr, "test_layers: %d failure(s)\n", failures);
 		return 1;
