@@ -8,7 +8,10 @@
  *
  * Kept deliberately plain: grid-stride loops over 64-bit indices, one
  * thread per output element, fixed 256-thread blocks, no atomics where a
- * deterministic gather is cheap. Convolutions and matrix products are not
+ * deterministic gather is cheap; an element's channel or plane comes from
+ * fastdiv.h's divisions, not 64-bit ones. A ReLU can ride in the batchnorm
+ * and add kernels (relu flags, ry masks), and batchnorm reads a conv's
+ * 16-bit output as it is (xt). Convolutions and matrix products are not
  * here; they go to cuDNN and cuBLAS.
  */
 #include <cuda_bf16.h>
