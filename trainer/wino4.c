@@ -191,6 +191,46 @@ static inline void bt_cols(float *restrict v, size_t vs, const float *restrict r
 	}
 }
 
+typedef float v4f __attribute__((vector_size(16)));
+typedef int v4si __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p)
+{
+	v4f v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline void st4(float *p, v4f v)
+{
+	memcpy(p, &v, sizeof v);
+}
+
+/*
+ * bt_cols for TW = 4 (14x14 to 16x16 maps): the four tiles' six columns
+ * transposed out of rr[0..19] into 4-float vectors, then the same
+ * expressions lane by lane (the same bits), one vector per output row.
+ */
+static inline void bt_cols4(float *restrict v, size_t vs, const float *restrict rr)
+{
+	const v4si lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7}, l2 = {0, 1, 4, 5}, h2 = {2, 3, 6, 7};
+	v4f a0 = ld4(rr), a1 = ld4(rr + 4), a2 = ld4(rr + 8), a3 = ld4(rr + 12), a4 = ld4(rr + 16);
+	v4f t0 = __builtin_shuffle(a0, a1, lo), t1 = __builtin_shuffle(a2, a3, lo);
+	v4f t2 = __builtin_shuffle(a0, a1, hi), t3 = __builtin_shuffle(a2, a3, hi);
+	v4f u0 = __builtin_shuffle(a1, a2, lo), u1 = __builtin_shuffle(a3, a4, lo);
+	v4f x0 = __builtin_shuffle(t0, t1, l2), x1 = __builtin_shuffle(t0, t1, h2);
+	v4f x2 = __builtin_shuffle(t2, t3, l2), x3 = __builtin_shuffle(t2, t3, h2);
+	v4f x4 = __builtin_shuffle(u0, u1, l2), x5 = __builtin_shuffle(u0, u1, h2);
+	v4f a = x4 - 4.0f * x2, b = x3 - 4.0f * x1;
+	v4f e = x4 - x2, f = 2.0f * (x3 - x1);
+	st4(v, 4.0f * x0 - 5.0f * x2 + x4);
+	st4(v + vs, a + b);
+	st4(v + 2 * vs, a - b);
+	st4(v + 3 * vs, e + f);
+	st4(v + 4 * vs, e - f);
+	st4(v + 5 * vs, 4.0f * x1 - 5.0f * x3 + x5);
+}
+
 /*
  * V = B^T d B of every tile: per tile row, its six input rows (the zero row
  * zr, W floats, where they fall outside the input) are combined down the
@@ -205,13 +245,13 @@ HN_HOT static void input_transform(float *restrict V, float *restrict zr, const 
 	const int C = l->in_c, H = l->in_h, W = l->in_w, Pd = l->pad;
 	const int TH = tiles_h(l), TW = tiles_w(l), WP = 4 * TW + 2;
 	const size_t T = (size_t)TH * TW, NT = (size_t)n * T, CNT = (size_t)C * NT;
-	float q[6][WP];
+	float q[6][WP + 2]; /* + 2: bt_cols4 reads 20 */
 
 	float *restrict vb = zr + ((size_t)W + 15) / 16 * 16; /* a channel's [36][n * T] */
 
 	memset(zr, 0, sizeof(float) * W);
 	for (int i = 0; i < 6; i++)
-		for (int x = 0; x < WP; x++)
+		for (int x = 0; x < WP + 2; x++)
 			q[i][x] = 0.0f; /* the padding columns stay 0 */
 	for (int c = 0; c < C; c++) {
 		for (int s = 0; s < n; s++) {
@@ -226,7 +266,10 @@ HN_HOT static void input_transform(float *restrict V, float *restrict zr, const 
 				bt_rows(q[0] + Pd, q[1] + Pd, q[2] + Pd, q[3] + Pd, q[4] + Pd,
 					q[5] + Pd, r[0], r[1], r[2], r[3], r[4], r[5], W);
 				for (int i = 0; i < 6; i++)
-					bt_cols(v + (size_t)(6 * i) * NT, NT, q[i], TW);
+					if (TW == 4)
+						bt_cols4(v + (size_t)(6 * i) * NT, NT, q[i]);
+					else
+						bt_cols(v + (size_t)(6 * i) * NT, NT, q[i], TW);
 			}
 		}
 		for (int xi = 0; xi < 36; xi++) /* 36 runs, not 36 streams of stores */
