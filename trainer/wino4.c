@@ -206,6 +206,18 @@ static inline void st4(float *p, v4f v)
 	memcpy(p, &v, sizeof v);
 }
 
+/* x0..x3 transposed in place, as the rows of a 4x4 matrix */
+static inline void tr4(v4f *x0, v4f *x1, v4f *x2, v4f *x3)
+{
+	const v4si lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7}, l2 = {0, 1, 4, 5}, h2 = {2, 3, 6, 7};
+	v4f t0 = __builtin_shuffle(*x0, *x1, lo), t1 = __builtin_shuffle(*x2, *x3, lo);
+	v4f t2 = __builtin_shuffle(*x0, *x1, hi), t3 = __builtin_shuffle(*x2, *x3, hi);
+	*x0 = __builtin_shuffle(t0, t1, l2);
+	*x1 = __builtin_shuffle(t0, t1, h2);
+	*x2 = __builtin_shuffle(t2, t3, l2);
+	*x3 = __builtin_shuffle(t2, t3, h2);
+}
+
 /*
  * bt_cols for TW = 4 (14x14 to 16x16 maps): the four tiles' six columns
  * transposed out of rr[0..19] into 4-float vectors, then the same
@@ -338,6 +350,19 @@ HN_HOT static void output_transform(float *restrict out, const float *restrict M
 					const float *e0 = y + (4 * a) * NT + k, *e1 = e0 + NT,
 						    *e2 = e1 + NT, *e3 = e2 + NT;
 					int tx = 0;
+					if (TW == 4) { /* 13-16 wide: a 4x4 transpose */
+						v4f d0 = ld4(e0), d1 = ld4(e1), d2 = ld4(e2),
+						    d3 = ld4(e3);
+						float last[4];
+						tr4(&d0, &d1, &d2, &d3);
+						st4(dst, d0);
+						st4(dst + 4, d1);
+						st4(dst + 8, d2);
+						st4(last, d3);
+						for (int x = 12; x < OW; x++)
+							dst[x] = last[x - 12];
+						continue;
+					}
 					for (; 4 * tx + 3 < OW; tx++) {
 						dst[4 * tx] = e0[tx];
 						dst[4 * tx + 1] = e1[tx];
