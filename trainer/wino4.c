@@ -206,16 +206,30 @@ static inline void st4(float *p, v4f v)
 	memcpy(p, &v, sizeof v);
 }
 
+/*
+ * Lanes of a and b picked by four constant indices (0-3 a's, 4-7 b's): gcc's
+ * and clang's builtins for the same moves. LO/HI interleave the low/high
+ * halves, L2/H2 take the low/high pairs.
+ */
+#ifdef __clang__
+#define SHUF4(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+#define SHUF4(a, b, i, j, k, l) __builtin_shuffle(a, b, (v4si){i, j, k, l})
+#endif
+#define LO(a, b) SHUF4(a, b, 0, 4, 1, 5)
+#define HI(a, b) SHUF4(a, b, 2, 6, 3, 7)
+#define L2(a, b) SHUF4(a, b, 0, 1, 4, 5)
+#define H2(a, b) SHUF4(a, b, 2, 3, 6, 7)
+
 /* x0..x3 transposed in place, as the rows of a 4x4 matrix */
 static inline void tr4(v4f *x0, v4f *x1, v4f *x2, v4f *x3)
 {
-	const v4si lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7}, l2 = {0, 1, 4, 5}, h2 = {2, 3, 6, 7};
-	v4f t0 = __builtin_shuffle(*x0, *x1, lo), t1 = __builtin_shuffle(*x2, *x3, lo);
-	v4f t2 = __builtin_shuffle(*x0, *x1, hi), t3 = __builtin_shuffle(*x2, *x3, hi);
-	*x0 = __builtin_shuffle(t0, t1, l2);
-	*x1 = __builtin_shuffle(t0, t1, h2);
-	*x2 = __builtin_shuffle(t2, t3, l2);
-	*x3 = __builtin_shuffle(t2, t3, h2);
+	v4f t0 = LO(*x0, *x1), t1 = LO(*x2, *x3);
+	v4f t2 = HI(*x0, *x1), t3 = HI(*x2, *x3);
+	*x0 = L2(t0, t1);
+	*x1 = H2(t0, t1);
+	*x2 = L2(t2, t3);
+	*x3 = H2(t2, t3);
 }
 
 /*
@@ -225,14 +239,13 @@ static inline void tr4(v4f *x0, v4f *x1, v4f *x2, v4f *x3)
  */
 static inline void bt_cols4(float *restrict v, size_t vs, const float *restrict rr)
 {
-	const v4si lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7}, l2 = {0, 1, 4, 5}, h2 = {2, 3, 6, 7};
 	v4f a0 = ld4(rr), a1 = ld4(rr + 4), a2 = ld4(rr + 8), a3 = ld4(rr + 12), a4 = ld4(rr + 16);
-	v4f t0 = __builtin_shuffle(a0, a1, lo), t1 = __builtin_shuffle(a2, a3, lo);
-	v4f t2 = __builtin_shuffle(a0, a1, hi), t3 = __builtin_shuffle(a2, a3, hi);
-	v4f u0 = __builtin_shuffle(a1, a2, lo), u1 = __builtin_shuffle(a3, a4, lo);
-	v4f x0 = __builtin_shuffle(t0, t1, l2), x1 = __builtin_shuffle(t0, t1, h2);
-	v4f x2 = __builtin_shuffle(t2, t3, l2), x3 = __builtin_shuffle(t2, t3, h2);
-	v4f x4 = __builtin_shuffle(u0, u1, l2), x5 = __builtin_shuffle(u0, u1, h2);
+	v4f t0 = LO(a0, a1), t1 = LO(a2, a3);
+	v4f t2 = HI(a0, a1), t3 = HI(a2, a3);
+	v4f u0 = LO(a1, a2), u1 = LO(a3, a4);
+	v4f x0 = L2(t0, t1), x1 = H2(t0, t1);
+	v4f x2 = L2(t2, t3), x3 = H2(t2, t3);
+	v4f x4 = L2(u0, u1), x5 = H2(u0, u1);
 	v4f a = x4 - 4.0f * x2, b = x3 - 4.0f * x1;
 	v4f e = x4 - x2, f = 2.0f * (x3 - x1);
 	st4(v, 4.0f * x0 - 5.0f * x2 + x4);
