@@ -417,7 +417,7 @@ int main(void)
 	CHECK(sprite_pack_fingerprint(src, 0, 0, 0, SPRITE_FIT_CROP, 0, &f2, err) == 0 && f2 != f4,
 	      "rewrite not seen");
 	/* the same folder packed another way is another store */
-	uint64_t fc, fp, fs, ft;
+	uint64_t fc = 0, fp = 0, fs = 0, ft = 0; /* read only when all four were made */
 	CHECK(sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_CROP, 0, &fc, err) == 0 &&
 		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_PAD, 0, &fp, err) == 0 &&
 		      sprite_pack_fingerprint(src, 8, 8, 3, SPRITE_FIT_STRETCH, 0, &fs, err) == 0 &&
