@@ -14,41 +14,12 @@
  * 16-bit output as it is (xt). Convolutions and matrix products are not
  * here; they go to cuDNN and cuBLAS.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "cuda/fastdiv.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_int.cuh"
-
-/* An element of a batchnorm's input as a float: fp32, or a conv's 16-bit output (exact). */
-__device__ __forceinline__ static float ld(const float *p)
-{
-	return *p;
-}
-__device__ __forceinline__ static float ld(const __half *p)
-{
-	return __half2float(*p);
-}
-__device__ __forceinline__ static float ld(const __nv_bfloat16 *p)
-{
-	return __bfloat162float(*p);
-}
-/* ... and the store of a gradient, rounded as kernels_step.cu's conversions round */
-__device__ __forceinline__ static void st(float *p, float v)
-{
-	*p = v;
-}
-__device__ __forceinline__ static void st(__half *p, float v)
-{
-	*p = __float2half_rn(v);
-}
-__device__ __forceinline__ static void st(__nv_bfloat16 *p, float v)
-{
-	*p = __float2bfloat16_rn(v);
-}
 
 /*
  * The channel of element i of an n x c x hw tensor, (i / hw) % c. Where the
@@ -226,7 +197,7 @@ __global__ void k_chan_part(int mode, const float *a, const X *b, const float *r
 		ta = fa;
 	} else if (mode == CH_BN_STATS) { /* of b */
 		chan_each(i0, i1, c, ch, hw, [&](size_t at) {
-			double v = ld(b + at);
+			double v = from_h(b[at]);
 			ta += v;
 			tb += v * v;
 		});
@@ -237,7 +208,7 @@ __global__ void k_chan_part(int mode, const float *a, const X *b, const float *r
 			if (ry)
 				g = ry[at] > 0.0f ? g : 0.0f;
 			ta += g;
-			tb += (double)g * ((ld(b + at) - mu) * is);
+			tb += (double)g * ((from_h(b[at]) - mu) * is);
 		});
 	}
 	sa[threadIdx.x] = ta;
@@ -734,7 +705,7 @@ __global__ void k_bn_apply(const X *x, float *y, size_t total, struct chan_ix cx
 	{
 		int ch = chan_of(cx, i);
 		float a = gamma[ch] * invstd[ch], b = beta[ch] - mean[ch] * a;
-		float v = ld(x + i) * a + b;
+		float v = from_h(x[i]) * a + b;
 		y[i] = RELU ? (v > 0.0f ? v : 0.0f) : v; /* k_relu_fwd's, the same bits */
 	}
 }
@@ -822,7 +793,7 @@ __global__ void k_bn_bwd(const float *dy, const X *x, const float *ry, X *dx, si
 		float d = dy[i];
 		if (RELU)
 			d = ry[i] > 0.0f ? d : 0.0f;
-		st(dx + i, g * (d - mdy[ch] - (ld(x + i) - mean[ch]) * is * mdyx[ch]));
+		to_h(g * (d - mdy[ch] - (from_h(x[i]) - mean[ch]) * is * mdyx[ch]), dx + i);
 	}
 }
 

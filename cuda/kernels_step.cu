@@ -137,25 +137,10 @@ extern "C" cudaError_t hn_k_adam(float *w, const float *grad, float *m, float *v
 
 /* ---- mixed precision ---- */
 
-/* H: __half or __nv_bfloat16; the conversions round to nearest even. */
-static __device__ __forceinline__ void to_h(float x, __half *y)
-{
-	*y = __float2half_rn(x); /* beyond 65504 -> inf, caught by the overflow check */
-}
-static __device__ __forceinline__ void to_h(float x, __nv_bfloat16 *y)
-{
-	*y = __float2bfloat16_rn(x);
-}
-static __device__ __forceinline__ float from_h(__half x)
-{
-	return __half2float(x);
-}
-static __device__ __forceinline__ float from_h(__nv_bfloat16 x)
-{
-	return __bfloat162float(x);
-}
-
-/* Two at a time: the same rounding (to nearest even, each half of the pair on its own). */
+/*
+ * H: __half or __nv_bfloat16 (to_h / from_h: kernels_int.cuh). Two at a
+ * time: the same rounding (to nearest even, each half of the pair alone).
+ */
 static __device__ __forceinline__ void to_h2(float2 v, __half2 *y)
 {
 	*y = __floats2half2_rn(v.x, v.y);
