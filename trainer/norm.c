@@ -14,9 +14,9 @@
  * M = samples x H x W, xhat = (x - mean) * invstd recomputed from x, so
  * nothing but the per-channel mean and invstd is kept between the passes.
  */
-#include <string.h>
 
 #include "trainer/layers.h"
+#include "trainer/vec4.h"
 
 /*
  * Sums of a plane in LANES independent double lanes, added in a fixed order:
@@ -29,16 +29,7 @@
  */
 #define LANES 8
 
-typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
-typedef int v4si __attribute__((vector_size(16)));
-
-static inline v4f load4(const float *p)
-{
-	v4f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
 
 /* a macro, not a function: a 32-byte vector passed by value warns of ABI in the baseline clone */
 #define widen4(v) __builtin_convertvector((v), v4d)
@@ -58,7 +49,7 @@ HN_HOT static void plane_sums(const float *restrict x, size_t P, double *sa, dou
 	size_t i = 0;
 	for (; i + LANES <= P; i += LANES)
 		for (int k = 0; k < 2; k++) {
-			v4d v = widen4(load4(x + i + 4 * k));
+			v4d v = widen4(ld4(x + i + 4 * k));
 			a[k] += v;
 			b[k] += v * v;
 		}
@@ -108,7 +99,7 @@ HN_HOT void hn_batchnorm_forward(float *restrict out, const float *restrict in,
 /* dy through a fused ReLU's mask (its output o > 0), to the bit what hn_relu_backward gives */
 static inline v4f gate4(v4f g, const float *o)
 {
-	return (v4f)((v4si)g & (load4(o) > 0.0f));
+	return (v4f)((v4si)g & (ld4(o) > 0.0f));
 }
 
 HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sdyx,
@@ -130,11 +121,11 @@ HN_HOT void hn_batchnorm_backward_sums(double *restrict sdy, double *restrict sd
 			size_t i = 0;
 			for (; i + LANES <= P; i += LANES)
 				for (int k = 0; k < 2; k++) {
-					v4f g = load4(dy + i + 4 * k);
+					v4f g = ld4(dy + i + 4 * k);
 					if (o)
 						g = gate4(g, o + i + 4 * k);
 					a[k] += widen4(g);
-					b[k] += widen4(g * ((load4(x + i + 4 * k) - mu) * is));
+					b[k] += widen4(g * ((ld4(x + i + 4 * k) - mu) * is));
 				}
 			for (; i < P; i++) {
 				float g = dy[i];

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "trainer/layers.h"
+#include "trainer/vec4.h"
 #include "trainer/wino4.h"
 
 /*
@@ -189,21 +190,6 @@ static inline void bt_cols(float *restrict v, size_t vs, const float *restrict r
 		v[4 * vs + tx] = e - f;
 		v[5 * vs + tx] = 4.0f * x[1] - 5.0f * x[3] + x[5];
 	}
-}
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef int v4si __attribute__((vector_size(16)));
-
-static inline v4f ld4(const float *p)
-{
-	v4f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void st4(float *p, v4f v)
-{
-	memcpy(p, &v, sizeof v);
 }
 
 /*
