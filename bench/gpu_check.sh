@@ -106,6 +106,13 @@ print("%.0f" % statistics.median(e))
 EOF
 }
 hash_of() { grep -o 'weights xxh3 [0-9a-f]*' "$OUT/$1.log" | awk '{print $3}'; }
+# ab_hn SIDE NAME ARGS...: hn with the baseline plugin (SIDE base) or BIN's (new)
+ab_hn() {
+	local side=$1 plug=$HNTRAIN_CUDA_PLUGIN
+	shift
+	[[ $side == base ]] && plug=$BASE_PLUGIN
+	HNTRAIN_CUDA_PLUGIN=$plug hn "$@"
+}
 
 if has ab; then
 	[[ -f ${BASE_PLUGIN:-} ]] || { echo "gpu_check.sh: phase ab needs BASE_PLUGIN (a hntrain-cuda.so)" >&2; exit 2; }
@@ -113,9 +120,7 @@ if has ab; then
 	log "ab: the same bits, baseline and new"
 	for amp in "" --tf32 --amp=fp16 --amp=bf16; do
 		for side in base new; do
-			plug=$HNTRAIN_CUDA_PLUGIN
-			[[ $side == base ]] && plug=$BASE_PLUGIN
-			HNTRAIN_CUDA_PLUGIN=$plug hn "abfm-$side$amp" --data "$FM" --model resnet-fm --limit 8192 \
+			ab_hn $side "abfm-$side$amp" --data "$FM" --model resnet-fm --limit 8192 \
 				--test-split none $amp --quiet
 		done
 		a=$(hash_of "abfm-base$amp") b=$(hash_of "abfm-new$amp")
@@ -124,9 +129,7 @@ if has ab; then
 	log "ab: resnet18 224x224x3 batch 256, interleaved"
 	for amp in "" --tf32 --amp=fp16 --amp=bf16; do
 		for side in base new; do
-			plug=$HNTRAIN_CUDA_PLUGIN
-			[[ $side == base ]] && plug=$BASE_PLUGIN
-			HNTRAIN_CUDA_PLUGIN=$plug hn "ab18-$side$amp" --data "$W/ab224.sprites" --model resnet18 \
+			ab_hn $side "ab18-$side$amp" --data "$W/ab224.sprites" --model resnet18 \
 				--batch 256 --epochs 4 --test-split none $amp
 		done
 		a=$(hash_of "ab18-base$amp") b=$(hash_of "ab18-new$amp")
