@@ -42,7 +42,7 @@ for p in accel_au.png accel_speed.png; do
 done
 
 $PY - "$OUT/res/results.json" <<'PYEOF' || exit 1
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 s = r["summary"]
 bad = []
@@ -112,6 +112,12 @@ for q in ps:
         bad.append(f"T11 cold pass {q}")
     elif abs(q["ratio"] - q["core_s_per_gb"] / fl["floor_core_s_per_gb"]) > 1e-6:
         bad.append(f"T11 ratio {q['ratio']} is not {q['core_s_per_gb']} / {fl['floor_core_s_per_gb']}")
+# T12's bound: the smaller of fio x compression and the CPUs at the floor's cost of a byte
+bd = s.get("bound") or {}
+if bd.get("decode_from") != "floor" or not fl.get("floor_core_s_per_gb") \
+        or abs(bd["decode_tiles_mb_s"] - min(len(os.sched_getaffinity(0)), 64) * 1e3 / fl["floor_core_s_per_gb"]) > 1e-6 \
+        or bd.get("tiles_mb_s") != min(x for x in (bd.get("disk_tiles_mb_s"), bd["decode_tiles_mb_s"]) if x):
+    bad.append(f"T12 bound is not min(fio x compression, the CPUs at the floor): {bd}")
 t11 = [t for t in s.get("targets", []) if t["id"] == "T11"]
 if len(t11) != 1 or not num(t11[0].get("measured"), 0.5, 100) or t11[0]["pass"] != (t11[0]["measured"] <= 1.3):
     bad.append(f"T11 target row {t11}")
