@@ -14,7 +14,9 @@ One run measures, side by side on the same machine:
   (spritefs-readbench --direct); the daemon's CPU time from
   /proc/PID/task/*/schedstat (exact; /proc/PID/stat's 10 ms ticks where a
   thread ended during the pass) and the readers' from wait4's rusage, each
-  in core-seconds per decoded GB delivered, and their sum over the floor.
+  in core-seconds per decoded GB delivered, and their sum over the floor:
+  the floor is measured again after each pass, and a pass set against the
+  mean of the floors before and after it (sfsbench/cpufloor.py says why).
 
 Prints one JSON object (and a line per pass on stderr). Needs root (drop_caches)
 and /dev/fuse. Used for issue 26's T11 (docs/ARCHITECTURE.md, "CPU floor").
@@ -31,7 +33,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from sfsbench.cpufloor import codec_of, cpu_between, floor, median, pass_cost, task_cpu_ns
+from sfsbench.cpufloor import bracket, codec_of, combined, cpu_between, floor, median, pass_cost, task_cpu_ns
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -81,7 +83,7 @@ def mounted(spritefs, store, mnt, opts):
         log.close()
 
 
-def cold_pass(a, tmp, floor_s_per_gb):
+def cold_pass(a, tmp):
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
     mnt = os.path.join(tmp, "mnt")
@@ -100,7 +102,7 @@ def cold_pass(a, tmp, floor_s_per_gb):
         daemon = exact if exact is not None else ticks
         with open(os.path.join(mnt, ".spritefs", "stats.json")) as f:
             stats = json.load(f)
-    r = pass_cost(res, daemon, readers, stats, floor_s_per_gb)
+    r = pass_cost(res, daemon, readers, stats)
     r["daemon_cpu_from"] = "schedstat" if exact is not None else "stat ticks"
     return r
 
@@ -127,20 +129,25 @@ def main():
         codec = codec_of(info)
         if codec is None:
             sys.exit(f"cold_cpu: spritefs-pack --info {a.store} says no compression")
-        fl = floor(run_checked, a.readbench, a.store, a.floor_seconds, codec)
-        lz = fl["lz4_decoded_gb_per_s"]
-        print(f"floor ({fl['compression']}): lz4 {f'{lz:.2f} GB/s decoded' if lz else 'none'}, "
-              f"copy {fl['copy_gb_per_s']:.2f} GB/s: {fl['floor_core_s_per_gb']:.3f} core-s/GB",
-              file=sys.stderr)
-        runs = []
+        def measure():
+            fl = floor(run_checked, a.readbench, a.store, a.floor_seconds, codec)
+            lz = fl["lz4_decoded_gb_per_s"]
+            print(f"floor ({fl['compression']}): lz4 {f'{lz:.2f} GB/s decoded' if lz else 'none'}, "
+                  f"copy {fl['copy_gb_per_s']:.2f} GB/s: {fl['floor_core_s_per_gb']:.3f} core-s/GB",
+                  file=sys.stderr)
+            return fl
+
+        floors, runs = [measure()], []
         for k in range(a.runs):
-            r = cold_pass(a, tmp, fl["floor_core_s_per_gb"])
+            r = cold_pass(a, tmp)
+            floors.append(measure())
+            bracket(r, floors[-2]["floor_core_s_per_gb"], floors[-1]["floor_core_s_per_gb"])
             runs.append(r)
             print(f"cold pass {k + 1}: {r['gb_per_s']:.2f} GB/s, daemon "
                   f"{r['daemon_core_s_per_gb']:.3f} + readers {r['readers_core_s_per_gb']:.3f} "
-                  f"= {r['core_s_per_gb']:.3f} core-s/GB = {r['ratio']:.2f}x the floor "
-                  f"(amplification {r['read_amplification']})", file=sys.stderr)
-    print(json.dumps({"store": a.store, "cache": a.cache, "readers": a.readers, "floor": fl,
+                  f"= {r['core_s_per_gb']:.3f} core-s/GB = {r['ratio']:.2f}x the floors around it "
+                  f"({r['floor_core_s_per_gb']:.3f}; amplification {r['read_amplification']})", file=sys.stderr)
+    print(json.dumps({"store": a.store, "cache": a.cache, "readers": a.readers, "floor": combined(floors),
                       "runs": runs, "ratio_median": median(r["ratio"] for r in runs)}))
 
 

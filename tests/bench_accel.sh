@@ -102,6 +102,7 @@ if not num(fl.get("copy_gb_per_s"), 0.1, 1000) or not num(fl.get("lz4_decoded_gb
 elif abs(fl["floor_core_s_per_gb"] - (1 / fl["copy_gb_per_s"] + 1 / fl["lz4_decoded_gb_per_s"])) > 1e-6:
     bad.append(f"T11 floor is not one lz4 decode plus one copy per GB: {fl}")
 ps = cc.get("passes") or []
+each = fl.get("floors_core_s_per_gb") or []  # the floor before the pass, and after it
 if len(ps) != 1:
     bad.append(f"T11: {len(ps)} cold passes in a quick run, not 1")
 for q in ps:
@@ -110,8 +111,11 @@ for q in ps:
     if not tiles <= q.get("bytes", 0) < tiles + (1 << 20) or not num(q.get("daemon_core_s_per_gb"), 0.001, 100) \
             or not num(q.get("readers_core_s_per_gb"), 0.0, 100) or q.get("read_amplification") is None:
         bad.append(f"T11 cold pass {q}")
-    elif abs(q["ratio"] - q["core_s_per_gb"] / fl["floor_core_s_per_gb"]) > 1e-6:
-        bad.append(f"T11 ratio {q['ratio']} is not {q['core_s_per_gb']} / {fl['floor_core_s_per_gb']}")
+    elif len(each) != len(ps) + 1 or abs(q["floor_core_s_per_gb"] - (each[0] + each[1]) / 2) > 1e-6:
+        bad.append(f"T11: the pass's floor {q.get('floor_core_s_per_gb')} is not the mean of those "
+                   f"measured before and after it, {each}")
+    elif abs(q["ratio"] - q["core_s_per_gb"] / q["floor_core_s_per_gb"]) > 1e-6:
+        bad.append(f"T11 ratio {q['ratio']} is not {q['core_s_per_gb']} / {q['floor_core_s_per_gb']}")
 # T12's bound: the smaller of fio x compression and the CPUs at the floor's cost of a byte
 bd = s.get("bound") or {}
 if bd.get("decode_from") != "floor" or not fl.get("floor_core_s_per_gb") \

@@ -211,13 +211,16 @@ def floor_text(cc):
     fl = cc["floor"]
     lz = fl.get("lz4_decoded_gb_per_s")
     passes = ", ".join(fmt_ratio(r) for r in cc["ratios"])
+    each = fl.get("floors_core_s_per_gb") or []
     return [f"Floor ({fl.get('compression')}): one lz4 decode per stored byte at "
             f"{fmt(lz, 2) + ' GB/s decoded' if lz else 'none (raw sheets)'} and one copy per delivered byte at "
             f"{fmt(fl.get('copy_gb_per_s'), 2)} GB/s, per core-second of one thread: "
-            f"{fmt(fl.get('floor_core_s_per_gb'), 3)} core-s/GB. Cold passes over one epoch's views "
-            f"(a fresh mount, page cache dropped, 2 O_DIRECT readers; medians): {fmt(cc['gb_per_s'], 2)} GB/s, "
-            f"daemon {fmt(cc['daemon_core_s_per_gb'], 3)} + readers {fmt(cc['readers_core_s_per_gb'], 3)} = "
-            f"{fmt(cc['core_s_per_gb'], 3)} core-s/GB; over the floor {passes}.", ""]
+            f"{fmt(fl.get('floor_core_s_per_gb'), 3)} core-s/GB (median rates of {len(each)} measurements, "
+            f"before the first pass and after each: {', '.join(fmt(x, 3) for x in each)}). Cold passes over one "
+            f"epoch's views (a fresh mount, page cache dropped, 2 O_DIRECT readers; medians): "
+            f"{fmt(cc['gb_per_s'], 2)} GB/s, daemon {fmt(cc['daemon_core_s_per_gb'], 3)} + readers "
+            f"{fmt(cc['readers_core_s_per_gb'], 3)} = {fmt(cc['core_s_per_gb'], 3)} core-s/GB; each over the mean "
+            f"of the floors before and after it: {passes}.", ""]
 
 
 def main(out, recs, machine, notes, gnuplot):
