@@ -201,6 +201,13 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
 	grep -q '^cpu: OpenBLAS .* Prescott ' "$TMP/v" || fail "the user's core not kept: $(cat "$TMP/v")"
 	grep -Eq '^hntrain: warning: OPENBLAS_CORETYPE=Prescott makes OpenBLAS use its Prescott kernels; this CPU has AVX(2|-512): OPENBLAS_CORETYPE=(Haswell|SkylakeX) is faster$' \
 		"$TMP/verr" || fail "no warning about the generic core: $(cat "$TMP/verr")"
+	# the run hntrain executes again after OpenBLAS fell back (the variable it sets is how it
+	# knows): the cpu line says so, and stderr stays empty (scripts read notes there as faults)
+	HNTRAIN_BLAS_REEXEC=Prescott OPENBLAS_CORETYPE=Haswell "$HNTRAIN" -V >"$TMP/v" 2>"$TMP/verr" ||
+		fail "-V after a restart"
+	grep -q '^cpu: OpenBLAS .* Haswell .*(OPENBLAS_CORETYPE set by hntrain: OpenBLAS took Prescott on this CPU)$' \
+		"$TMP/v" || fail "the restart not on the cpu line: $(cat "$TMP/v")"
+	[[ ! -s $TMP/verr ]] || fail "a restart printed on stderr: $(cat "$TMP/verr")"
 fi
 echo "ok: $(head -1 <<<"$v")"
 echo "PASS"

@@ -229,7 +229,8 @@ uint64_t hn_backend_cpu_bytes(const struct hn_model *m, const struct hn_optim *o
 			      const struct hn_backend_config *cfg);
 /* The cpu backend's thread count for --threads asked (0: one per online CPU, at most 64). */
 int hn_backend_cpu_threads(int asked);
-/* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), for --version. */
+/* What the cpu backend computes with ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... SkylakeX", and where
+ * hntrain chose that kernel set, from what), for --version and the backend line. */
 const char *hn_backend_cpu_library(void);
 /*
  * blas_core.c: OpenBLAS picks its kernels from a table of CPU models; on a
@@ -241,6 +242,8 @@ const char *hn_backend_cpu_library(void);
  */
 const char *hn_blas_core_want(const char *chosen, int avx2, int avx512);
 void hn_blas_core_check(char **argv);
+/* The kernel set OpenBLAS had taken before that re-execution, or NULL. */
+const char *hn_blas_core_fell_back(void);
 
 /*
  * The gpu backend: the plugin "hntrain-cuda.so" exports

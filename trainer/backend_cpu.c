@@ -350,7 +350,7 @@ static int cpu_create(const struct hn_model *m, const struct hn_optim *o,
 		memcpy(st->params, init, sizeof(float) * m->nparams);
 	st->wu_stale = 1;
 	snprintf(st->desc, sizeof st->desc, "cpu: %s, %d threads (%d-sample chunks)",
-		 openblas_get_config(), st->nthreads, st->chunk);
+		 hn_backend_cpu_library(), st->nthreads, st->chunk);
 	*state = st;
 	return 0;
 }
@@ -634,7 +634,15 @@ static int cpu_set_opt_state(void *state, const float *opt)
 
 const char *hn_backend_cpu_library(void)
 {
-	return openblas_get_config();
+	static char lib[256];
+	const char *was = hn_blas_core_fell_back();
+	if (!was)
+		return openblas_get_config();
+	if (!lib[0])
+		snprintf(lib, sizeof lib,
+			 "%s (OPENBLAS_CORETYPE set by hntrain: OpenBLAS took %s on this CPU)",
+			 openblas_get_config(), was);
+	return lib;
 }
 
 static const char *cpu_describe(void *state)

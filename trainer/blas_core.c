@@ -33,6 +33,19 @@ const char *hn_blas_core_want(const char *chosen, int avx2, int avx512)
 
 #define REEXEC_ENV "HNTRAIN_BLAS_REEXEC"
 
+/*
+ * The kernel set OpenBLAS had chosen before hntrain executed itself again
+ * with OPENBLAS_CORETYPE ("" where it did not): the backend line and
+ * --version say so, rather than a note on stderr at every start on such a
+ * CPU, where it read as a fault to scripts that watch stderr.
+ */
+static char fell_back[32];
+
+const char *hn_blas_core_fell_back(void)
+{
+	return fell_back[0] ? fell_back : NULL;
+}
+
 void hn_blas_core_check(char **argv)
 {
 	__builtin_cpu_init();
@@ -44,10 +57,7 @@ void hn_blas_core_check(char **argv)
 	const char *again = getenv(REEXEC_ENV);
 	if (!want) {
 		if (again) {
-			fprintf(stderr,
-				"hntrain: note: OpenBLAS had chosen its generic kernels on "
-				"this CPU; restarted with OPENBLAS_CORETYPE=%s\n",
-				getenv("OPENBLAS_CORETYPE"));
+			snprintf(fell_back, sizeof fell_back, "%s", again);
 			unsetenv(REEXEC_ENV);
 		}
 		return;

@@ -70,7 +70,7 @@ struct cpu_state {
 		int stats; /* 1: running statistics; 0: trained without weight decay */
 	} spans[2 * HN_MAX_LAYERS];
 	const float *in_mean, *in_std; /* input normalisation, or NULL */
-	char desc[200];
+	char desc[320];
 };
 
 /*
